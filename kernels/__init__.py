@@ -1,0 +1,1 @@
+"""Operator definitions (.tc files) shipped with polyopt."""

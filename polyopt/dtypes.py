@@ -1,0 +1,88 @@
+"""Scalar types of the TC language: numpy and C spellings, promotion, reduction identities."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str  # canonical TC name: float32, int8, bool, ...
+    np: np.dtype
+    c: str  # C spelling in generated code
+    kind: str  # "b" bool, "u" unsigned, "i" signed, "f" float
+    bits: int
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_integral(self) -> bool:
+        return self.kind in "bui"
+
+
+def _dt(name: str, c: str, kind: str, bits: int) -> DType:
+    return DType(name, np.dtype("bool" if name == "bool" else name), c, kind, bits)
+
+
+DTYPES: dict[str, DType] = {d.name: d for d in (
+    _dt("bool", "bool", "b", 1),
+    _dt("uint8", "uint8_t", "u", 8), _dt("uint16", "uint16_t", "u", 16),
+    _dt("uint32", "uint32_t", "u", 32), _dt("uint64", "uint64_t", "u", 64),
+    _dt("int8", "int8_t", "i", 8), _dt("int16", "int16_t", "i", 16),
+    _dt("int32", "int32_t", "i", 32), _dt("int64", "int64_t", "i", 64),
+    _dt("float16", "_Float16", "f", 16), _dt("float32", "float", "f", 32),
+    _dt("float64", "double", "f", 64),
+)}
+
+# Type names the language accepts, with their canonical name.
+TYPE_NAMES: dict[str, str] = {**{n: n for n in DTYPES}, "float": "float32", "double": "float64"}
+
+
+def get(name: str) -> DType:
+    return DTYPES[TYPE_NAMES[name]]
+
+
+def from_numpy(dtype: np.dtype) -> DType | None:
+    """The TC type with numpy dtype ``dtype``, or None for complex, object, ... dtypes."""
+    for d in DTYPES.values():
+        if d.np == dtype:
+            return d
+    return None
+
+
+def promote(*names: str) -> str:
+    """TC's promotion rule (language reference §3.2) over canonical type names."""
+    out = DTYPES[names[0]]
+    for n in names[1:]:
+        out = _promote2(out, DTYPES[n])
+    return out.name
+
+
+def _promote2(a: DType, b: DType) -> DType:
+    if a == b:
+        return a
+    if a.is_float or b.is_float:
+        floats = [d for d in (a, b) if d.is_float]
+        return max(floats, key=lambda d: d.bits)
+    if a.kind in "bu" and b.kind in "bu":
+        return max(a, b, key=lambda d: d.bits)
+    return DTYPES[f"int{max(8, a.bits, b.bits)}"]
+
+
+def identity(op: str, name: str) -> float | int | bool:
+    """The value ``op=!`` starts from: 0, 1, +inf or the type's max, -inf or the type's min."""
+    d = DTYPES[name]
+    if op == "+":
+        return 0
+    if op == "*":
+        return 1
+    if d.is_float:
+        return float("inf") if op == "min" else float("-inf")
+    if d.kind == "b":
+        return op == "min"
+    info = np.iinfo(d.np)
+    return int(info.max) if op == "min" else int(info.min)

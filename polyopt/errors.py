@@ -1,0 +1,71 @@
+"""The PolyoptError hierarchy: every failure that reaches a user is one of these."""
+
+from __future__ import annotations
+
+
+class PolyoptError(Exception):
+    """Base class of every error polyopt raises on purpose."""
+
+
+class PolyoptWarning(UserWarning):
+    """Something accepted that may not mean what the author intended (TC's two warnings)."""
+
+
+class LanguageError(PolyoptError, ValueError):
+    """A definition that is not valid TC (syntax, names, types, affinity, ranges).
+
+    ``line`` and ``col`` are 1-based; the message shows the source line with a caret.
+    """
+
+    def __init__(self, message: str, source: str | None = None,
+                 pos: tuple[int, int] | None = None) -> None:
+        self.bare_message = message
+        self.line, self.col = pos if pos is not None else (None, None)
+        super().__init__(format_at(message, source, pos))
+
+
+class ShapeError(PolyoptError, ValueError):
+    """Arguments whose count, rank, extents or dtypes do not fit the definition."""
+
+
+class BoundsError(PolyoptError):
+    """An access that may fall outside its tensor (found by the isl proof or at call time)."""
+
+
+class OptionError(PolyoptError, ValueError):
+    """An unknown option, target or argument value given to the public API."""
+
+
+class ScheduleError(PolyoptError):
+    """A schedule that cannot be built or applied."""
+
+
+class IllegalScheduleError(ScheduleError):
+    """A schedule that violates a dependence; the message prints the dependence as isl text."""
+
+
+class CodegenError(PolyoptError):
+    """The code generator met something it cannot print."""
+
+
+class CompileError(PolyoptError):
+    """The system compiler rejected generated code; carries its log and the saved source."""
+
+    def __init__(self, message: str, log: str = "", source_path: str | None = None) -> None:
+        self.log = log
+        self.source_path = source_path
+        detail = f"\n--- compiler log ---\n{log.strip()}" if log.strip() else ""
+        where = f"\nsource saved at {source_path}" if source_path else ""
+        super().__init__(f"{message}{where}{detail}")
+
+
+def format_at(message: str, source: str | None, pos: tuple[int, int] | None) -> str:
+    """``message`` followed by the offending source line and a caret under column ``pos``."""
+    if source is None or pos is None:
+        return message
+    line, col = pos
+    lines = source.splitlines()
+    if not 1 <= line <= len(lines):
+        return f"{message} (line {line}, column {col})"
+    text = lines[line - 1].expandtabs(1)
+    return f"{message}\n  line {line}, column {col}:\n    {text}\n    {' ' * (col - 1)}^"

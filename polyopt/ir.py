@@ -1,0 +1,245 @@
+"""The frozen Program: what the language front end hands to the polyhedral stages.
+
+Everything here is checked, typed and range-inferred already:
+
+- every ``Expr`` node carries its canonical dtype name (see ``polyopt.dtypes``) and, for
+  error messages, the (line, column) of its first token (``pos``, ignored by equality);
+- lets are inlined, ``exists`` clauses are gone (they only fed range inference), and
+  ``<...>`` parameters and sizes fixed by the caller are substituted as constants;
+- each statement's iteration domain is isl set text whose tuple is the statement's name and
+  whose dims are its index variables (``Stmt.iters``), parametric in the unbound sizes;
+- tensor extents are isl affine expression text over the size names ("M", "3", "H - KH + 1",
+  "floor((H - 1)/2) + 1"), evaluated with ``extent_value``.
+
+``str(program)`` prints the whole artifact (``polyopt compile --emit ir``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import islpy as isl
+
+Pos = tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class Expr:
+    dtype: str
+    pos: Pos = field(default=None, compare=False, repr=False, kw_only=True)
+
+    def children(self) -> tuple[Expr, ...]:
+        return ()
+
+    def walk(self) -> Iterator[Expr]:
+        """This node and all nodes below it, parents first."""
+        yield self
+        for c in self.children():
+            yield from c.walk()
+
+
+@dataclass(frozen=True)
+class Const(Expr):
+    value: int | float | bool
+
+    def __str__(self) -> str:
+        return repr(self.value) if not isinstance(self.value, float) else f"{self.value!r}"
+
+
+@dataclass(frozen=True)
+class Var(Expr):
+    """An index variable (``kind="index"``) or a size used as a value (``kind="size"``)."""
+
+    name: str
+    kind: str  # "index" | "size"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Read(Expr):
+    """``tensor(indices...)``. An index that contains a Read is data dependent (a gather).
+
+    ``pad`` (language extension, zero padding): per dim (before, after) widths as isl affine
+    text over sizes, or None. A padded read outside the tensor but inside the padding yields
+    ``fill`` without touching memory.
+    """
+
+    tensor: str
+    indices: tuple[Expr, ...]
+    pad: tuple[tuple[str, str], ...] | None = None
+    fill: float = 0.0
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.indices
+
+    def __str__(self) -> str:
+        pad = "" if self.pad is None else f" pad{list(self.pad)}={self.fill}"
+        return f"{self.tensor}({', '.join(map(str, self.indices))}){pad}"
+
+
+@dataclass(frozen=True)
+class Unary(Expr):
+    op: str  # "-" | "!"
+    x: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.x,)
+
+    def __str__(self) -> str:
+        return f"({self.op}{self.x})"
+
+
+@dataclass(frozen=True)
+class Binary(Expr):
+    """Arithmetic ``+ - * / %`` (integer ``/`` and ``%`` floor), comparisons
+    ``< > <= >= == !=``, logic ``&& ||``, and ``min``/``max``."""
+
+    op: str
+    a: Expr
+    b: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.a, self.b)
+
+    def __str__(self) -> str:
+        if self.op in ("min", "max"):
+            return f"{self.op}({self.a}, {self.b})"
+        return f"({self.a} {self.op} {self.b})"
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.cond, self.a, self.b)
+
+    def __str__(self) -> str:
+        return f"({self.cond} ? {self.a} : {self.b})"
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """A builtin math function (``exp``, ``fmax``, ...), arity already checked."""
+
+    fn: str
+    args: tuple[Expr, ...]
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.args
+
+    def __str__(self) -> str:
+        return f"{self.fn}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    x: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.x,)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}({self.x})"
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    dtype: str
+    shape: tuple[str, ...]  # isl affine expressions over size names, one per dim
+    role: str  # "input" | "output" | "local"
+    pos: Pos = field(default=None, compare=False, repr=False)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.dtype}({', '.join(self.shape)}) {self.name}"
+
+
+@dataclass(frozen=True)
+class Stmt:
+    """``tensor(lhs...) op rhs`` over ``domain``.
+
+    ``name`` is ``<tensor>_<k>``, the k-th statement writing ``tensor`` (from 0).
+    ``op`` is "=", "+", "*", "min" or "max"; ``init`` is True for the ``op=!`` forms, which
+    first set every element of ``tensor`` in the LHS range to the identity of ``op``.
+    ``iters`` lists the LHS indices in LHS order, then the reduction indices in order of first
+    appearance; ``domain`` is isl set text ``[sizes] -> { name[iters] : ... }``.
+    """
+
+    name: str
+    tensor: str
+    lhs: tuple[str, ...]
+    iters: tuple[str, ...]
+    op: str
+    init: bool
+    rhs: Expr
+    domain: str
+    pos: Pos = field(default=None, compare=False, repr=False)
+
+    @property
+    def reduction_iters(self) -> tuple[str, ...]:
+        return self.iters[len(self.lhs):]
+
+    def __str__(self) -> str:
+        op = "=" if self.op == "=" else f"{self.op}={'!' if self.init else ''}"
+        return f"{self.name}: {self.tensor}({', '.join(self.lhs)}) {op} {self.rhs}\n    {self.domain}"
+
+
+@dataclass(frozen=True)
+class Program:
+    """One checked ``def``: its tensors and statements in source order."""
+
+    name: str
+    sizes: tuple[str, ...]  # unbound size names (isl parameters), in signature order
+    bound: tuple[tuple[str, int], ...]  # sizes fixed at compile time (already substituted)
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    locals: tuple[Tensor, ...]
+    stmts: tuple[Stmt, ...]
+    source: str = field(default="", compare=False, repr=False)
+
+    @property
+    def tensors(self) -> dict[str, Tensor]:
+        return {t.name: t for t in (*self.inputs, *self.outputs, *self.locals)}
+
+    @property
+    def params(self) -> str:
+        """The isl parameter list ``[M, N]`` of this program's sets."""
+        return f"[{', '.join(self.sizes)}]"
+
+    def __str__(self) -> str:
+        head = f"def {self.name}  sizes {list(self.sizes)}  bound {dict(self.bound)}"
+        parts = [head, *(f"  {t}" for t in self.tensors.values())]
+        parts += [f"  {s}" for s in self.stmts]
+        return "\n".join(parts)
+
+
+def extent_value(extent: str, sizes: Mapping[str, int]) -> int:
+    """Evaluate an extent (isl affine text over size names) at concrete sizes."""
+    names = tuple(sorted(sizes))
+    return _eval_extent(extent, names, tuple(sizes[n] for n in names))
+
+
+@lru_cache(maxsize=4096)
+def _eval_extent(extent: str, names: tuple[str, ...], values: tuple[int, ...]) -> int:
+    pa = isl.PwAff(f"[{', '.join(names)}] -> {{ [({extent})] }}")
+    space = pa.get_domain_space()
+    point = isl.Point.zero(space)
+    for i in range(space.dim(isl.dim_type.param)):
+        name = space.get_dim_name(isl.dim_type.param, i)
+        point = point.set_coordinate_val(isl.dim_type.param, i, sizes_val(values[names.index(name)]))
+    return pa.eval(point).to_python()
+
+
+def sizes_val(v: int) -> isl.Val:
+    return isl.Val(str(int(v)))
