@@ -1,0 +1,222 @@
+"""The public entry point: ``compile`` a TC definition into a callable ``Kernel``."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from polyopt import dtypes, ir, lang
+from polyopt.errors import LanguageError, OptionError, ShapeError
+from polyopt.lang import syntax
+from polyopt.lang.parser import parse
+from polyopt.pipeline import Lowered, check_options, lower
+from polyopt.runtime.cpu import CpuKernel, flags_for
+from polyopt.schedule import Schedule
+
+_SIZE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def compile(source: str, name: str | None = None, *, target: str = "c",  # noqa: A001
+            sizes: Mapping[str, int] | None = None, parametric: bool = False,
+            schedule: Schedule | str | None = None,
+            options: Mapping[str, Any] | None = None) -> Kernel:
+    """Compile def ``name`` of ``source`` (TC language) for ``target``.
+
+    ``sizes`` fixes size names and ``<...>`` parameters at compile time. By default every
+    distinct tuple of input shapes gets its own specialized kernel, built at its first call;
+    with ``parametric=True`` one size-generic kernel serves every shape.
+    """
+    if not isinstance(source, str):
+        raise OptionError(f"source must be a string of TC definitions, not {type(source).__name__}")
+    opts = check_options(options, target)
+    return Kernel(source, name, dict(sizes or {}), parametric, schedule, opts)
+
+
+class Kernel:
+    """A compiled definition. Call it with numpy arrays in signature order."""
+
+    def __init__(self, source: str, name: str | None, sizes: dict[str, int], parametric: bool,
+                 schedule: Schedule | str | None, options: dict[str, Any]) -> None:
+        self._source_text = source
+        self._sizes = sizes
+        self._parametric = parametric
+        self._schedule_arg = schedule
+        self._options = options
+        self._decl = _find_def(source, name)
+        self.name = self._decl.name
+        self._variants: dict[tuple[tuple[str, int], ...], tuple[Lowered, CpuKernel]] = {}
+        self._lock = threading.Lock()
+        # Compile now what can be compiled now, so errors show at compile time.
+        self._static: Lowered | None = None
+        try:
+            self._static = lower(source, self.name, sizes, options, schedule)
+        except LanguageError:
+            if parametric or self._fully_bound():
+                raise
+        if parametric and self._static is None:
+            raise LanguageError(f"def '{self.name}' cannot be compiled size-generic")
+
+    # -- introspection -------------------------------------------------------------------
+    @property
+    def program(self) -> ir.Program:
+        return self._lowered().program
+
+    @property
+    def source(self) -> str:
+        """Generated code: specialized when all sizes were given, size-generic otherwise."""
+        return self._lowered().source.text
+
+    @property
+    def schedule(self) -> Schedule:
+        return self._lowered().schedule
+
+    def lowered(self) -> Lowered:
+        """Every stage's artifact for the compile-time sizes."""
+        return self._lowered()
+
+    def _lowered(self) -> Lowered:
+        if self._static is None:
+            # Re-raise the reason it could not be built without sizes.
+            lower(self._source_text, self.name, self._sizes, self._options, self._schedule_arg)
+        assert self._static is not None
+        return self._static
+
+    def _fully_bound(self) -> bool:
+        names = _size_names(self._decl)
+        return all(n in self._sizes for n in names)
+
+    # -- calling -------------------------------------------------------------------------
+    def __call__(self, *inputs: Any, outputs: Sequence[np.ndarray] | None = None) -> Any:
+        arrays = self._check_inputs(inputs)
+        sizes = {**self._sizes, **self._bind_sizes(arrays)}
+        lowered, kernel = self._variant(sizes)
+        program = lowered.program
+        outs = self._outputs(program, sizes, outputs)
+        locs = [np.empty(_shape(t, sizes), dtypes.DTYPES[t.dtype].np) for t in program.locals]
+        buffers = [*arrays, *outs, *locs]
+        dims = [sizes[n] for n in program.sizes]
+        dims += [d for t in program.tensors.values() for d in _shape(t, sizes)]
+        kernel.run(buffers, dims)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _variant(self, sizes: dict[str, int]) -> tuple[Lowered, CpuKernel]:
+        key = () if self._parametric else tuple(sorted(sizes.items()))  # one kernel per shape
+        hit = self._variants.get(key)
+        if hit is not None:
+            return hit
+        with self._lock:
+            if key not in self._variants:
+                if self._parametric:
+                    assert self._static is not None
+                    lowered = self._static
+                else:
+                    lowered = lower(self._source_text, self.name, sizes, self._options,
+                                    self._schedule_arg)
+                flags = flags_for(self._options["openmp"], self._options["cflags"])
+                self._variants[key] = (lowered, CpuKernel(lowered.source, flags))
+            return self._variants[key]
+
+    def _check_inputs(self, inputs: tuple[Any, ...]) -> list[np.ndarray]:
+        decls = self._decl.inputs
+        if len(inputs) != len(decls):
+            names = ", ".join(d.name for d in decls)
+            raise ShapeError(f"def '{self.name}' takes {len(decls)} input(s) ({names}), "
+                             f"got {len(inputs)}")
+        return [_as_input(x, d, self.name) for x, d in zip(inputs, decls, strict=True)]
+
+    def _bind_sizes(self, arrays: list[np.ndarray]) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        where: dict[str, str] = {}
+        for a, d in zip(arrays, self._decl.inputs, strict=True):
+            for k, dim in enumerate(d.type.dims):  # type: ignore[union-attr]
+                extent, here = int(a.shape[k]), f"{d.name} dim {k}"
+                if dim.name is None:
+                    if extent != dim.value:
+                        raise ShapeError(f"def '{self.name}': input {d.name} dim {k} must have "
+                                         f"extent {dim.value}, got {extent}")
+                    continue
+                bound = self._sizes.get(dim.name, sizes.get(dim.name))
+                if bound is not None and bound != extent:
+                    seen = where.get(dim.name, "the compile-time sizes")
+                    raise ShapeError(f"def '{self.name}': size {dim.name} is {bound} from "
+                                     f"{seen} but {extent} from {here}")
+                sizes[dim.name] = extent
+                where.setdefault(dim.name, here)
+        return sizes
+
+    def _outputs(self, program: ir.Program, sizes: dict[str, int],
+                 given: Sequence[np.ndarray] | None) -> list[np.ndarray]:
+        if given is None:
+            return [np.empty(_shape(t, sizes), dtypes.DTYPES[t.dtype].np)
+                    for t in program.outputs]
+        if isinstance(given, np.ndarray) or len(given) != len(program.outputs):
+            raise ShapeError(f"def '{self.name}': outputs= needs a sequence of "
+                             f"{len(program.outputs)} array(s), one per output")
+        for buf, t in zip(given, program.outputs, strict=True):
+            _check_output(buf, t, _shape(t, sizes), self.name)
+        return list(given)
+
+    def __repr__(self) -> str:
+        return f"<polyopt.Kernel {self.name} sizes={self._sizes} parametric={self._parametric}>"
+
+
+def _find_def(source: str, name: str | None) -> syntax.Def:
+    names = lang.def_names(source)
+    defs = {d.name: d for d in parse(source).defs}
+    if name is None:
+        if len(names) != 1:
+            raise OptionError(f"the source holds {len(names)} defs ({', '.join(names)}); "
+                              f"pass name=")
+        name = names[0]
+    if name not in defs:
+        raise OptionError(f"no def named {name!r}; the source defines {', '.join(names)}")
+    return defs[name]
+
+
+def _size_names(decl: syntax.Def) -> set[str]:
+    out = {p.name for p in decl.params if p.default is None}
+    for d in decl.inputs:
+        if d.type is not None:
+            out |= {dim.name for dim in d.type.dims if dim.name is not None}
+    return out
+
+
+def _shape(t: ir.Tensor, sizes: Mapping[str, int]) -> tuple[int, ...]:
+    shape = tuple(ir.extent_value(e, sizes) for e in t.shape)
+    if any(n < 0 for n in shape):
+        raise ShapeError(f"tensor {t.name} would have negative extent {shape} at sizes "
+                         f"{dict(sizes)}")
+    return shape
+
+
+def _as_input(x: Any, decl: syntax.TensorDecl, def_name: str) -> np.ndarray:
+    assert decl.type is not None
+    want = dtypes.get(decl.type.name)
+    if not isinstance(x, np.ndarray | np.generic):
+        if isinstance(x, int | float | bool) and not decl.type.dims:
+            return np.asarray(x, dtype=want.np)
+        raise ShapeError(f"def '{def_name}': input {decl.name} must be a numpy array, "
+                         f"not {type(x).__name__}")
+    a = np.asarray(x)
+    if a.dtype != want.np:
+        raise ShapeError(f"def '{def_name}': input {decl.name} must have dtype {want.name}, "
+                         f"got {a.dtype}")
+    if a.ndim != len(decl.type.dims):
+        raise ShapeError(f"def '{def_name}': input {decl.name} must have rank "
+                         f"{len(decl.type.dims)}, got shape {a.shape}")
+    return np.ascontiguousarray(a)
+
+
+def _check_output(buf: Any, t: ir.Tensor, shape: tuple[int, ...], def_name: str) -> None:
+    want = dtypes.DTYPES[t.dtype].np
+    if not isinstance(buf, np.ndarray):
+        raise ShapeError(f"def '{def_name}': output {t.name} must be a numpy array")
+    if buf.shape != shape or buf.dtype != want:
+        raise ShapeError(f"def '{def_name}': output {t.name} must be {want} of shape {shape}, "
+                         f"got {buf.dtype} of shape {buf.shape}")
+    if not (buf.flags.c_contiguous and buf.flags.writeable):
+        raise ShapeError(f"def '{def_name}': output {t.name} must be C-contiguous and writeable")

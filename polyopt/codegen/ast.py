@@ -1,0 +1,78 @@
+"""Schedule → isl AST, with each loop annotated by whether it carries a dependence.
+
+A loop is parallel when, for every dependence whose endpoints share all outer loop
+iterations, the endpoints also share this loop's iteration (PPCG's ``cpu.c`` test).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polyopt.errors import CodegenError
+from polyopt.poly.deps import Deps
+from polyopt.poly.model import PolyProgram
+from polyopt.schedule.tree import Schedule
+
+PARALLEL = "parallel"
+SEQUENTIAL = "sequential"
+
+
+@dataclass(frozen=True, eq=False)
+class Ast:
+    root: isl.AstNode
+    poly: PolyProgram
+
+    def __str__(self) -> str:
+        return self.root.to_C_str()
+
+
+def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
+    """The isl AST of ``schedule``; ``for`` nodes carry a "parallel"/"sequential" Id."""
+    errors: list[BaseException] = []
+    dep_all = deps.all
+
+    def before_for(build: isl.AstBuild) -> isl.Id:
+        # An exception must not cross into isl: record it and re-raise after the build.
+        try:
+            par = _is_parallel(build.get_schedule(), dep_all)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+            par = False
+        return isl.Id(PARALLEL if par else SEQUENTIAL)
+
+    try:
+        build = isl.AstBuild.from_context(pp.context)
+        build, _keep = build.set_before_each_for(before_for)  # handle lives through the build
+        root = build.node_from_schedule(schedule.tree)
+    except isl.Error as e:
+        raise CodegenError(f"isl's AST builder failed for '{pp.program.name}': {e}") from e
+    if errors:
+        raise CodegenError(f"AST annotation failed: {errors[0]!r}") from errors[0]
+    return Ast(root, pp)
+
+
+def _is_parallel(sched: isl.UnionMap, deps: isl.UnionMap) -> bool:
+    pairs = deps.apply_domain(sched).apply_range(sched)
+    if pairs.is_empty():
+        return True
+    maps: list[isl.Map] = []
+    pairs.foreach_map(maps.append)
+    for m in maps:
+        n = m.dim(isl.dim_type.out)
+        for i in range(n - 1):
+            m = m.equate(isl.dim_type.in_, i, isl.dim_type.out, i)
+        if m.is_empty():
+            continue
+        delta = m.deltas()
+        last = delta.dim(isl.dim_type.set) - 1
+        zero = delta.fix_val(isl.dim_type.set, last, isl.Val.zero(delta.get_ctx()))
+        if not delta.is_subset(zero):
+            return False
+    return True
+
+
+def loop_is_parallel(node: isl.AstNode) -> bool:
+    ann = node.get_annotation()
+    return ann is not None and ann.get_name() == PARALLEL

@@ -1,0 +1,257 @@
+"""isl AST → C source: one printer; targets differ by their Dialect.
+
+The generated function has one calling convention on every target::
+
+    int polyopt_<def>(void **bufs, const long *dims, long *err)
+
+``bufs`` holds the tensors (inputs, outputs, locals in declaration order); ``dims`` holds the
+sizes (``KernelSource.dims`` names each entry) and every tensor extent; ``err`` receives a
+run-time error (a data-dependent index out of range): code, gather id, value, dim.
+A specialized kernel bakes sizes and extents in as constants and ignores ``dims``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from polyopt import ir
+from polyopt.codegen.ast import Ast, loop_is_parallel
+from polyopt.codegen.builtins import PRELUDE
+from polyopt.codegen.exprs import AstExprPrinter, RhsPrinter, cname, ctype, literal
+from polyopt.dtypes import identity
+from polyopt.errors import CodegenError
+from polyopt.poly.model import PolyProgram, PolyStmt
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """Generated code and what a runtime needs to call it."""
+
+    name: str  # the def
+    symbol: str  # the C function
+    text: str
+    buffers: tuple[str, ...]  # tensor names, in bufs[] order
+    dims: tuple[str, ...]  # dims[] entries: size names, then "T.d" for each tensor dim
+    gathers: tuple[str, ...]  # error id → the checked read, for run-time messages
+    specialized: bool
+    target: str = "c"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class Dialect:
+    """C with OpenMP. Other targets override these attributes and a few methods."""
+
+    name = "c"
+    prelude = PRELUDE
+    function_qualifier = ""
+    restrict = "restrict"
+    parallel_pragma = "#pragma omp parallel for"
+
+    def function_header(self, symbol: str) -> str:
+        return (f"{self.function_qualifier}int {symbol}(void **bufs, const long *dims, "
+                f"long *err)")
+
+
+@dataclass
+class _Context:
+    poly: PolyProgram
+    values: dict[str, int] | None  # concrete sizes and extents when specialized
+    gathers: list[str] = field(default_factory=list)
+
+
+def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> KernelSource:
+    """The source of one kernel for ``ast``."""
+    dialect = dialect or Dialect()
+    pp = ast.poly
+    program = pp.program
+    symbol = cname("tensor", program.name).replace("t_", "polyopt_", 1)
+    buffers = tuple(program.tensors)
+    dims = tuple(program.sizes) + tuple(
+        f"{t.name}.{d}" for t in program.tensors.values() for d in range(t.rank))
+    ctx = _Context(pp, _specialized_values(program) if specialized else None)
+    body = _Body(ctx, dialect).node(ast.root, 1, in_parallel=False)
+    lines = [dialect.prelude, dialect.function_header(symbol) + " {"]
+    lines += _declarations(ctx, dialect, dims)
+    lines += body
+    lines += ["  (void)dims; (void)err;", "  return 0;", "}", ""]
+    return KernelSource(program.name, symbol, "\n".join(lines), buffers, dims,
+                        tuple(ctx.gathers), specialized, dialect.name)
+
+
+def _specialized_values(program: ir.Program) -> dict[str, int]:
+    if program.sizes:
+        raise CodegenError(f"cannot specialize def '{program.name}': sizes "
+                           f"{', '.join(program.sizes)} are unbound")
+    return {f"{t.name}.{d}": ir.extent_value(e, {})
+            for t in program.tensors.values() for d, e in enumerate(t.shape)}
+
+
+def _declarations(ctx: _Context, dialect: Dialect, dims: tuple[str, ...]) -> list[str]:
+    program = ctx.poly.program
+    out = []
+    for i, t in enumerate(program.tensors.values()):
+        const = "const " if t.role == "input" else ""
+        out.append(f"  {const}{ctype(t.dtype)} *{dialect.restrict} {cname('tensor', t.name)} = "
+                   f"({const}{ctype(t.dtype)} *)bufs[{i}];")
+    for i, d in enumerate(dims):
+        if "." in d:
+            tensor, k = d.split(".")
+            var = f"{cname('extent', tensor)}_{k}"
+            value = f"{ctx.values[d]}L" if ctx.values is not None else f"dims[{i}]"
+        else:
+            var, value = cname("size", d), f"dims[{i}]"
+        out.append(f"  const long {var} = {value};")
+    return out
+
+
+class _Body:
+    """Walks the isl AST and prints loops, guards and statement instances."""
+
+    def __init__(self, ctx: _Context, dialect: Dialect) -> None:
+        self.ctx = ctx
+        self.dialect = dialect
+        self.ast_expr = AstExprPrinter(frozenset(ctx.poly.program.sizes))
+
+    def node(self, node: isl.AstNode, depth: int, in_parallel: bool) -> list[str]:
+        kind = node.get_type()
+        if kind == isl.ast_node_type.block:
+            kids = node.block_get_children()
+            out: list[str] = []
+            for i in range(kids.n_ast_node()):
+                out += self.node(kids.get_at(i), depth, in_parallel)
+            return out
+        if kind == isl.ast_node_type.for_:
+            return self._for(node, depth, in_parallel)
+        if kind == isl.ast_node_type.if_:
+            return self._if(node, depth, in_parallel)
+        if kind == isl.ast_node_type.mark:
+            return self.node(node.mark_get_node(), depth, in_parallel)
+        if kind == isl.ast_node_type.user:
+            return self._user(node.user_get_expr(), depth)
+        raise CodegenError(f"unsupported isl AST node type {kind}")
+
+    def _for(self, node: isl.AstNode, depth: int, in_parallel: bool) -> list[str]:
+        pad = "  " * depth
+        it = self.ast_expr.expr(node.for_get_iterator())
+        init = self.ast_expr.expr(node.for_get_init(), top=True)
+        if node.for_is_degenerate():
+            body = self.node(node.for_get_body(), depth + 1, in_parallel)
+            return [f"{pad}{{", f"{pad}  const long {it} = {init};", *body, f"{pad}}}"]
+        cond = self.ast_expr.expr(node.for_get_cond(), top=True)
+        inc = self.ast_expr.expr(node.for_get_inc(), top=True)
+        out = []
+        parallel = not in_parallel and loop_is_parallel(node)
+        if parallel and self.dialect.parallel_pragma:
+            out.append(self.dialect.parallel_pragma)
+        out.append(f"{pad}for (long {it} = {init}; {cond}; {it} += {inc}) {{")
+        out += self.node(node.for_get_body(), depth + 1, in_parallel or parallel)
+        out.append(f"{pad}}}")
+        return out
+
+    def _if(self, node: isl.AstNode, depth: int, in_parallel: bool) -> list[str]:
+        pad = "  " * depth
+        cond = self.ast_expr.expr(node.if_get_cond(), top=True)
+        out = [f"{pad}if ({cond}) {{", *self.node(node.if_get_then_node(), depth + 1, in_parallel)]
+        if node.if_has_else_node():
+            out += [f"{pad}}} else {{",
+                    *self.node(node.if_get_else_node(), depth + 1, in_parallel)]
+        return [*out, f"{pad}}}"]
+
+    def _user(self, call: isl.AstExpr, depth: int) -> list[str]:
+        name = call.get_op_arg(0).get_id().get_name()
+        s = self.ctx.poly.stmt(name)
+        args = [self.ast_expr.expr(call.get_op_arg(i + 1), top=True)
+                for i in range(call.get_op_n_arg() - 1)]
+        return StmtPrinter(self.ctx, s).lines(args, "  " * depth)
+
+
+class StmtPrinter:
+    """One statement instance: binds its iterators, runs gather checks, stores the value."""
+
+    def __init__(self, ctx: _Context, s: PolyStmt) -> None:
+        self.ctx = ctx
+        self.s = s
+        self.hoisted: list[str] = []
+        self.rhs = RhsPrinter(self._load)
+
+    def lines(self, args: list[str], pad: str) -> list[str]:
+        s, stmt = self.s, self.s.stmt
+        binds = [f"const long {cname('index', it)} = {a};" for it, a in zip(s.iters, args,
+                                                                              strict=True)]
+        t = self.ctx.poly.program.tensors[stmt.tensor]
+        target = f"{cname('tensor', t.name)}[{self._flat(t, [cname('index', i) for i in stmt.lhs])}]"
+        if s.kind == "init":
+            store = f"{target} = {literal(identity(stmt.op, t.dtype), t.dtype)};"
+        else:
+            store = f"{target} = {self._value(target, t.dtype)};"
+        inner = [*self.hoisted, store]
+        if self.hoisted:  # gather checks leave the instance with ``break``
+            inner = ["do {", *(f"  {x}" for x in inner), "} while (0);"]
+        return [f"{pad}{{ /* {s.name} */", *(f"{pad}  {x}" for x in binds + inner), f"{pad}}}"]
+
+    def _value(self, target: str, dtype: str) -> str:
+        stmt = self.s.stmt
+        rhs = self.rhs.cast(stmt.rhs, dtype)
+        if stmt.op == "=":
+            return rhs
+        if stmt.op in ("min", "max"):
+            return f"po_{stmt.op}_{dtype}({target}, {rhs})"
+        return f"(({ctype(dtype)})({target} {stmt.op} {rhs}))"
+
+    def _flat(self, t: ir.Tensor, index: list[str]) -> str:
+        if not index:
+            return "0"
+        flat = f"({index[0]})"
+        for d in range(1, t.rank):
+            flat = f"({flat} * {cname('extent', t.name)}_{d} + ({index[d]}))"
+        return flat
+
+    def _load(self, read: ir.Read) -> str:
+        t = self.ctx.poly.program.tensors[read.tensor]
+        index = [self._index(ix) for ix in read.indices]
+        if not self._affine(read):
+            index = self._checked(read, t, index)
+        access = f"{cname('tensor', t.name)}[{self._flat(t, index)}]"
+        if read.pad is not None and self.s.guarded:
+            cond = " && ".join(f"0 <= {ix} && {ix} < {cname('extent', t.name)}_{d}"
+                               for d, ix in enumerate(index))
+            return f"(({cond}) ? {access} : {literal(read.fill, t.dtype)})"
+        return access
+
+    def _affine(self, read: ir.Read) -> bool:
+        return all(r.affine for r in self.s.reads if r.read is read)
+
+    def _checked(self, read: ir.Read, t: ir.Tensor, index: list[str]) -> list[str]:
+        gid = len(self.ctx.gathers)
+        self.ctx.gathers.append(f"{read} in statement {self.s.stmt.name}")
+        out = []
+        for d, ix in enumerate(index):
+            var = f"g_{gid}_{d}_{len(self.hoisted)}"
+            ext = f"{cname('extent', t.name)}_{d}"
+            self.hoisted += [
+                f"const long {var} = {ix};",
+                f"if ({var} < 0 || {var} >= {ext}) {{ err[0] = 1; err[1] = {gid}; "
+                f"err[2] = {var}; err[3] = {d}; break; }}"]
+            out.append(var)
+        return out
+
+    def _index(self, e: ir.Expr) -> str:
+        """An integral index expression as C ``long`` arithmetic (floor ``/`` and ``%``)."""
+        if isinstance(e, ir.Const):
+            return f"{int(e.value)}L"
+        if isinstance(e, ir.Var):
+            return cname(e.kind, e.name)
+        if isinstance(e, ir.Cast) and not e.dtype.startswith("float"):
+            return self._index(e.x)
+        if isinstance(e, ir.Unary) and e.op == "-":
+            return f"(-{self._index(e.x)})"
+        if isinstance(e, ir.Binary) and e.op in ("+", "-", "*"):
+            return f"({self._index(e.a)} {e.op} {self._index(e.b)})"
+        if isinstance(e, ir.Binary) and e.op in ("/", "%", "min", "max"):
+            fn = {"/": "div", "%": "mod"}.get(e.op, e.op)
+            return f"po_{fn}_int64({self._index(e.a)}, {self._index(e.b)})"
+        return f"((long)({self.rhs.expr(e)}))"

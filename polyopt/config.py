@@ -1,0 +1,112 @@
+"""The single registry of polyopt's environment knobs, read at call time (never at import).
+
+=====================  ==========================================  ===============================
+Variable               Meaning                                     Default
+=====================  ==========================================  ===============================
+``POLYOPT_CACHE_DIR``  Root of the on-disk cache of compiled       ``platformdirs.user_cache_dir
+                       objects (``<dir>/c/``) and of sources the   ("polyopt")``
+                       compiler rejected (``<dir>/failed/``).
+``POLYOPT_NO_CACHE``   Truthy (``1/true/yes/on``) disables the     off
+                       disk cache: every compile goes to a fresh
+                       temp dir. Falsy: ``0/false/no/off/""``.
+``POLYOPT_DEBUG``      Verbosity 0..4. The runtime prints each     ``0``
+                       compiler command to stderr at >= 1 and
+                       cache decisions at >= 2; 3..4 are for
+                       other stages' dumps.
+``CC``                 The C compiler command; may carry           ``cc``
+                       arguments (``"ccache gcc"``), split like
+                       a shell would.
+``POLYOPT_CFLAGS``     Extra compiler flags, shell-split and       none
+                       appended after polyopt's own flags.
+=====================  ==========================================  ===============================
+
+A malformed value raises :class:`~polyopt.errors.OptionError` naming the variable, so a typo
+is reported instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from polyopt.errors import OptionError
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+MAX_DEBUG = 4
+
+
+@dataclass(frozen=True)
+class Config:
+    """A snapshot of every knob, taken by :func:`current`."""
+
+    cache_dir: Path
+    no_cache: bool
+    debug: int
+    cc: tuple[str, ...]
+    cflags: tuple[str, ...]
+
+
+def current() -> Config:
+    """Read every knob now, so a change to ``os.environ`` takes effect on the next call."""
+    return Config(cache_dir=cache_dir(), no_cache=no_cache(), debug=debug_level(),
+                  cc=cc_command(), cflags=extra_cflags())
+
+
+def cache_dir() -> Path:
+    """``POLYOPT_CACHE_DIR`` or the platform's per-user cache directory."""
+    value = os.environ.get("POLYOPT_CACHE_DIR", "").strip()
+    if value:
+        return Path(value).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("polyopt"))
+
+
+def no_cache() -> bool:
+    """Whether ``POLYOPT_NO_CACHE`` asks to bypass the disk cache."""
+    return _flag("POLYOPT_NO_CACHE")
+
+
+def debug_level() -> int:
+    """``POLYOPT_DEBUG`` as an int in ``0..MAX_DEBUG`` (empty means 0)."""
+    value = os.environ.get("POLYOPT_DEBUG", "").strip()
+    if not value:
+        return 0
+    try:
+        level = int(value)
+    except ValueError:
+        level = -1
+    if not 0 <= level <= MAX_DEBUG:
+        raise OptionError(f"POLYOPT_DEBUG must be an integer 0..{MAX_DEBUG}, got {value!r}")
+    return level
+
+
+def cc_command() -> tuple[str, ...]:
+    """``CC`` split into argv words (``cc`` when unset or blank)."""
+    words = _split("CC")
+    return words or ("cc",)
+
+
+def extra_cflags() -> tuple[str, ...]:
+    """``POLYOPT_CFLAGS`` split into words."""
+    return _split("POLYOPT_CFLAGS")
+
+
+def _flag(name: str) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise OptionError(f"{name} must be one of 1/true/yes/on or 0/false/no/off, got {value!r}")
+
+
+def _split(name: str) -> tuple[str, ...]:
+    value = os.environ.get(name, "")
+    try:
+        return tuple(shlex.split(value))
+    except ValueError as exc:
+        raise OptionError(f"{name} is not valid shell words ({exc}): {value!r}") from exc

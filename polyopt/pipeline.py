@@ -1,0 +1,119 @@
+"""The compilation pipeline, one pure stage after another.
+
+``source → lang.build_program → poly.build_poly (+ check_bounds) → poly.compute_deps →
+schedule → codegen.build_ast → codegen.render``. ``lower`` runs them all and keeps every
+artifact, so each stage can be printed (``polyopt compile --emit``, ``POLYOPT_DEBUG``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import islpy as isl
+
+from polyopt import config, ir, lang
+from polyopt.codegen import Ast, KernelSource, build_ast, render
+from polyopt.errors import OptionError, PolyoptError, ScheduleError
+from polyopt.poly import Deps, PolyProgram, build_poly, check_bounds, compute_deps
+from polyopt.schedule import FUSION, Schedule, check_legal, compute_schedule, program_order
+
+OPTIONS: dict[str, str] = {
+    "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
+    "openmp": "parallelize the outermost parallel loop with OpenMP (default True)",
+    "cflags": "extra C compiler flags, a list of strings",
+}
+TARGETS = ("c",)
+# POLYOPT_DEBUG level at which each stage is dumped to stderr.
+DEBUG_STAGES = {"ir": 1, "domains": 2, "deps": 2, "schedule": 3, "c": 4}
+
+
+@dataclass(frozen=True, eq=False)
+class Lowered:
+    """Every artifact of one compilation."""
+
+    program: ir.Program
+    poly: PolyProgram
+    deps: Deps
+    schedule: Schedule
+    ast: Ast
+    source: KernelSource
+
+    def emit(self, stage: str) -> str:
+        """The text of one stage: ir, domains, deps, schedule, ast or c."""
+        texts = {"ir": self.program, "domains": self.poly, "deps": self.deps,
+                 "schedule": self.schedule, "ast": self.ast, "c": self.source}
+        if stage not in texts:
+            raise OptionError(f"unknown stage {stage!r}; valid: {', '.join(texts)}")
+        return str(texts[stage])
+
+
+def check_options(options: Mapping[str, Any] | None, target: str) -> dict[str, Any]:
+    """Validated options with defaults filled in."""
+    if target not in TARGETS:
+        raise OptionError(f"unknown or unsupported target {target!r}; valid targets: "
+                          f"{', '.join(TARGETS)} (CUDA targets are not implemented yet)")
+    opts: dict[str, Any] = {"fusion": "smart", "openmp": True, "cflags": ()}
+    for key, value in (options or {}).items():
+        if key not in OPTIONS:
+            valid = "; ".join(f"{k}: {v}" for k, v in OPTIONS.items())
+            raise OptionError(f"unknown option {key!r}; valid options are {valid}")
+        opts[key] = value
+    if opts["fusion"] not in FUSION:
+        raise OptionError(f"option fusion={opts['fusion']!r}; valid: {', '.join(FUSION)}")
+    if not isinstance(opts["cflags"], (list, tuple)) or not all(
+            isinstance(f, str) for f in opts["cflags"]):
+        raise OptionError("option cflags must be a list of strings")
+    opts["cflags"] = tuple(opts["cflags"])
+    opts["openmp"] = bool(opts["openmp"])
+    return opts
+
+
+def lower(source: str, name: str | None, sizes: Mapping[str, int] | None,
+          options: Mapping[str, Any], schedule: Schedule | str | None = None) -> Lowered:
+    """Run every stage for one def at the given (possibly partial) sizes."""
+    program = lang.build_program(source, name, sizes)
+    return lower_program(program, options, schedule)
+
+
+def lower_program(program: ir.Program, options: Mapping[str, Any],
+                  schedule: Schedule | str | None = None) -> Lowered:
+    try:
+        pp = build_poly(program)
+        check_bounds(pp)
+        deps = compute_deps(pp)
+        sched = _schedule(pp, deps, options, schedule)
+        ast = build_ast(pp, sched, deps)
+        src = render(ast, specialized=not program.sizes)
+    except isl.Error as e:  # every isl failure reaches the user with context
+        raise PolyoptError(f"internal isl error while compiling '{program.name}': {e}") from e
+    lowered = Lowered(program, pp, deps, sched, ast, src)
+    _debug_dump(lowered)
+    return lowered
+
+
+def _schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
+              schedule: Schedule | str | None) -> Schedule:
+    if schedule is None or schedule == "auto":
+        sched = compute_schedule(pp, deps, fusion=options["fusion"])
+    elif schedule == "program-order":
+        sched = program_order(pp)
+    elif isinstance(schedule, Schedule):
+        sched = schedule
+    else:
+        raise OptionError(f"schedule must be 'auto', 'program-order' or a Schedule, "
+                          f"not {schedule!r}")
+    try:
+        check_legal(sched, deps)
+    except isl.Error as e:
+        raise ScheduleError(f"the schedule does not fit def '{pp.program.name}': {e}") from e
+    return sched
+
+
+def _debug_dump(lowered: Lowered) -> None:
+    level = config.debug_level()
+    for stage in (s for s, at in DEBUG_STAGES.items() if at <= level):
+        print(f"--- polyopt {lowered.program.name}: {stage} ---\n{lowered.emit(stage)}",
+              file=sys.stderr)

@@ -1,0 +1,206 @@
+"""Compile generated C into shared objects with the system compiler, cached, and load them.
+
+``compile_shared`` returns the path of a cached ``.so``; ``load_library`` also ``dlopen``s it
+through ctypes and keeps the handle alive for the life of the process. Compiles run in a
+private temp dir (never the working directory) with ``LC_ALL=C`` so logs are predictable.
+Compilers that reject ``-march=native`` (some clang and non-x86 gcc builds) are retried once
+without it, and remembered per process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from polyopt import config
+from polyopt.errors import CompileError
+from polyopt.runtime import cache
+
+DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared",
+                                  "-std=gnu11")
+LINK_FLAGS: tuple[str, ...] = ("-lm",)
+_REQUIRED = ("-fPIC", "-shared")
+_NATIVE = "-march=native"
+
+_LIBS: dict[tuple[str, str], ctypes.CDLL] = {}
+_UNCACHED_LIBS: list[ctypes.CDLL] = []
+_NO_NATIVE: set[str] = set()
+
+
+@dataclass(frozen=True)
+class _Job:
+    cfg: config.Config
+    identity: str
+    flags: tuple[str, ...]
+    key: str
+
+
+def compile_shared(source: str, *, flags: Sequence[str] | None = None) -> Path:
+    """Compile ``source`` to a shared object (or fetch it from the cache) and return its path.
+
+    ``flags`` replaces :data:`DEFAULT_FLAGS` (``-fPIC -shared`` are added if missing, since the
+    result must be a shared object); ``POLYOPT_CFLAGS`` is appended and ``-lm`` is linked.
+    Raises :class:`CompileError` with the compiler's log and the saved source on failure.
+    """
+    return _compile(_prepare(source, flags), source)
+
+
+def load_library(source: str, *, flags: Sequence[str] | None = None) -> ctypes.CDLL:
+    """``compile_shared`` then ``ctypes.CDLL``; an object that fails to load is rebuilt once."""
+    job = _prepare(source, flags)
+    mem = (str(job.cfg.cache_dir), job.key)
+    if not job.cfg.no_cache and mem in _LIBS:
+        return _LIBS[mem]
+    path = _compile(job, source)
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        if job.cfg.no_cache:
+            raise CompileError(f"cannot load the compiled object {path}", str(exc)) from exc
+        _trace(job.cfg, 1, f"cached object {path} does not load ({exc}); rebuilding")
+        cache.invalidate(job.cfg.cache_dir, job.key)
+        path = _compile(job, source)
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError as exc2:
+            saved = str(cache.entry_path(job.cfg.cache_dir, job.key, ".c"))
+            raise CompileError(f"cannot load the freshly compiled object {path}", str(exc2),
+                               saved) from exc2
+    if job.cfg.no_cache:
+        _UNCACHED_LIBS.append(lib)
+    else:
+        _LIBS[mem] = lib
+    return lib
+
+
+def compiler_identity(cc: str | Sequence[str]) -> str:
+    """Resolved path of the compiler plus the first line of its ``--version`` (cached)."""
+    argv = tuple(shlex.split(cc)) if isinstance(cc, str) else tuple(cc)
+    return _identity(argv or ("cc",))
+
+
+@functools.cache
+def _identity(argv: tuple[str, ...]) -> str:
+    resolved = shutil.which(argv[0])
+    if resolved is None:
+        raise _missing(argv)
+    try:
+        proc = subprocess.run([resolved, *argv[1:], "--version"], capture_output=True,
+                              text=True, env=_env(), timeout=60, check=False)
+    except OSError as exc:
+        raise _missing(argv, exc) from exc
+    lines = (proc.stdout or proc.stderr).strip().splitlines()
+    words = shlex.join([os.path.realpath(resolved), *argv[1:]])
+    return f"{words} | {lines[0] if lines else f'exit {proc.returncode}'}"
+
+
+def _missing(argv: Sequence[str], exc: Exception | None = None) -> CompileError:
+    why = f" ({exc})" if exc else ""
+    return CompileError(f"C compiler command {argv[0]!r} was not found or cannot run{why}; "
+                        "set CC to a working C compiler (e.g. CC=gcc)")
+
+
+def _prepare(source: str, flags: Sequence[str] | None) -> _Job:
+    """Read the config, resolve the compiler and compute the key, all before any build."""
+    cfg = config.current()
+    identity = compiler_identity(cfg.cc)
+    chosen = list(DEFAULT_FLAGS if flags is None else flags)
+    chosen += [f for f in _REQUIRED if f not in chosen]
+    final = (*chosen, *cfg.cflags)
+    # -march=native makes the object depend on this CPU: keep shared caches (NFS homes) apart.
+    host = _host_fingerprint() if any(f.endswith("=native") for f in final) else ""
+    key = cache.cache_key(source, f"{identity} | {host}", (*final, *LINK_FLAGS))
+    return _Job(cfg, identity, final, key)
+
+
+def _compile(job: _Job, source: str) -> Path:
+    if job.cfg.no_cache:
+        out = Path(tempfile.mkdtemp(prefix="polyopt-nocache-")) / f"{job.key}.so"
+        out.write_bytes(_build(job, source))
+        return out
+    info = {"compiler": job.identity, "flags": list(job.flags)}
+    try:
+        path = cache.get_or_build(job.cfg.cache_dir, job.key, source,
+                                  lambda: _build(job, source), info)
+    except OSError as exc:
+        _trace(job.cfg, 0, f"cache dir {job.cfg.cache_dir} unusable ({exc}); compiling uncached")
+        out = Path(tempfile.mkdtemp(prefix="polyopt-nocache-")) / f"{job.key}.so"
+        out.write_bytes(_build(job, source))
+        return out
+    _trace(job.cfg, 2, f"object {path}")
+    return path
+
+
+def _build(job: _Job, source: str) -> bytes:
+    """Run the compiler in a private temp dir and return the object's bytes."""
+    flags = job.flags
+    if job.identity in _NO_NATIVE:
+        flags = tuple(f for f in flags if f != _NATIVE)
+    with tempfile.TemporaryDirectory(prefix="polyopt-cc-") as tmp:
+        src, out = Path(tmp) / f"{job.key[:16]}.c", Path(tmp) / "out.so"
+        src.write_text(source)
+        proc = _run(job, flags, src, out)
+        if proc.returncode != 0 and _NATIVE in flags and "-march" in proc.stderr:
+            _trace(job.cfg, 0, f"{job.cfg.cc[0]} rejects {_NATIVE}; compiling without it")
+            _NO_NATIVE.add(job.identity)
+            proc = _run(job, tuple(f for f in flags if f != _NATIVE), src, out)
+        if proc.returncode != 0 or not out.is_file():
+            saved = cache.save_failed(job.cfg.cache_dir, job.key, source)
+            log = (proc.stderr + proc.stdout).replace(str(src), str(saved))
+            raise CompileError(f"C compiler failed (exit {proc.returncode}): "
+                               f"{shlex.join(proc.args)}", log, str(saved))
+        if proc.stderr.strip():
+            _trace(job.cfg, 1, proc.stderr.strip())
+        return out.read_bytes()
+
+
+def _run(job: _Job, flags: Sequence[str], src: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    argv = [*job.cfg.cc, *flags, "-o", str(out), str(src), *LINK_FLAGS]
+    _trace(job.cfg, 1, shlex.join(argv))
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, cwd=src.parent,
+                              env=_env(), check=False)
+    except OSError as exc:
+        raise _missing(job.cfg.cc, exc) from exc
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "LC_ALL": "C"}
+
+
+_CPU_KEYS = frozenset({"vendor_id", "cpu family", "model", "model name", "stepping", "flags",
+                       "Features", "CPU implementer", "CPU architecture", "CPU variant",
+                       "CPU part", "isa", "cpu"})
+
+
+@functools.lru_cache(maxsize=1)
+def _host_fingerprint() -> str:
+    """The machine and CPU model/features, which ``-march=native`` output depends on."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            lines = handle.read().split("\n\n")[0].splitlines()
+    except OSError:
+        return f"{platform.machine()}:{platform.processor()}"
+    stable = [ln for ln in lines if ln.split(":")[0].strip() in _CPU_KEYS]
+    return f"{platform.machine()}:{hashlib.sha256(repr(stable).encode()).hexdigest()[:16]}"
+
+
+def _trace(cfg: config.Config, level: int, message: str) -> None:
+    """Level 0 is a warning; higher levels go to stderr when ``POLYOPT_DEBUG`` >= ``level``."""
+    if level == 0:
+        cache.logger.warning(message)
+        return
+    cache.logger.debug(message)
+    if cfg.debug >= level:
+        print(f"[polyopt] {message}", file=sys.stderr)

@@ -1,0 +1,48 @@
+"""Load a generated C kernel and call it with numpy buffers."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+import numpy as np
+
+from polyopt.codegen.printer import KernelSource
+from polyopt.errors import BoundsError
+from polyopt.runtime.compiler import DEFAULT_FLAGS, load_library
+
+# -fwrapv: integer arithmetic wraps like numpy's instead of being undefined on overflow.
+C_FLAGS = (*DEFAULT_FLAGS, "-fwrapv")
+
+
+def flags_for(openmp: bool = True, extra: Sequence[str] = ()) -> tuple[str, ...]:
+    base = C_FLAGS if openmp else tuple(f for f in C_FLAGS if f != "-fopenmp")
+    return (*base, *extra)
+
+
+class CpuKernel:
+    """A loaded ``KernelSource``: ``run(buffers, dims)`` executes it."""
+
+    def __init__(self, source: KernelSource, flags: Sequence[str] = C_FLAGS) -> None:
+        self.source = source
+        lib = load_library(source.text, flags=list(flags))
+        fn = lib[source.symbol]
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        self._lib = lib  # keeps the library loaded as long as the kernel lives
+        self._fn = fn
+        self._nbuf = len(source.buffers)
+
+    def run(self, buffers: Sequence[np.ndarray], dims: Sequence[int]) -> None:
+        ptrs = (ctypes.c_void_p * max(1, self._nbuf))(*(b.ctypes.data for b in buffers))
+        dim_arr = (ctypes.c_long * max(1, len(dims)))(*dims)
+        err = (ctypes.c_long * 4)()
+        self._fn(ptrs, dim_arr, err)
+        if err[0]:
+            self._raise(err)
+
+    def _raise(self, err: ctypes.Array) -> None:
+        what = self.source.gathers[err[1]] if err[1] < len(self.source.gathers) else "a read"
+        raise BoundsError(
+            f"data-dependent index out of range in def '{self.source.name}': {what} "
+            f"computed index {err[2]} in dim {err[3]}, outside the tensor's extent")

@@ -1,0 +1,45 @@
+"""Automatic scheduling with isl's scheduler (``ScheduleConstraints.compute_schedule``)."""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from polyopt.errors import ScheduleError
+from polyopt.poly.deps import Deps
+from polyopt.poly.model import PolyProgram
+from polyopt.schedule.tree import Schedule
+
+FUSION = ("min", "smart", "max")
+
+
+def compute_schedule(pp: PolyProgram, deps: Deps, *, fusion: str = "smart") -> Schedule:
+    """isl's schedule for ``pp``: validity = every dependence, proximity = flow and output.
+
+    ``fusion="min"`` serializes strongly connected components (no fusion across them);
+    ``"smart"`` and ``"max"`` let isl fuse wherever its proximity objective gains.
+    """
+    if not pp.stmts:
+        return program_order(pp)
+    ctx = pp.context.get_ctx()
+    old = ctx.get_schedule_serialize_sccs()
+    try:
+        ctx.set_schedule_serialize_sccs(1 if fusion == "min" else 0)
+        sc = isl.ScheduleConstraints.on_domain(pp.domain).set_context(pp.context)
+        sc = sc.set_validity(deps.all).set_coincidence(deps.all)
+        sc = sc.set_proximity(deps.flow.union(deps.output))
+        tree = sc.compute_schedule()
+    except isl.Error as e:
+        raise ScheduleError(f"isl's scheduler failed for '{pp.program.name}': {e}") from e
+    finally:
+        ctx.set_schedule_serialize_sccs(old)
+    return Schedule(tree, "isl")
+
+
+def program_order(pp: PolyProgram) -> Schedule:
+    """The sequential source order as a schedule tree."""
+    order = pp.program_order
+    tree = isl.Schedule.from_domain(pp.domain)
+    if not order.is_empty():
+        mupa = isl.MultiUnionPwAff.from_union_map(order)
+        tree = tree.insert_partial_schedule(mupa)
+    return Schedule(tree, "program-order")
