@@ -1,7 +1,13 @@
-"""polyopt: a polyhedral loop-nest optimizer for tensor operators in Einstein notation."""
+"""polyopt: a polyhedral loop-nest optimizer for tensor operators in Einstein notation.
+
+``polyopt.compile`` turns a Tensor Comprehensions definition into a callable kernel;
+``polyopt.einsum`` is a drop-in for ``numpy.einsum`` built on the same pipeline.
+"""
 
 from __future__ import annotations
 
+from polyopt.api import Kernel, compile
+from polyopt.einsum import einsum
 from polyopt.errors import (
     BoundsError,
     CodegenError,
@@ -13,7 +19,9 @@ from polyopt.errors import (
     PolyoptWarning,
     ScheduleError,
     ShapeError,
+    SizesRequiredError,
 )
+from polyopt.schedule import Schedule
 
 __version__ = "0.1.0"
 
@@ -22,10 +30,15 @@ __all__ = [
     "CodegenError",
     "CompileError",
     "IllegalScheduleError",
+    "Kernel",
     "LanguageError",
     "OptionError",
     "PolyoptError",
     "PolyoptWarning",
+    "Schedule",
     "ScheduleError",
     "ShapeError",
+    "SizesRequiredError",
+    "compile",
+    "einsum",
 ]

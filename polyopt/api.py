@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from polyopt import dtypes, ir, lang
-from polyopt.errors import LanguageError, OptionError, ShapeError
+from polyopt.errors import OptionError, ShapeError, SizesRequiredError
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
 from polyopt.pipeline import Lowered, check_options, lower
@@ -20,7 +20,7 @@ from polyopt.schedule import Schedule
 _SIZE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def compile(source: str, name: str | None = None, *, target: str = "c",  # noqa: A001
+def compile(source: str, name: str | None = None, *, target: str = "c",
             sizes: Mapping[str, int] | None = None, parametric: bool = False,
             schedule: Schedule | str | None = None,
             options: Mapping[str, Any] | None = None) -> Kernel:
@@ -54,11 +54,9 @@ class Kernel:
         self._static: Lowered | None = None
         try:
             self._static = lower(source, self.name, sizes, options, schedule)
-        except LanguageError:
-            if parametric or self._fully_bound():
+        except SizesRequiredError:
+            if parametric:  # a size-generic kernel is impossible for this def
                 raise
-        if parametric and self._static is None:
-            raise LanguageError(f"def '{self.name}' cannot be compiled size-generic")
 
     # -- introspection -------------------------------------------------------------------
     @property
@@ -84,10 +82,6 @@ class Kernel:
             lower(self._source_text, self.name, self._sizes, self._options, self._schedule_arg)
         assert self._static is not None
         return self._static
-
-    def _fully_bound(self) -> bool:
-        names = _size_names(self._decl)
-        return all(n in self._sizes for n in names)
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *inputs: Any, outputs: Sequence[np.ndarray] | None = None) -> Any:
@@ -149,7 +143,7 @@ class Kernel:
         return sizes
 
     def _outputs(self, program: ir.Program, sizes: dict[str, int],
-                 given: Sequence[np.ndarray] | None) -> list[np.ndarray]:
+                 given: Any) -> list[np.ndarray]:
         if given is None:
             return [np.empty(_shape(t, sizes), dtypes.DTYPES[t.dtype].np)
                     for t in program.outputs]
@@ -175,14 +169,6 @@ def _find_def(source: str, name: str | None) -> syntax.Def:
     if name not in defs:
         raise OptionError(f"no def named {name!r}; the source defines {', '.join(names)}")
     return defs[name]
-
-
-def _size_names(decl: syntax.Def) -> set[str]:
-    out = {p.name for p in decl.params if p.default is None}
-    for d in decl.inputs:
-        if d.type is not None:
-            out |= {dim.name for dim in d.type.dims if dim.name is not None}
-    return out
 
 
 def _shape(t: ir.Tensor, sizes: Mapping[str, int]) -> tuple[int, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from collections.abc import Sequence
@@ -67,7 +68,7 @@ def _read_source(path: str) -> str:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except FileNotFoundError:
-        from polyopt import kernels
+        kernels = importlib.import_module("polyopt.kernels")  # installed from kernels/
         if path in kernels.names():
             return kernels.get(path)
         raise OptionError(f"no file {path!r}, and no kernel of that name in "
@@ -131,7 +132,8 @@ def _check(program: ir.Program, inputs: list[np.ndarray], sizes: dict[str, int],
     ref = evaluate(program, inputs, sizes)
     worst = 0.0
     for t, g, r in zip(program.outputs, got, ref, strict=True):
-        err = float(np.linalg.norm(np.asarray(g, np.float64) - r) / max(np.linalg.norm(r), 1e-30))
+        diff = float(np.linalg.norm(np.asarray(g, np.float64) - r))
+        err = diff / max(float(np.linalg.norm(r)), 1e-30)
         worst = max(worst, err)
         print(f"  {t.name}: relative L2 error {err:.3e} against the float64 reference")
     tol = 1e-2 if any(t.dtype == "float16" for t in program.outputs) else 1e-4

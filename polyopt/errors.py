@@ -20,8 +20,13 @@ class LanguageError(PolyoptError, ValueError):
     def __init__(self, message: str, source: str | None = None,
                  pos: tuple[int, int] | None = None) -> None:
         self.bare_message = message
-        self.line, self.col = pos if pos is not None else (None, None)
+        self.line: int | None = pos[0] if pos is not None else None
+        self.col: int | None = pos[1] if pos is not None else None
         super().__init__(format_at(message, source, pos))
+
+
+class SizesRequiredError(LanguageError):
+    """A def that is affine only once some sizes are known (``SH*h`` with SH unbound)."""
 
 
 class ShapeError(PolyoptError, ValueError):

@@ -192,7 +192,8 @@ class Stmt:
 
     def __str__(self) -> str:
         op = "=" if self.op == "=" else f"{self.op}={'!' if self.init else ''}"
-        return f"{self.name}: {self.tensor}({', '.join(self.lhs)}) {op} {self.rhs}\n    {self.domain}"
+        lhs = ", ".join(self.lhs)
+        return f"{self.name}: {self.tensor}({lhs}) {op} {self.rhs}\n    {self.domain}"
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,8 @@ def _eval_extent(extent: str, names: tuple[str, ...], values: tuple[int, ...]) -
     point = isl.Point.zero(space)
     for i in range(space.dim(isl.dim_type.param)):
         name = space.get_dim_name(isl.dim_type.param, i)
-        point = point.set_coordinate_val(isl.dim_type.param, i, sizes_val(values[names.index(name)]))
+        value = sizes_val(values[names.index(name)])
+        point = point.set_coordinate_val(isl.dim_type.param, i, value)
     return pa.eval(point).to_python()
 
 

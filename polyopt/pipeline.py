@@ -101,7 +101,7 @@ def _schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
     elif schedule == "program-order":
         sched = program_order(pp)
     elif isinstance(schedule, Schedule):
-        sched = schedule
+        sched = schedule.specialize(pp.domain, dict(pp.program.bound))
     else:
         raise OptionError(f"schedule must be 'auto', 'program-order' or a Schedule, "
                           f"not {schedule!r}")

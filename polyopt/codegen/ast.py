@@ -37,7 +37,7 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
         # An exception must not cross into isl: record it and re-raise after the build.
         try:
             par = _is_parallel(build.get_schedule(), dep_all)
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors.append(e)
             par = False
         return isl.Id(PARALLEL if par else SEQUENTIAL)

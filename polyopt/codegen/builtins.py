@@ -8,17 +8,21 @@ double precision, and narrower types call them through a cast.
 from __future__ import annotations
 
 # libm functions with a float variant spelled with an ``f`` suffix.
-LIBM = frozenset("""
+LIBM = frozenset(
+    """
 acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp exp2 exp10
-expm1 fabs fdim floor fma fmax fmin fmod hypot lgamma log log10 log1p log2 logb nextafter pow
-remainder round sin sinh sqrt tan tanh tgamma trunc j0 j1 y0 y1
-""".split())
+expm1 fabs fdim floor fma fmax fmin fmod hypot lgamma log log10 log1p log2 logb nextafter
+pow remainder round sin sinh sqrt tan tanh tgamma trunc j0 j1 y0 y1
+""".split()
+)
 
 # Defined in PRELUDE as po_<name>(double...).
-EXTRA = frozenset("""
+EXTRA = frozenset(
+    """
 cospi sinpi cyl_bessel_i0 cyl_bessel_i1 erfcinv erfcx erfinv fdivide norm3d norm4d normcdf
 normcdfinv rcbrt rhypot rnorm3d rnorm4d rsqrt
-""".split())
+""".split()
+)
 
 ARITY = {**{f: 1 for f in LIBM | EXTRA}, "atan2": 2, "copysign": 2, "fdim": 2, "fdivide": 2,
          "fma": 3, "fmax": 2, "fmin": 2, "fmod": 2, "hypot": 2, "nextafter": 2, "pow": 2,
@@ -109,6 +113,7 @@ static inline double po_cyl_bessel_i0(double x) {
   return s; }
 static inline double po_cyl_bessel_i1(double x) {
   double t = 0.5 * x, s = t, q = 0.25 * x * x;
-  for (int k = 1; k < 1000 && fabs(t) > 1e-17 * fabs(s); k++) { t *= q / ((double)k * (k + 1)); s += t; }
+  for (int k = 1; k < 1000 && fabs(t) > 1e-17 * fabs(s); k++) {
+    t *= q / ((double)k * (k + 1)); s += t; }
   return s; }
 """

@@ -183,7 +183,8 @@ class StmtPrinter:
         binds = [f"const long {cname('index', it)} = {a};" for it, a in zip(s.iters, args,
                                                                               strict=True)]
         t = self.ctx.poly.program.tensors[stmt.tensor]
-        target = f"{cname('tensor', t.name)}[{self._flat(t, [cname('index', i) for i in stmt.lhs])}]"
+        lhs = [cname("index", i) for i in stmt.lhs]
+        target = f"{cname('tensor', t.name)}[{self._flat(t, lhs)}]"
         if s.kind == "init":
             store = f"{target} = {literal(identity(stmt.op, t.dtype), t.dtype)};"
         else:
@@ -214,7 +215,7 @@ class StmtPrinter:
         t = self.ctx.poly.program.tensors[read.tensor]
         index = [self._index(ix) for ix in read.indices]
         if not self._affine(read):
-            index = self._checked(read, t, index)
+            index = self._checked(read, t, index, read.pad)
         access = f"{cname('tensor', t.name)}[{self._flat(t, index)}]"
         if read.pad is not None and self.s.guarded:
             cond = " && ".join(f"0 <= {ix} && {ix} < {cname('extent', t.name)}_{d}"
@@ -225,19 +226,30 @@ class StmtPrinter:
     def _affine(self, read: ir.Read) -> bool:
         return all(r.affine for r in self.s.reads if r.read is read)
 
-    def _checked(self, read: ir.Read, t: ir.Tensor, index: list[str]) -> list[str]:
+    def _checked(self, read: ir.Read, t: ir.Tensor, index: list[str],
+                 pad: tuple[tuple[str, str], ...] | None) -> list[str]:
+        """Hoist each index into a variable, reporting values outside the (padded) extent."""
         gid = len(self.ctx.gathers)
         self.ctx.gathers.append(f"{read} in statement {self.s.stmt.name}")
         out = []
         for d, ix in enumerate(index):
             var = f"g_{gid}_{d}_{len(self.hoisted)}"
             ext = f"{cname('extent', t.name)}_{d}"
+            lo, hi = ("0", ext) if pad is None else (
+                f"-({self._size_expr(pad[d][0])})", f"{ext} + ({self._size_expr(pad[d][1])})")
             self.hoisted += [
                 f"const long {var} = {ix};",
-                f"if ({var} < 0 || {var} >= {ext}) {{ err[0] = 1; err[1] = {gid}; "
+                f"if ({var} < {lo} || {var} >= {hi}) {{ err[0] = 1; err[1] = {gid}; "
                 f"err[2] = {var}; err[3] = {d}; break; }}"]
             out.append(var)
         return out
+
+    def _size_expr(self, text: str) -> str:
+        """A padding width (isl affine text over sizes) as C, through isl's AST builder."""
+        program = self.ctx.poly.program
+        pa = isl.PwAff(f"{program.params} -> {{ [({text})] }}")
+        build = isl.AstBuild.from_context(self.ctx.poly.context)
+        return AstExprPrinter(frozenset(program.sizes)).expr(build.expr_from_pw_aff(pa))
 
     def _index(self, e: ir.Expr) -> str:
         """An integral index expression as C ``long`` arithmetic (floor ``/`` and ``%``)."""

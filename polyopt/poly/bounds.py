@@ -57,8 +57,8 @@ def _pw_text(pa: isl.PwAff) -> str:
 
 
 def _example(relation: isl.Map, outside: isl.Set) -> str:
-    point = relation.intersect_range(outside).sample_point() if not outside.is_empty() else None
-    return str(point) if point is not None else str(outside)
+    point = relation.intersect_range(outside).wrap().sample_point()
+    return str(point).replace("[[", "[").replace("] -> [", " -> ").replace("]]", "]")
 
 
 def _sizes_note(program: ir.Program) -> str:

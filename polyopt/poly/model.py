@@ -130,8 +130,7 @@ def _context(program: ir.Program) -> isl.Set:
     cons = [f"{n} >= 0" for n in program.sizes]
     for t in program.tensors.values():
         cons += [f"{e} >= 0" for e in t.shape if any(n in e for n in program.sizes)]
-    body = " and ".join(cons) if cons else ""
-    return isl.Set(f"{program.params} -> {{ : {body} }}" if body else f"{program.params} -> {{ : }}")
+    return isl.Set(f"{program.params} -> {{ : {' and '.join(cons)} }}")
 
 
 def tensor_box(program: ir.Program, name: str, pad: tuple[tuple[str, str], ...] | None = None
@@ -156,8 +155,9 @@ def _lower_stmt(program: ir.Program, stmt: ir.Stmt, context: isl.Set, is_first: 
         out.append(_init_stmt(program, stmt, domain, context, is_first))
     reads = _read_accesses(program, stmt, domain)
     padded = [r for r in reads if r.read.pad is not None]
-    if not padded:
-        out.append(_update(program, stmt, stmt.name, False, domain, reads))
+    if not padded or not all(r.affine for r in padded):
+        # A data-dependent padded read cannot split the domain: guard it everywhere.
+        out.append(_update(program, stmt, stmt.name, bool(padded), domain, reads))
         return out
     inside = domain
     for r in padded:
@@ -264,7 +264,11 @@ def _is_affine(program: ir.Program, iters: tuple[str, ...], text: str) -> bool:
 
 
 def affine_text(e: ir.Expr) -> str | None:
-    """isl text for an integral index expression, or None when it reads data or selects."""
+    """isl text for an integral index expression, or None when it reads data or selects.
+
+    isl's parser takes only bare integer literals as factors and divisors, so constants are
+    printed bare and products keep the constant outside the parentheses.
+    """
     if isinstance(e, ir.Const):
         return str(int(e.value))
     if isinstance(e, ir.Var):
@@ -278,14 +282,29 @@ def affine_text(e: ir.Expr) -> str | None:
         a, b = affine_text(e.a), affine_text(e.b)
         if a is None or b is None:
             return None
-        if e.op == "/":
-            return f"floor(({a})/({b}))"
-        if e.op == "%":
-            return f"(({a}) mod ({b}))"
-        if e.op in ("min", "max"):
-            return f"{e.op}({a}, {b})"
-        return f"(({a}) {e.op} ({b}))"
+        return _binary_text(e.op, a, b)
     return None
+
+
+def _binary_text(op: str, a: str, b: str) -> str | None:
+    if op in ("+", "-"):
+        return f"(({a}) {op} ({b}))"
+    if op in ("min", "max"):
+        return f"{op}({a}, {b})"
+    if op == "*":
+        if _is_int(a):
+            a, b = b, a
+        if not _is_int(b):
+            return f"(({a}) * ({b}))"  # not affine; isl will say so
+        c = int(b)
+        return f"({c}*({a}))" if c >= 0 else f"(-{-c}*({a}))"
+    if not _is_int(b) or int(b) <= 0:
+        return None
+    return f"floor(({a})/{b})" if op == "/" else f"(({a}) mod {b})"
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
 
 
 def _integral(dtype: str) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import islpy as isl
 
-from polyopt.errors import ScheduleError
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.schedule.tree import Schedule
@@ -24,15 +23,27 @@ def compute_schedule(pp: PolyProgram, deps: Deps, *, fusion: str = "smart") -> S
     old = ctx.get_schedule_serialize_sccs()
     try:
         ctx.set_schedule_serialize_sccs(1 if fusion == "min" else 0)
-        sc = isl.ScheduleConstraints.on_domain(pp.domain).set_context(pp.context)
-        sc = sc.set_validity(deps.all).set_coincidence(deps.all)
-        sc = sc.set_proximity(deps.flow.union(deps.output))
-        tree = sc.compute_schedule()
-    except isl.Error as e:
-        raise ScheduleError(f"isl's scheduler failed for '{pp.program.name}': {e}") from e
+        tree = _isl_schedule(pp, deps, coincidence=True)
+        if tree is None:  # isl can fail to carry some dependences with coincidence asked for
+            tree = _isl_schedule(pp, deps, coincidence=False)
     finally:
         ctx.set_schedule_serialize_sccs(old)
+    if tree is None:
+        # isl gives up on some all-to-one reductions at small fixed sizes ("unable to carry
+        # dependences"); program order is always legal there.
+        return program_order(pp)
     return Schedule(tree, "isl")
+
+
+def _isl_schedule(pp: PolyProgram, deps: Deps, *, coincidence: bool) -> isl.Schedule | None:
+    sc = isl.ScheduleConstraints.on_domain(pp.domain).set_context(pp.context)
+    sc = sc.set_validity(deps.all).set_proximity(deps.flow.union(deps.output))
+    if coincidence:
+        sc = sc.set_coincidence(deps.all)
+    try:
+        return sc.compute_schedule()
+    except isl.Error:
+        return None
 
 
 def program_order(pp: PolyProgram) -> Schedule:

@@ -1,0 +1,33 @@
+"""The polyhedral model: domains, accesses, padding split, dependences."""
+
+from __future__ import annotations
+
+from polyopt.lang import build_program
+from polyopt.poly import build_poly, compute_deps
+
+CONV_SAME = """def conv_same(float(N,C,H,W) I, float(F,C,3,3) Wt) -> (O) {
+    O(n,f,h,w) +=! I(n,r_c,h+r_kh-1,w+r_kw-1) * Wt(f,r_c,r_kh,r_kw) where pad I(0,0,1,1)
+}"""
+
+
+def test_padding_splits_into_interior_and_border_in_the_domain() -> None:
+    pp = build_poly(build_program(CONV_SAME, "conv_same", {"N": 1, "C": 2, "H": 5, "W": 6,
+                                                            "F": 3}))
+    names = [s.name for s in pp.stmts]
+    assert names == ["O_0_init", "O_0", "O_0_border"]
+    inner, border = pp.stmt("O_0"), pp.stmt("O_0_border")
+    assert not inner.guarded and border.guarded
+    # The two pieces partition the statement's domain.
+    assert inner.domain.intersect(border.domain.set_tuple_name("O_0")).is_empty()
+    total = inner.domain.count_val().to_python() + border.domain.count_val().to_python()
+    assert total == 1 * 3 * 5 * 6 * 2 * 3 * 3
+
+
+def test_accesses_are_restricted_to_domains_and_deps_are_exact() -> None:
+    src = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+    pp = build_poly(build_program(src, "mm"))
+    assert pp.reads.domain().is_subset(pp.domain)
+    deps = compute_deps(pp)
+    text = str(deps.flow)
+    assert "C_0_init[m, n] -> C_0[m' = m, n' = n, r_k = 0]" in text
+    assert "r_k' = 1 + r_k" in text

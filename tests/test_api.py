@@ -1,0 +1,162 @@
+"""The public API end to end: compile, call, call-time checks, specialization, stages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt import BoundsError, LanguageError, OptionError, ShapeError
+
+pytestmark = pytest.mark.cc
+
+MATMUL = "def matmul(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape: int, dtype: type = np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def test_matmul_matches_numpy_at_odd_sizes() -> None:
+    k = polyopt.compile(MATMUL)
+    for m, kk, n in [(7, 13, 5), (33, 17, 29), (1, 1, 1)]:
+        a, b = rand(m, kk), rand(kk, n)
+        np.testing.assert_allclose(k(a, b), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_one_specialized_kernel_per_shape_and_parametric_serves_all() -> None:
+    k = polyopt.compile(MATMUL)
+    k(rand(3, 4), rand(4, 5))
+    k(rand(3, 4), rand(4, 5))
+    k(rand(6, 4), rand(4, 2))
+    assert len(k._variants) == 2
+    p = polyopt.compile(MATMUL, parametric=True)
+    for m in (2, 9):
+        a, b = rand(m, 3), rand(3, 4)
+        np.testing.assert_allclose(p(a, b), a @ b, rtol=1e-5, atol=1e-6)
+    assert len(p._variants) == 1
+    assert "dims[0]" in p.source
+
+
+def test_source_is_specialized_when_sizes_are_given() -> None:
+    k = polyopt.compile(MATMUL, sizes={"M": 8, "K": 4, "N": 2})
+    assert "8L" in k.source and "s_M" not in k.source
+    assert "#pragma omp parallel for" in k.source
+    generic = polyopt.compile(MATMUL).source
+    assert "s_M = dims[0]" in generic
+
+
+def test_schedule_is_an_isl_tree_and_program_order_agrees() -> None:
+    k = polyopt.compile(MATMUL)
+    assert "domain" in str(k.schedule) and "C_0" in str(k.schedule)
+    po = polyopt.compile(MATMUL, schedule="program-order")
+    a, b = rand(5, 6), rand(6, 7)
+    np.testing.assert_allclose(k(a, b), po(a, b), rtol=1e-6)
+
+
+def test_every_stage_prints() -> None:
+    lowered = polyopt.compile(MATMUL).lowered()
+    for stage in ("ir", "domains", "deps", "schedule", "ast", "c"):
+        assert lowered.emit(stage).strip()
+    assert "flow" in lowered.emit("deps")
+    with pytest.raises(OptionError, match="unknown stage"):
+        lowered.emit("asm")
+
+
+def test_several_outputs_come_back_as_a_tuple_in_declared_order() -> None:
+    src = """def two(float(N) x) -> (s, d) { s(i) = x(i) + x(i)
+        d(i) = x(i) - 1.0 }"""
+    x = rand(6)
+    s, d = polyopt.compile(src)(x)
+    np.testing.assert_allclose(s, 2 * x)
+    np.testing.assert_allclose(d, x - 1)
+
+
+def test_caller_buffer_for_op_without_bang() -> None:
+    src = "def accum(float(N,K) A) -> (acc) { acc(n) += A(n,r_k) }"
+    a = rand(4, 3)
+    acc = np.ones(4, np.float32)
+    with pytest.warns(polyopt.PolyoptWarning):
+        k = polyopt.compile(src)
+    k(a, outputs=[acc])
+    np.testing.assert_allclose(acc, 1 + a.sum(1), rtol=1e-5)
+
+
+def test_noncontiguous_inputs_are_copied() -> None:
+    a = rand(8, 6)[:, ::2]
+    b = rand(3, 4)
+    np.testing.assert_allclose(polyopt.compile(MATMUL)(a, b), a @ b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((rand(2, 3),), r"takes 2 input\(s\) \(A, B\), got 1"),
+    ((rand(2, 3), rand(3)), r"input B must have rank 2"),
+    ((rand(2, 3), rand(4, 5)), r"size K is 3 from A dim 1 but 4 from B dim 0"),
+    ((rand(2, 3, dtype=np.float64), rand(3, 4)), r"input A must have dtype float32"),
+    (([[1.0]], rand(1, 1)), r"input A must be a numpy array"),
+])
+def test_call_time_errors(args: tuple, message: str) -> None:
+    with pytest.raises(ShapeError, match=message):
+        polyopt.compile(MATMUL)(*args)
+
+
+def test_wrong_output_buffer() -> None:
+    k = polyopt.compile(MATMUL)
+    with pytest.raises(ShapeError, match="output C must be float32 of shape"):
+        k(rand(2, 3), rand(3, 4), outputs=[np.empty((4, 2), np.float32)])
+
+
+def test_gather_index_out_of_range_is_reported_not_crashed() -> None:
+    src = "def embed(float(V,E) Tab, int32(B,L) Idx) -> (Out) { Out(b,l,e) = Tab(Idx(b,l), e) }"
+    k = polyopt.compile(src)
+    tab = rand(5, 3)
+    idx = np.array([[0, 4], [2, 1]], np.int32)
+    np.testing.assert_array_equal(k(tab, idx), tab[idx])
+    with pytest.raises(BoundsError, match=r"Tab\(Idx\(b, l\), e\).*index 7"):
+        k(tab, np.array([[0, 7]], np.int32))
+    with pytest.raises(BoundsError, match="index -1"):
+        k(tab, np.array([[-1, 0]], np.int32))
+
+
+def test_static_bounds_proof_refuses_out_of_bounds_definition() -> None:
+    src = "def shift(float(N) A) -> (B) { B(i) = A(i + 1) where i in 0:N }"
+    with pytest.raises(BoundsError, match=r"read A\(\(i \+ 1\)\).*outside tensor A"):
+        polyopt.compile(src)
+
+
+def test_sizes_that_make_an_extent_negative() -> None:
+    src = "def valid(float(N) x, float(K) w) -> (y) { y(i) +=! x(i + r_k) * w(r_k) }"
+    k = polyopt.compile(src)
+    np.testing.assert_allclose(k(rand(5), np.ones(2, np.float32)).shape, (4,))
+    with pytest.raises(ShapeError, match="negative"):
+        k(rand(2), rand(5))
+
+
+def test_unknown_option_target_and_def() -> None:
+    with pytest.raises(OptionError, match=r"unknown option 'tile'.*fusion"):
+        polyopt.compile(MATMUL, options={"tile": 32})
+    with pytest.raises(OptionError, match="target 'opencl'"):
+        polyopt.compile(MATMUL, target="opencl")
+    with pytest.raises(OptionError, match=r"no def named 'mm'.*matmul"):
+        polyopt.compile(MATMUL, "mm")
+    with pytest.raises(OptionError, match="unknown size"):
+        polyopt.compile(MATMUL, sizes={"Q": 3})
+
+
+def test_language_errors_carry_a_caret() -> None:
+    with pytest.raises(LanguageError) as info:
+        polyopt.compile("def f(float(N) A) -> (B) {\n  B(i) = A(i) + Q(i)\n}")
+    assert info.value.line == 2
+    assert "^" in str(info.value)
+
+
+@pytest.mark.parametrize("fusion", ["min", "smart", "max"])
+def test_fusion_options_compute_the_same(fusion: str) -> None:
+    src = """def mlp(float(B,I) X, float(J,I) W, float(J) b) -> (Y) {
+        Y(n,j) +=! X(n,r_i) * W(j,r_i)
+        Y(n,j)  = fmax(Y(n,j) + b(j), 0)
+    }"""
+    x, w, b = rand(4, 5), rand(3, 5), rand(3)
+    got = polyopt.compile(src, options={"fusion": fusion})(x, w, b)
+    np.testing.assert_allclose(got, np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-6)
