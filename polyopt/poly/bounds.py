@@ -49,16 +49,22 @@ def _dim_ranges(image: isl.Set) -> str:
 
 
 def _pw_text(pa: isl.PwAff) -> str:
-    text = str(pa)
-    start, end = text.find("{"), text.rfind("}")
-    body = text[start + 1:end].strip()
-    return body[1:-1].strip("() ") if body.startswith("[") and "]" in body and ":" not in body \
-        else body
+    """``expr`` or ``expr (when cond)`` per piece, without the parameter prefix."""
+    pieces: list[str] = []
+
+    def piece(dom: isl.Set, aff: isl.Aff) -> None:
+        expr = str(aff)
+        expr = expr[expr.find("[(") + 2:expr.rfind(")]")]
+        cond = str(dom)
+        cond = cond[cond.find(":") + 1:cond.rfind("}")].strip() if ":" in cond else ""
+        pieces.append(f"{expr} (when {cond})" if cond else expr)
+
+    pa.foreach_piece(piece)
+    return " or ".join(pieces)
 
 
 def _example(relation: isl.Map, outside: isl.Set) -> str:
-    point = relation.intersect_range(outside).wrap().sample_point()
-    return str(point).replace("[[", "[").replace("] -> [", " -> ").replace("]]", "]")
+    return str(relation.intersect_range(outside).wrap().sample_point())
 
 
 def _sizes_note(program: ir.Program) -> str:

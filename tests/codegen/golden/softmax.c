@@ -1,0 +1,125 @@
+
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PO_PI 3.14159265358979323846
+
+/* Floor division and non-negative modulo (TC semantics); division by zero gives 0. */
+#define PO_INT_OPS(T, S) \
+  static inline T po_div_##S(T a, T b) { \
+    if (b == 0) return 0; T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; } \
+  static inline T po_mod_##S(T a, T b) { \
+    if (b == 0) return 0; T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+#define PO_UINT_OPS(T, S) \
+  static inline T po_div_##S(T a, T b) { return b == 0 ? 0 : a / b; } \
+  static inline T po_mod_##S(T a, T b) { return b == 0 ? 0 : a % b; }
+#define PO_MINMAX(T, S) \
+  static inline T po_min_##S(T a, T b) { return b < a ? b : a; } \
+  static inline T po_max_##S(T a, T b) { return b > a ? b : a; }
+PO_INT_OPS(int8_t, int8) PO_INT_OPS(int16_t, int16) PO_INT_OPS(int32_t, int32)
+PO_INT_OPS(int64_t, int64)
+PO_UINT_OPS(bool, bool) PO_UINT_OPS(uint8_t, uint8) PO_UINT_OPS(uint16_t, uint16)
+PO_UINT_OPS(uint32_t, uint32) PO_UINT_OPS(uint64_t, uint64)
+PO_MINMAX(bool, bool) PO_MINMAX(int8_t, int8) PO_MINMAX(int16_t, int16)
+PO_MINMAX(int32_t, int32) PO_MINMAX(int64_t, int64) PO_MINMAX(uint8_t, uint8)
+PO_MINMAX(uint16_t, uint16) PO_MINMAX(uint32_t, uint32) PO_MINMAX(uint64_t, uint64)
+PO_MINMAX(_Float16, float16) PO_MINMAX(float, float32) PO_MINMAX(double, float64)
+static inline double po_fmod_float64(double a, double b) { return a - floor(a / b) * b; }
+static inline float po_fmod_float32(float a, float b) { return a - floorf(a / b) * b; }
+static inline _Float16 po_fmod_float16(_Float16 a, _Float16 b) {
+  return (_Float16)po_fmod_float32((float)a, (float)b); }
+static inline long po_floord(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* CUDA math functions that libm lacks. */
+static inline double po_rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline double po_rcbrt(double x) { return 1.0 / cbrt(x); }
+static inline double po_cospi(double x) { return cos(PO_PI * x); }
+static inline double po_sinpi(double x) { return sin(PO_PI * x); }
+static inline double po_fdivide(double a, double b) { return a / b; }
+static inline double po_rhypot(double a, double b) { return 1.0 / hypot(a, b); }
+static inline double po_norm3d(double a, double b, double c) { return sqrt(a*a + b*b + c*c); }
+static inline double po_rnorm3d(double a, double b, double c) { return 1.0 / po_norm3d(a, b, c); }
+static inline double po_norm4d(double a, double b, double c, double d) {
+  return sqrt(a*a + b*b + c*c + d*d); }
+static inline double po_rnorm4d(double a, double b, double c, double d) {
+  return 1.0 / po_norm4d(a, b, c, d); }
+static inline double po_normcdf(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
+static inline double po_erfcx(double x) {
+  if (x < 25.0) return exp(x * x) * erfc(x);
+  double r = 1.0 / (x * x); /* asymptotic series: exp(x^2) erfc(x) ~ 1/(x sqrt(pi)) (...) */
+  return (1.0 - 0.5 * r * (1.0 - 1.5 * r * (1.0 - 2.5 * r))) / (x * sqrt(PO_PI)); }
+static inline double po_erfinv(double y) {
+  if (y <= -1.0) return y == -1.0 ? -INFINITY : NAN;
+  if (y >= 1.0) return y == 1.0 ? INFINITY : NAN;
+  double w = -log((1.0 - y) * (1.0 + y)), x; /* Giles' approximation, then Newton steps */
+  if (w < 5.0) { w -= 2.5; x = 2.81022636e-08; x = 3.43273939e-07 + x*w; x = -3.5233877e-06 + x*w;
+    x = -4.39150654e-06 + x*w; x = 0.00021858087 + x*w; x = -0.00125372503 + x*w;
+    x = -0.00417768164 + x*w; x = 0.246640727 + x*w; x = 1.50140941 + x*w; }
+  else { w = sqrt(w) - 3.0; x = -0.000200214257; x = 0.000100950558 + x*w;
+    x = 0.00134934322 + x*w; x = -0.00367342844 + x*w; x = 0.00573950773 + x*w;
+    x = -0.0076224613 + x*w; x = 0.00943887047 + x*w; x = 1.00167406 + x*w;
+    x = 2.83297682 + x*w; }
+  x *= y;
+  for (int k = 0; k < 2; k++) x -= (erf(x) - y) / (2.0 / sqrt(PO_PI) * exp(-x * x));
+  return x; }
+static inline double po_erfcinv(double y) { return po_erfinv(1.0 - y); }
+static inline double po_normcdfinv(double p) { return -sqrt(2.0) * po_erfcinv(2.0 * p); }
+static inline double po_cyl_bessel_i0(double x) {
+  double t = 1.0, s = 1.0, q = 0.25 * x * x;
+  for (int k = 1; k < 1000 && t > 1e-17 * s; k++) { t *= q / ((double)k * k); s += t; }
+  return s; }
+static inline double po_cyl_bessel_i1(double x) {
+  double t = 0.5 * x, s = t, q = 0.25 * x * x;
+  for (int k = 1; k < 1000 && fabs(t) > 1e-17 * fabs(s); k++) {
+    t *= q / ((double)k * (k + 1)); s += t; }
+  return s; }
+
+int polyopt_softmax(void **bufs, const long *dims, long *err) {
+  const float *restrict t_X = (const float *)bufs[0];
+  float *restrict t_Y = (float *)bufs[1];
+  float *restrict t_mx = (float *)bufs[2];
+  float *restrict t_den = (float *)bufs[3];
+  const long e_X_0 = 16L;
+  const long e_X_1 = 10L;
+  const long e_Y_0 = 16L;
+  const long e_Y_1 = 10L;
+  const long e_mx_0 = 16L;
+  const long e_den_0 = 16L;
+#pragma omp parallel for
+  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {
+    { /* mx_0_init */
+      const long i_n = c0;
+      t_mx[(i_n)] = (-INFINITY);
+    }
+    for (long c1 = 0L; c1 <= 9L; c1 += 1L) {
+      { /* mx_0 */
+        const long i_n = c0;
+        const long i_r_d = c1;
+        t_mx[(i_n)] = po_max_float32(t_mx[(i_n)], t_X[((i_n) * e_X_1 + (i_r_d))]);
+      }
+    }
+    { /* den_0_init */
+      const long i_n = c0;
+      t_den[(i_n)] = 0.0f;
+    }
+    for (long c1 = 9L; c1 <= 18L; c1 += 1L) {
+      { /* den_0 */
+        const long i_n = c0;
+        const long i_r_d = c1 - 9L;
+        t_den[(i_n)] = ((float)(t_den[(i_n)] + ((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_r_d))] - t_mx[(i_n)]))))))));
+      }
+    }
+    for (long c1 = 18L; c1 <= 27L; c1 += 1L) {
+      { /* Y_0 */
+        const long i_n = c0;
+        const long i_d = c1 - 18L;
+        t_Y[((i_n) * e_Y_1 + (i_d))] = ((float)(((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_d))] - t_mx[(i_n)])))))) / t_den[(i_n)]));
+      }
+    }
+  }
+  (void)dims; (void)err;
+  return 0;
+}
