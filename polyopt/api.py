@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from polyopt import dtypes, ir, lang
-from polyopt.errors import OptionError, ShapeError, SizesRequiredError
+from polyopt.errors import OptionError, PolyoptWarning, ShapeError, SizesRequiredError
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
 from polyopt.pipeline import Lowered, check_options, lower
@@ -108,8 +109,11 @@ class Kernel:
                     assert self._static is not None
                     lowered = self._static
                 else:
-                    lowered = lower(self._source_text, self.name, sizes, self._options,
-                                    self._schedule_arg)
+                    with warnings.catch_warnings():
+                        if self._static is not None:  # its warnings were shown at compile
+                            warnings.simplefilter("ignore", PolyoptWarning)
+                        lowered = lower(self._source_text, self.name, sizes, self._options,
+                                        self._schedule_arg)
                 flags = flags_for(self._options["openmp"], self._options["cflags"])
                 self._variants[key] = (lowered, CpuKernel(lowered.source, flags))
             return self._variants[key]
