@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
@@ -10,15 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from polyopt import dtypes, ir, lang
+from polyopt import dtypes, ir
 from polyopt.errors import OptionError, PolyoptWarning, ShapeError, SizesRequiredError
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
 from polyopt.pipeline import Lowered, check_options, lower
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.schedule import Schedule
-
-_SIZE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def compile(source: str, name: str | None = None, *, target: str = "c",
@@ -105,7 +102,7 @@ class Kernel:
             return hit
         with self._lock:
             if key not in self._variants:
-                if self._parametric:
+                if self._reuses_static(sizes):
                     assert self._static is not None
                     lowered = self._static
                 else:
@@ -117,6 +114,12 @@ class Kernel:
                 flags = flags_for(self._options["openmp"], self._options["cflags"])
                 self._variants[key] = (lowered, CpuKernel(lowered.source, flags))
             return self._variants[key]
+
+    def _reuses_static(self, sizes: dict[str, int]) -> bool:
+        """Does the compile-time lowering already serve a call at ``sizes``?"""
+        if self._static is None:
+            return False
+        return self._parametric or (not self._static.program.sizes and sizes == self._sizes)
 
     def _check_inputs(self, inputs: tuple[Any, ...]) -> list[np.ndarray]:
         decls = self._decl.inputs
@@ -163,8 +166,8 @@ class Kernel:
 
 
 def _find_def(source: str, name: str | None) -> syntax.Def:
-    names = lang.def_names(source)
-    defs = {d.name: d for d in parse(source).defs}
+    defs = {d.name: d for d in parse(source).defs}  # duplicates are reported by lower()
+    names = list(defs)
     if name is None:
         if len(names) != 1:
             raise OptionError(f"the source holds {len(names)} defs ({', '.join(names)}); "

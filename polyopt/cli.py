@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
     source = _read_source(args.file)
     sizes = parse_sizes(args.sizes)
     kernel = api.compile(source, args.name, sizes=sizes, parametric=args.parametric)
-    program = kernel.lowered().program if not sizes else _program(source, kernel.name, sizes)
+    program = kernel.lowered().program
     rng = np.random.default_rng(args.seed)
     inputs = [_random(t, sizes, rng) for t in program.inputs]
     start = time.perf_counter()
@@ -103,11 +103,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.check:
         return _check(program, inputs, sizes, result)
     return 0
-
-
-def _program(source: str, name: str, sizes: dict[str, int]) -> ir.Program:
-    from polyopt import lang
-    return lang.build_program(source, name, sizes)
 
 
 def _random(t: ir.Tensor, sizes: dict[str, int], rng: np.random.Generator) -> np.ndarray:

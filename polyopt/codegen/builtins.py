@@ -7,6 +7,8 @@ double precision, and narrower types call them through a cast.
 
 from __future__ import annotations
 
+from polyopt.errors import CodegenError
+
 # libm functions with a float variant spelled with an ``f`` suffix.
 LIBM = frozenset(
     """
@@ -24,13 +26,12 @@ normcdfinv rcbrt rhypot rnorm3d rnorm4d rsqrt
 """.split()
 )
 
-ARITY = {**{f: 1 for f in LIBM | EXTRA}, "atan2": 2, "copysign": 2, "fdim": 2, "fdivide": 2,
-         "fma": 3, "fmax": 2, "fmin": 2, "fmod": 2, "hypot": 2, "nextafter": 2, "pow": 2,
-         "remainder": 2, "rhypot": 2, "norm3d": 3, "rnorm3d": 3, "norm4d": 4, "rnorm4d": 4}
 
 
 def c_function(fn: str, dtype: str) -> tuple[str, str]:
     """(C function name, the C type it computes in) for builtin ``fn`` at float ``dtype``."""
+    if fn not in LIBM and fn not in EXTRA:
+        raise CodegenError(f"no C implementation of builtin '{fn}'")
     if fn in EXTRA:
         return f"po_{fn}", "double"
     if dtype == "float64":

@@ -165,9 +165,8 @@ def _lower_stmt(program: ir.Program, stmt: ir.Stmt, context: isl.Set, is_first: 
         inside = inside.intersect(r.relation.intersect_range(box).domain())
     border = domain.subtract(inside).coalesce()
     for name, part, guarded in ((stmt.name, inside, False), (f"{stmt.name}_border", border, True)):
-        if not part.is_empty():
-            part_reads = _read_accesses(program, stmt, part)
-            out.append(_update(program, stmt, name, guarded, part, part_reads))
+        if not part.is_empty():  # _update restricts the accesses to the piece
+            out.append(_update(program, stmt, name, guarded, part, reads))
     return out
 
 
