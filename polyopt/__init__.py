@@ -41,4 +41,5 @@ __all__ = [
     "SizesRequiredError",
     "compile",
     "einsum",
+    "schedule",
 ]

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from polyopt import dtypes, ir
+from polyopt import dtypes, ir, lang
 from polyopt.errors import OptionError, PolyoptWarning, ShapeError, SizesRequiredError
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
-from polyopt.pipeline import Lowered, check_options, lower
+from polyopt.pipeline import Lowered, analyze, base_schedule, check_options, lower
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.schedule import Schedule
 
@@ -32,6 +32,36 @@ def compile(source: str, name: str | None = None, *, target: str = "c",
         raise OptionError(f"source must be a string of TC definitions, not {type(source).__name__}")
     opts = check_options(options, target)
     return Kernel(source, name, dict(sizes or {}), parametric, schedule, opts)
+
+
+def schedule(source: str, name: str | None = None, *, auto: bool | str = True,
+             sizes: Mapping[str, int] | None = None,
+             options: Mapping[str, Any] | None = None) -> Schedule:
+    """The schedule of def ``name``, to transform and pass to ``compile(schedule=...)``.
+
+    ``auto=True`` is what ``compile`` would use; ``"isl"`` is isl's scheduler before the CPU
+    pipeline; ``False`` is program order. Without ``sizes`` it is size-generic.
+    """
+    if not isinstance(source, str):
+        raise OptionError(f"source must be a string of TC definitions, not {type(source).__name__}")
+    opts = check_options(options, "c")
+    pp, deps = analyze(lang.build_program(source, name, sizes))
+    return base_schedule(pp, deps, opts, auto)
+
+
+def schedule_from_json(text: str, source: str, name: str | None = None, *,
+                       sizes: Mapping[str, int] | None = None) -> Schedule:
+    """Replay a schedule saved with ``Schedule.as_json()`` on def ``name`` of ``source``."""
+    data, steps = Schedule.parse_steps(text)
+    name = name or data.get("def")
+    bases: dict[str, bool | str] = {"isl": "isl", "program-order": False}
+    base = bases.get(str(data.get("base", "")))
+    if base is None:
+        raise OptionError(f"schedule JSON has unknown base {data.get('base')!r}; "
+                          f"valid: 'isl', 'program-order'")
+    start = schedule(source, name, auto=base, sizes=sizes,
+                     options={"fusion": data.get("fusion", "smart")})
+    return start.replay(steps)
 
 
 class Kernel:

@@ -18,7 +18,8 @@ from polyopt import config, ir, lang
 from polyopt.codegen import Ast, KernelSource, build_ast, render
 from polyopt.errors import OptionError, PolyoptError, ScheduleError
 from polyopt.poly import Deps, PolyProgram, build_poly, check_bounds, compute_deps
-from polyopt.schedule import FUSION, Schedule, check_legal, compute_schedule, program_order
+from polyopt.schedule import FUSION, Schedule, compute_schedule, program_order
+from polyopt.schedule.cpu import optimize
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
@@ -81,9 +82,7 @@ def lower(source: str, name: str | None, sizes: Mapping[str, int] | None,
 def lower_program(program: ir.Program, options: Mapping[str, Any],
                   schedule: Schedule | str | None = None) -> Lowered:
     try:
-        pp = build_poly(program)
-        check_bounds(pp)
-        deps = compute_deps(pp)
+        pp, deps = analyze(program)
         sched = _schedule(pp, deps, options, schedule)
         ast = build_ast(pp, sched, deps)
         src = render(ast, specialized=not program.sizes)
@@ -94,22 +93,43 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
     return lowered
 
 
+def analyze(program: ir.Program) -> tuple[PolyProgram, Deps]:
+    """The polyhedral model of ``program`` (bounds proven) and its exact dependences."""
+    pp = build_poly(program)
+    check_bounds(pp)
+    return pp, compute_deps(pp)
+
+
+def base_schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
+                  auto: bool | str) -> Schedule:
+    """``auto=True``: the full automatic pipeline; ``"isl"``: isl's scheduler alone;
+    ``False``: program order."""
+    if auto is False:
+        return program_order(pp, deps)
+    sched = compute_schedule(pp, deps, fusion=options["fusion"])
+    if auto == "isl":
+        return sched
+    if auto is not True:
+        raise OptionError(f"auto must be True, False or 'isl', not {auto!r}")
+    return optimize(sched, openmp=options["openmp"])
+
+
 def _schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
               schedule: Schedule | str | None) -> Schedule:
     if schedule is None or schedule == "auto":
-        sched = compute_schedule(pp, deps, fusion=options["fusion"])
-    elif schedule == "program-order":
-        sched = program_order(pp)
-    elif isinstance(schedule, Schedule):
-        sched = schedule.specialize(pp.domain, dict(pp.program.bound))
-    else:
-        raise OptionError(f"schedule must be 'auto', 'program-order' or a Schedule, "
-                          f"not {schedule!r}")
-    try:
-        check_legal(sched, deps)
-    except isl.Error as e:
-        raise ScheduleError(f"the schedule does not fit def '{pp.program.name}': {e}") from e
-    return sched
+        return base_schedule(pp, deps, options, True)
+    if schedule == "program-order":
+        return base_schedule(pp, deps, options, False)
+    if isinstance(schedule, Schedule):
+        if schedule.poly.program.name != pp.program.name:
+            raise ScheduleError(f"the schedule is for def '{schedule.poly.program.name}', "
+                                f"not '{pp.program.name}'")
+        try:
+            return schedule.specialize(pp, deps, dict(pp.program.bound))
+        except isl.Error as e:
+            raise ScheduleError(f"the schedule does not fit def '{pp.program.name}': {e}") from e
+    raise OptionError(f"schedule must be 'auto', 'program-order' or a Schedule, "
+                      f"not {schedule!r}")
 
 
 def _debug_dump(lowered: Lowered) -> None:

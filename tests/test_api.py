@@ -47,9 +47,9 @@ def test_source_is_specialized_when_sizes_are_given() -> None:
     assert "s_M = dims[0]" in generic
 
 
-def test_schedule_is_an_isl_tree_and_program_order_agrees() -> None:
+def test_schedule_prints_and_program_order_agrees() -> None:
     k = polyopt.compile(MATMUL)
-    assert "domain" in str(k.schedule) and "C_0" in str(k.schedule)
+    assert "C_0" in str(k.schedule) and "domain" in str(k.schedule.tree)
     po = polyopt.compile(MATMUL, schedule="program-order")
     a, b = rand(5, 6), rand(6, 7)
     np.testing.assert_allclose(k(a, b), po(a, b), rtol=1e-6)

@@ -13,7 +13,9 @@ import islpy as isl
 from polyopt.errors import CodegenError
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
-from polyopt.schedule.tree import Schedule
+from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.transform import trip_count
+from polyopt.schedule.tree import loops
 
 PARALLEL = "parallel"
 SEQUENTIAL = "sequential"
@@ -23,6 +25,8 @@ SEQUENTIAL = "sequential"
 class Ast:
     root: isl.AstNode
     poly: PolyProgram
+    tags: dict[str, frozenset[str]]  # loop name (an AST mark "loop <name>") -> its tags
+    trips: dict[str, int | None]  # loop name -> its largest trip count, when constant
 
     def __str__(self) -> str:
         return self.root.to_C_str()
@@ -50,7 +54,9 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
         raise CodegenError(f"isl's AST builder failed for '{pp.program.name}': {e}") from e
     if errors:
         raise CodegenError(f"AST annotation failed: {errors[0]!r}") from errors[0]
-    return Ast(root, pp)
+    tagged = [lp for lp in loops(schedule.root) if lp.tags]
+    return Ast(root, pp, {lp.name: lp.tags for lp in tagged},
+               {lp.name: trip_count(lp, pp.domain) for lp in tagged})
 
 
 def _is_parallel(sched: isl.UnionMap, deps: isl.UnionMap) -> bool:

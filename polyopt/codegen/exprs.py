@@ -126,8 +126,9 @@ _AST_BINARY = {
 class AstExprPrinter:
     """Prints isl AST expressions (loop bounds, guards, statement arguments) as C ``long``."""
 
-    def __init__(self, sizes: frozenset[str]) -> None:
+    def __init__(self, sizes: frozenset[str], rename: dict[str, str] | None = None) -> None:
         self.sizes = sizes
+        self.rename = rename or {}  # iterators printed as other expressions
 
     def expr(self, e: isl.AstExpr, top: bool = False) -> str:
         kind = e.get_type()
@@ -138,6 +139,8 @@ class AstExprPrinter:
         return self._op(e, top)
 
     def ident(self, name: str) -> str:
+        if name in self.rename:
+            return self.rename[name]
         if name in self.sizes:
             return cname("size", name)
         if _ITER.match(name):

@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from polyopt import ir
+from polyopt.codegen import microkernel
 from polyopt.codegen.ast import Ast, loop_is_parallel
 from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.exprs import AstExprPrinter, RhsPrinter, cname, ctype, literal
 from polyopt.dtypes import identity
 from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.schedule.machine import host
+from polyopt.schedule.tree import MARK_PREFIX
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,19 @@ class Dialect:
     function_qualifier = ""
     restrict = "restrict"
     parallel_pragma = "#pragma omp parallel for"
+    simd_pragma = "#pragma omp simd"
+    vector_bytes = 0  # register tiles use vectors this wide (0: plain loops)
 
     def function_header(self, symbol: str) -> str:
         return (f"{self.function_qualifier}int {symbol}(void **bufs, const long *dims, "
                 f"long *err)")
+
+
+def host_dialect() -> Dialect:
+    """C for this machine: register tiles as wide as its vector registers."""
+    out = Dialect()
+    out.vector_bytes = host().vector_bytes
+    return out
 
 
 @dataclass
@@ -65,7 +77,7 @@ class _Context:
 
 def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> KernelSource:
     """The source of one kernel for ``ast``."""
-    dialect = dialect or Dialect()
+    dialect = dialect or host_dialect()
     pp = ast.poly
     program = pp.program
     symbol = cname("tensor", program.name).replace("t_", "polyopt_", 1)
@@ -73,7 +85,7 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
     dims = tuple(program.sizes) + tuple(
         f"{t.name}.{d}" for t in program.tensors.values() for d in range(t.rank))
     ctx = _Context(pp, _specialized_values(program) if specialized else None)
-    body = _Body(ctx, dialect).node(ast.root, 1, in_parallel=False)
+    body = _Body(ctx, dialect, ast.tags, ast.trips).node(ast.root, 1, in_parallel=False)
     lines = [dialect.prelude, dialect.function_header(symbol) + " {"]
     lines += _declarations(ctx, dialect, dims)
     lines += body
@@ -111,31 +123,42 @@ def _declarations(ctx: _Context, dialect: Dialect, dims: tuple[str, ...]) -> lis
 class _Body:
     """Walks the isl AST and prints loops, guards and statement instances."""
 
-    def __init__(self, ctx: _Context, dialect: Dialect) -> None:
+    def __init__(self, ctx: _Context, dialect: Dialect, tags: dict[str, frozenset[str]],
+                 trips: dict[str, int | None]) -> None:
         self.ctx = ctx
         self.dialect = dialect
+        self.tags = tags
+        self.trips = trips
         self.ast_expr = AstExprPrinter(frozenset(ctx.poly.program.sizes))
 
-    def node(self, node: isl.AstNode, depth: int, in_parallel: bool) -> list[str]:
+    def node(self, node: isl.AstNode, depth: int, in_parallel: bool,
+             loop: str = "") -> list[str]:
         kind = node.get_type()
         if kind == isl.ast_node_type.block:
             kids = node.block_get_children()
             out: list[str] = []
-            for i in range(kids.n_ast_node()):
-                out += self.node(kids.get_at(i), depth, in_parallel)
+            for i in range(kids.n_ast_node()):  # pieces of one marked loop keep its name
+                out += self.node(kids.get_at(i), depth, in_parallel, loop)
             return out
         if kind == isl.ast_node_type.for_:
-            return self._for(node, depth, in_parallel)
+            return self._for(node, depth, in_parallel, loop)
         if kind == isl.ast_node_type.if_:
-            return self._if(node, depth, in_parallel)
+            return self._if(node, depth, in_parallel, loop)
         if kind == isl.ast_node_type.mark:
-            return self.node(node.mark_get_node(), depth, in_parallel)
+            mark = node.mark_get_id().get_name()
+            name = mark[len(MARK_PREFIX):] if mark.startswith(MARK_PREFIX) else ""
+            return self.node(node.mark_get_node(), depth, in_parallel, name)
         if kind == isl.ast_node_type.user:
             return self._user(node.user_get_expr(), depth)
         raise CodegenError(f"unsupported isl AST node type {kind}")
 
-    def _for(self, node: isl.AstNode, depth: int, in_parallel: bool) -> list[str]:
+    def _for(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str,
+             plain: bool = False) -> list[str]:
         pad = "  " * depth
+        tags = self.tags.get(loop, frozenset())
+        tile = None if plain else self._register_tile(node, depth, in_parallel, loop)
+        if tile is not None:
+            return tile
         it = self.ast_expr.expr(node.for_get_iterator())
         init = self.ast_expr.expr(node.for_get_init(), top=True)
         if node.for_is_degenerate():
@@ -144,21 +167,47 @@ class _Body:
         cond = self.ast_expr.expr(node.for_get_cond(), top=True)
         inc = self.ast_expr.expr(node.for_get_inc(), top=True)
         out = []
-        parallel = not in_parallel and loop_is_parallel(node)
+        parallel = not in_parallel and "parallel" in tags
+        if parallel and not loop_is_parallel(node):  # the verb's check and the AST's disagree
+            raise CodegenError(f"loop {loop} is tagged parallel but carries a dependence")
+        simd = "vectorize" in tags and self.dialect.simd_pragma
         if parallel and self.dialect.parallel_pragma:
-            out.append(self.dialect.parallel_pragma)
-        out.append(f"{pad}for (long {it} = {init}; {cond}; {it} += {inc}) {{")
+            out.append(self.dialect.parallel_pragma + (" simd" if simd else ""))
+        elif simd:
+            out.append(self.dialect.simd_pragma)
+        note = f"  /* {loop} */" if loop else ""
+        out.append(f"{pad}for (long {it} = {init}; {cond}; {it} += {inc}) {{{note}")
         out += self.node(node.for_get_body(), depth + 1, in_parallel or parallel)
         out.append(f"{pad}}}")
         return out
 
-    def _if(self, node: isl.AstNode, depth: int, in_parallel: bool) -> list[str]:
+    def _register_tile(self, node: isl.AstNode, depth: int, in_parallel: bool,
+                       loop: str) -> list[str] | None:
+        """A register-tile micro-kernel for full tiles, plain loops for partial ones."""
+        if self.dialect.vector_bytes <= 0:
+            return None
+        tile = microkernel.match(node, self.tags, self.trips, self.ctx.poly.stmt)
+        if tile is None:
+            return None
+        t = self.ctx.poly.program.tensors[tile.stmt.stmt.tensor]
+        sp = StmtPrinter(self.ctx, tile.stmt)
+        emitter = microkernel.Emitter(tile, sp, self.ast_expr, t.dtype, self.dialect.vector_bytes)
+        pad = "  " * depth
+        full = emitter.full_tile()
+        lines = None if full is None else emitter.lines(pad + "  ")
+        if full is None or lines is None:
+            return None
+        plain = self._for(node, depth + 1, in_parallel, loop, plain=True)
+        return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *plain, f"{pad}}}"]
+
+    def _if(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str) -> list[str]:
         pad = "  " * depth
         cond = self.ast_expr.expr(node.if_get_cond(), top=True)
-        out = [f"{pad}if ({cond}) {{", *self.node(node.if_get_then_node(), depth + 1, in_parallel)]
+        out = [f"{pad}if ({cond}) {{",
+               *self.node(node.if_get_then_node(), depth + 1, in_parallel, loop)]
         if node.if_has_else_node():
             out += [f"{pad}}} else {{",
-                    *self.node(node.if_get_else_node(), depth + 1, in_parallel)]
+                    *self.node(node.if_get_else_node(), depth + 1, in_parallel, loop)]
         return [*out, f"{pad}}}"]
 
     def _user(self, call: isl.AstExpr, depth: int) -> list[str]:
@@ -177,6 +226,7 @@ class StmtPrinter:
         self.s = s
         self.hoisted: list[str] = []
         self.rhs = RhsPrinter(self._load)
+        self.env: dict[str, str] = {}  # index variables printed as expressions
 
     def lines(self, args: list[str], pad: str) -> list[str]:
         s, stmt = self.s, self.s.stmt
@@ -256,7 +306,7 @@ class StmtPrinter:
         if isinstance(e, ir.Const):
             return f"{int(e.value)}L"
         if isinstance(e, ir.Var):
-            return cname(e.kind, e.name)
+            return self.env.get(e.name) or cname(e.kind, e.name)
         if isinstance(e, ir.Cast) and not e.dtype.startswith("float"):
             return self._index(e.x)
         if isinstance(e, ir.Unary) and e.op == "-":

@@ -1,9 +1,27 @@
-"""Schedules: isl schedule trees, the automatic scheduler, legality checks."""
+"""Schedules: loop trees with checked transformations, isl's scheduler, legality."""
 
 from __future__ import annotations
 
-from polyopt.schedule.auto import FUSION, compute_schedule, program_order
-from polyopt.schedule.legality import check_legal
-from polyopt.schedule.tree import Schedule
+import sys
+import types
+from typing import Any
 
-__all__ = ["FUSION", "Schedule", "check_legal", "compute_schedule", "program_order"]
+from polyopt.schedule.auto import FUSION, compute_schedule, program_order
+from polyopt.schedule.legality import carried, check_legal
+from polyopt.schedule.schedule import VERBS, Schedule, Step
+
+__all__ = ["FUSION", "VERBS", "Schedule", "Step", "carried", "check_legal", "compute_schedule",
+           "program_order"]
+
+
+class _ScheduleModule(types.ModuleType):
+    """``polyopt.schedule`` is both this package and the function ``polyopt.schedule(...)``
+    (the public API names both), so the package is callable."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Schedule:
+        from polyopt.api import schedule
+
+        return schedule(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _ScheduleModule

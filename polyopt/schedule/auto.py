@@ -6,7 +6,8 @@ import islpy as isl
 
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
-from polyopt.schedule.tree import Schedule
+from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.tree import Leaf, Loop, Node, from_isl, name_loops, sequence
 
 FUSION = ("min", "smart", "max")
 
@@ -18,7 +19,7 @@ def compute_schedule(pp: PolyProgram, deps: Deps, *, fusion: str = "smart") -> S
     ``"smart"`` and ``"max"`` let isl fuse wherever its proximity objective gains.
     """
     if not pp.stmts:
-        return program_order(pp)
+        return program_order(pp, deps)
     ctx = pp.context.get_ctx()
     old = ctx.get_schedule_serialize_sccs()
     try:
@@ -31,8 +32,9 @@ def compute_schedule(pp: PolyProgram, deps: Deps, *, fusion: str = "smart") -> S
     if tree is None:
         # isl gives up on some all-to-one reductions at small fixed sizes ("unable to carry
         # dependences"); program order is always legal there.
-        return program_order(pp)
-    return Schedule(tree, "isl")
+        return program_order(pp, deps)
+    root = name_loops(from_isl(tree), tuple(s.name for s in pp.stmts))
+    return Schedule(root, pp, deps, "isl", fusion)
 
 
 def _isl_schedule(pp: PolyProgram, deps: Deps, *, coincidence: bool) -> isl.Schedule | None:
@@ -46,11 +48,19 @@ def _isl_schedule(pp: PolyProgram, deps: Deps, *, coincidence: bool) -> isl.Sche
         return None
 
 
-def program_order(pp: PolyProgram) -> Schedule:
-    """The sequential source order as a schedule tree."""
-    order = pp.program_order
-    tree = isl.Schedule.from_domain(pp.domain)
-    if not order.is_empty():
-        mupa = isl.MultiUnionPwAff.from_union_map(order)
-        tree = tree.insert_partial_schedule(mupa)
-    return Schedule(tree, "program-order")
+def program_order(pp: PolyProgram, deps: Deps) -> Schedule:
+    """The sequential source order: one loop nest per statement, in program order."""
+    nests: list[Node] = []
+    for s in pp.stmts:
+        node: Node = Leaf((s.name,))
+        space = s.domain.get_space()
+        its = [str(space.get_dim_name(isl.dim_type.set, d))
+               for d in range(space.dim(isl.dim_type.set))]
+        for d in reversed(range(len(its))):
+            expr = isl.UnionPwAff(f"{pp.program.params} -> {{ {s.name}[{', '.join(its)}] -> "
+                                  f"[({its[d]})] }}")
+            node = Loop("", expr, node)
+        nests.append(node)
+    root = sequence(tuple(nests)) if nests else Leaf(())
+    root = name_loops(root, tuple(s.name for s in pp.stmts))
+    return Schedule(root, pp, deps, "program-order")

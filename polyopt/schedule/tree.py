@@ -1,51 +1,273 @@
-"""The Schedule artifact: an isl schedule tree plus how it was obtained."""
+"""Schedule trees with named loops, and their isl form.
+
+A schedule is a tree of three node kinds, as isl's schedule trees but one loop per node:
+
+- ``Loop``: one loop, a quasi-affine function of each statement's iterators (an isl
+  ``UnionPwAff`` over the statements below it), with a name and tags (``parallel``,
+  ``vectorize``, ``unroll``);
+- ``Sequence``: its children run one after another;
+- ``Leaf``: the statements whose instances run at that point.
+
+``to_isl`` turns a tree into an isl schedule tree for the AST builder: each loop becomes a
+one-member band under a mark ``loop <name>``, so the printer knows which AST loop is which.
+``from_isl`` reads isl's scheduler output back.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Union
 
 import islpy as isl
 
+from polyopt.errors import ScheduleError
+
+TAGS = ("parallel", "vectorize", "unroll", "separate")
+MARK_PREFIX = "loop "
+
 
 @dataclass(frozen=True, eq=False)
-class Schedule:
-    """A schedule for one def: the isl schedule tree and the strategy that produced it."""
-
-    tree: isl.Schedule
-    strategy: str  # "isl" (isl's scheduler) | "program-order"
-
-    @property
-    def map(self) -> isl.UnionMap:
-        """Statement instances → their (flattened) schedule time."""
-        return self.tree.get_map()
-
-    def __str__(self) -> str:
-        return str(self.tree)
-
-    def specialize(self, domain: isl.UnionSet, bound: Mapping[str, int]) -> Schedule:
-        """This schedule on ``domain``, with the sizes in ``bound`` fixed to their values.
-
-        Schedules are written against the size-generic program; a specialized program has no
-        size parameters, so the bound ones are fixed and projected out.
-        """
-        smap = self.map
-        names = [n for n in bound if _has_param(smap, n)]
-        if not names:
-            return self
-        fixed = " and ".join(f"{n} = {bound[n]}" for n in names)
-        smap = smap.intersect_params(isl.Set(f"[{', '.join(names)}] -> {{ : {fixed} }}"))
-        for n in names:
-            space = smap.get_space()
-            ident = space.get_dim_id(isl.dim_type.param,
-                                     space.find_dim_by_name(isl.dim_type.param, n))
-            smap = smap.project_out_param_id(ident)
-        smap = smap.intersect_domain(domain)
-        tree = isl.Schedule.from_domain(domain).insert_partial_schedule(
-            isl.MultiUnionPwAff.from_union_map(smap))
-        return Schedule(tree, self.strategy)
+class Leaf:
+    stmts: tuple[str, ...]
 
 
-def _has_param(umap: isl.UnionMap, name: str) -> bool:
-    space = umap.get_space()
-    return space.find_dim_by_name(isl.dim_type.param, name) >= 0
+@dataclass(frozen=True, eq=False)
+class Loop:
+    name: str
+    expr: isl.UnionPwAff  # statement instance -> loop value, for every statement below
+    child: Node
+    tags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, eq=False)
+class Sequence:
+    children: tuple[Node, ...]
+
+
+Node = Union[Loop, Sequence, Leaf]
+
+
+def stmts_of(node: Node) -> tuple[str, ...]:
+    """The statements below ``node``, in tree order."""
+    if isinstance(node, Leaf):
+        return node.stmts
+    if isinstance(node, Loop):
+        return stmts_of(node.child)
+    return tuple(s for c in node.children for s in stmts_of(c))
+
+
+def walk(node: Node) -> Iterator[Node]:
+    """Every node, pre-order."""
+    yield node
+    if isinstance(node, Loop):
+        yield from walk(node.child)
+    elif isinstance(node, Sequence):
+        for c in node.children:
+            yield from walk(c)
+
+
+def loops(root: Node) -> list[Loop]:
+    return [n for n in walk(root) if isinstance(n, Loop)]
+
+
+def path_to(root: Node, target: Node) -> list[Node]:
+    """The nodes from ``root`` down to ``target`` (inclusive); empty when absent."""
+    if root is target:
+        return [root]
+    kids: tuple[Node, ...] = ()
+    if isinstance(root, Loop):
+        kids = (root.child,)
+    elif isinstance(root, Sequence):
+        kids = root.children
+    for c in kids:
+        p = path_to(c, target)
+        if p:
+            return [root, *p]
+    return []
+
+
+def substitute(root: Node, old: Node, new: Node) -> Node:
+    """``root`` with the subtree ``old`` (by identity) replaced by ``new``."""
+    if root is old:
+        return new
+    if isinstance(root, Loop):
+        child = substitute(root.child, old, new)
+        return root if child is root.child else replace(root, child=child)
+    if isinstance(root, Sequence):
+        kids = tuple(substitute(c, old, new) for c in root.children)
+        if all(a is b for a, b in zip(kids, root.children, strict=True)):
+            return root
+        return Sequence(_flatten(kids))
+    return root
+
+
+def _flatten(children: tuple[Node, ...]) -> tuple[Node, ...]:
+    out: list[Node] = []
+    for c in children:
+        out += c.children if isinstance(c, Sequence) else [c]
+    return tuple(out)
+
+
+def sequence(children: tuple[Node, ...]) -> Node:
+    kids = _flatten(children)
+    return kids[0] if len(kids) == 1 else Sequence(kids)
+
+
+def restrict(upa: isl.UnionPwAff, domain: isl.UnionSet, stmts: tuple[str, ...]) -> isl.UnionPwAff:
+    return upa.intersect_domain_union_set(filter_domain(domain, stmts))
+
+
+def filter_domain(domain: isl.UnionSet, stmts: tuple[str, ...]) -> isl.UnionSet:
+    keep = set(stmts)
+    out = isl.UnionSet.empty(domain.get_space())
+    for s in items(domain.get_set_list()):
+        if s.get_tuple_name() in keep:
+            out = out.union(isl.UnionSet.from_set(s))
+    return out
+
+
+def items(lst: Any) -> list[Any]:
+    """The elements of an isl list (islpy lists are not iterable)."""
+    count = next(getattr(lst, a) for a in dir(lst) if a.startswith("n_"))
+    return [lst.get_at(i) for i in range(count())]
+
+
+# -- isl conversion -------------------------------------------------------------------------
+
+def to_isl(root: Node, domain: isl.UnionSet) -> isl.Schedule:
+    """The isl schedule tree of ``root`` over ``domain``, one marked band per loop."""
+    if isinstance(root, Leaf):
+        return isl.Schedule.from_domain(filter_domain(domain, root.stmts))
+    if isinstance(root, Sequence):
+        out = to_isl(root.children[0], domain)
+        for c in root.children[1:]:
+            out = out.sequence(to_isl(c, domain))
+        return out
+    inner = to_isl(root.child, domain)
+    upa = root.expr.intersect_domain_union_set(inner.get_domain())
+    band = inner.insert_partial_schedule(isl.MultiUnionPwAff.from_union_pw_aff(upa))
+    node = band.get_root().child(0)
+    if "unroll" in root.tags and not _jammed(root):
+        node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.unroll)
+    elif "separate" in root.tags:
+        node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.separate)
+    return node.insert_mark(isl.Id(MARK_PREFIX + root.name)).get_schedule()
+
+
+def _jammed(loop: Loop) -> bool:
+    """An unrolled loop right above a vectorized innermost one is a register tile: the
+    printer unrolls it (with accumulators in registers), not isl."""
+    return isinstance(loop.child, Loop) and "vectorize" in loop.child.tags
+
+
+def from_isl(schedule: isl.Schedule) -> Node:
+    """Our tree for an isl schedule tree (bands become nested loops; names come later)."""
+    return _from_node(schedule.get_root())
+
+
+def _from_node(node: isl.ScheduleNode) -> Node:
+    kind = node.get_type()
+    if kind == isl.schedule_node_type.band:
+        mupa = node.band_get_partial_schedule()
+        out = _from_node(node.child(0))
+        for i in reversed(range(node.band_n_member())):
+            out = Loop("", mupa.get_at(i), out)
+        return out
+    if kind in (isl.schedule_node_type.sequence, isl.schedule_node_type.set):
+        return sequence(tuple(_from_node(node.child(i)) for i in range(node.n_children())))
+    if kind == isl.schedule_node_type.leaf:
+        return Leaf(tuple(s.get_tuple_name() for s in items(node.get_domain().get_set_list())))
+    if kind in (isl.schedule_node_type.domain, isl.schedule_node_type.filter,
+                isl.schedule_node_type.mark, isl.schedule_node_type.context):
+        return _from_node(node.child(0))
+    raise ScheduleError(f"unsupported isl schedule node {kind}")
+
+
+# -- names ------------------------------------------------------------------------------------
+
+def name_loops(root: Node, order: tuple[str, ...]) -> Node:
+    """Give unnamed loops the TC index they run over (``r_k`` → ``k``), unique in the tree."""
+    taken = {lp.name for lp in loops(root) if lp.name}
+    renames: dict[int, str] = {}
+    for lp in loops(root):
+        if lp.name:
+            continue
+        base = iterator_of(lp.expr, order) or "c"
+        name, n = base, 2
+        while name in taken:
+            name, n = f"{base}{n}", n + 1
+        taken.add(name)
+        renames[id(lp)] = name
+    return _rename(root, renames)
+
+
+def _rename(node: Node, renames: dict[int, str]) -> Node:
+    if isinstance(node, Loop):
+        return replace(node, name=renames.get(id(node), node.name),
+                       child=_rename(node.child, renames))
+    if isinstance(node, Sequence):
+        return Sequence(tuple(_rename(c, renames) for c in node.children))
+    return node
+
+
+def iterator_of(upa: isl.UnionPwAff, order: tuple[str, ...]) -> str | None:
+    """The index a loop runs over: the first statement (in ``order``) whose value is a bare
+    iterator names it."""
+    pieces = {pa.get_domain_space().get_tuple_name(isl.dim_type.set): pa
+              for pa in items(upa.get_pw_aff_list())}
+    for stmt in order:
+        pa = pieces.get(stmt)
+        if pa is None or pa.n_piece() != 1:
+            continue
+        aff = pa.get_pieces()[0][1]
+        name = bare_iterator(aff)
+        if name is not None:
+            return name[2:] if name.startswith("r_") else name
+    return None
+
+
+def bare_iterator(aff: isl.Aff) -> str | None:
+    if aff.dim(isl.dim_type.div) or not aff.get_constant_val().is_zero():
+        return None
+    if any(not aff.get_coefficient_val(isl.dim_type.param, i).is_zero()
+           for i in range(aff.dim(isl.dim_type.param))):
+        return None
+    ones = [i for i in range(aff.dim(isl.dim_type.in_))
+            if not aff.get_coefficient_val(isl.dim_type.in_, i).is_zero()]
+    if len(ones) == 1 and aff.get_coefficient_val(isl.dim_type.in_, ones[0]).is_one():
+        return str(aff.get_space().get_dim_name(isl.dim_type.in_, ones[0]))
+    return None
+
+
+# -- printing ---------------------------------------------------------------------------------
+
+def pseudo_code(root: Node, depth: int = 0) -> list[str]:
+    """The loop nest as indented pseudo-code, one line per loop or statement."""
+    pad = "  " * depth
+    if isinstance(root, Leaf):
+        return [f"{pad}{s}" for s in root.stmts]
+    if isinstance(root, Sequence):
+        return [line for c in root.children for line in pseudo_code(c, depth)]
+    tags = f"  # {', '.join(sorted(root.tags))}" if root.tags else ""
+    text = expr_text(root.expr)
+    head = f"for {root.name}" if text == root.name else f"for {root.name} = {text}"
+    return [f"{pad}{head}:{tags}",
+            *pseudo_code(root.child, depth + 1)]
+
+
+def expr_text(upa: isl.UnionPwAff) -> str:
+    """``floor(m/32)`` when every statement agrees, else ``C_0: ..., D_0: ...``."""
+    texts: dict[str, list[str]] = {}
+    for pa in items(upa.get_pw_aff_list()):
+        stmt = pa.get_domain_space().get_tuple_name(isl.dim_type.set)
+        match = _PIECE.search(str(pa))
+        body = match.group(1) if match and pa.n_piece() == 1 else str(pa)
+        texts.setdefault(body, []).append(stmt)
+    if len(texts) == 1:
+        return next(iter(texts))
+    return "; ".join(f"{'/'.join(v)}: {k}" for k, v in texts.items())
+
+
+_PIECE = re.compile(r"\{ \w+\[[^\]]*\] -> \[\((.*?)\)\](?: : .*)? \}$")

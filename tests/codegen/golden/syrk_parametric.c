@@ -13,8 +13,8 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
   const long e_Co_0 = dims[6];
   const long e_Co_1 = dims[7];
 #pragma omp parallel for
-  for (long c0 = 0L; c0 < s_N; c0 += 1L) {
-    for (long c1 = 0L; c1 < s_N; c1 += 1L) {
+  for (long c0 = 0L; c0 < s_N; c0 += 1L) {  /* i */
+    for (long c1 = 0L; c1 < s_N; c1 += 1L) {  /* j */
       { /* Co_0 */
         const long i_i = c0;
         const long i_j = c1;
@@ -26,7 +26,7 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
           const long i_j = c1;
           t_Co[((i_i) * e_Co_1 + (i_j))] = ((float)(t_beta[0] * t_C[((i_i) * e_C_1 + (i_j))]));
         }
-        for (long c2 = 0L; c2 < s_M; c2 += 1L) {
+        for (long c2 = 0L; c2 < s_M; c2 += 1L) {  /* k */
           { /* Co_2 */
             const long i_i = c0;
             const long i_j = c1;

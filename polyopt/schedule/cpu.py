@@ -1,0 +1,170 @@
+"""The automatic CPU pipeline: from isl's schedule to a tiled, parallel, vectorized one.
+
+Every decision is a recorded verb on the Schedule, so ``Kernel.schedule.as_python()`` shows
+what was done, and each verb's legality check covers it. The steps:
+
+1. init statements (``C_0_init``) get their own nest (``distribute``), so a reduction nest
+   holds one statement;
+2. a nest of one ``+=`` statement whose output's last index has a loop becomes a GotoBLAS
+   nest (Low et al., TOMS 2016; Bondhugula, arXiv 2003.00532): the column loop (the
+   output's stride-1 index) split by NR and vectorized, a row loop (the output index most
+   operands do not depend on) split by MR and unrolled and jammed, the largest reduction
+   split by KC, ordered ``others, k_o, j_o, i_o, k_i, i_r, j_v`` with full tiles separated;
+   the printer turns ``k_i, i_r, j_v`` into a register-tile micro-kernel. MR, NR and KC
+   come from the machine model (``polyopt.schedule.machine``);
+3. other nests vectorize their innermost loop when it carries no dependence;
+4. the outermost dependence-free loop with enough iterations runs in parallel (OpenMP).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import islpy as isl
+
+from polyopt import ir
+from polyopt.dtypes import DTYPES
+from polyopt.errors import ScheduleError
+from polyopt.poly.model import PolyStmt
+from polyopt.schedule import transform as tf
+from polyopt.schedule.legality import carried
+from polyopt.schedule.machine import Machine, gemm_blocking, host
+from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, bare_iterator, items
+
+
+def optimize(schedule: Schedule, *, openmp: bool = True,
+             machine: Machine | None = None) -> Schedule:
+    """The default CPU schedule for ``schedule``'s def."""
+    machine = machine or host()
+    schedule = split_inits(schedule)
+    for name in [n.name for n in nests(schedule.root)]:
+        schedule = tile_nest(schedule, name, machine)
+    if openmp:
+        schedule = parallelize(schedule, machine.cores)
+    return schedule
+
+
+def nests(root: Node) -> list[Loop]:
+    kids = root.children if isinstance(root, Sequence) else (root,)
+    return [k for k in kids if isinstance(k, Loop)]
+
+
+def split_inits(schedule: Schedule) -> Schedule:
+    """Distribute each nest that runs an init statement together with others."""
+    for top in nests(schedule.root):
+        stmts = [schedule.poly.stmt(s) for s in tf.stmts_of(top)]
+        if len(stmts) > 1 and any(s.kind == "init" for s in stmts):
+            with contextlib.suppress(ScheduleError):  # illegal: keep the nest whole
+                schedule = schedule.distribute(top.name)
+    return schedule
+
+
+def _chain(top: Loop) -> list[Loop]:
+    out = [top]
+    while isinstance(out[-1].child, Loop):
+        out.append(out[-1].child)
+    return out
+
+
+def tile_nest(schedule: Schedule, top: str, machine: Machine) -> Schedule:
+    """Register-tile the nest at loop ``top`` when it is a contraction; else vectorize."""
+    chain = _chain(tf.find(schedule.root, top))
+    leaf = chain[-1].child
+    if isinstance(leaf, Leaf) and len(leaf.stmts) == 1:
+        s = schedule.poly.stmt(leaf.stmts[0])
+        try:
+            tiled = _register_tile(schedule, chain, s, machine)
+        except ScheduleError:  # an illegal tiling: keep the nest as it was
+            tiled = None
+        if tiled is not None:
+            return tiled
+    return _vectorize(schedule, chain[-1].name)
+
+
+def _vectorize(schedule: Schedule, name: str) -> Schedule:
+    if not isinstance(tf.find(schedule.root, name).child, Leaf):
+        return schedule
+    try:
+        return schedule.vectorize(name)
+    except ScheduleError:
+        return schedule
+
+
+def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
+                   machine: Machine) -> Schedule | None:
+    if s.kind != "update" or s.stmt.op != "+" or s.guarded or not s.stmt.lhs:
+        return None
+    raw = {lp.name: _raw_iterator(lp.expr, s.name) for lp in chain}
+    its = {name: it for name, it in raw.items() if it is not None}
+    if len(its) != len(raw):
+        return None
+    by_iter = {it: name for name, it in its.items()}
+    col = by_iter.get(s.stmt.lhs[-1])
+    rows = [by_iter[i] for i in s.stmt.lhs[:-1] if i in by_iter]
+    reds = [by_iter[i] for i in s.stmt.reduction_iters if i in by_iter]
+    dtype = schedule.poly.program.tensors[s.stmt.tensor].dtype
+    if col is None or not rows or not reds or dtype not in ("float32", "float64"):
+        return None
+    trips = {lp.name: tf.trip_count(lp, schedule.poly.domain) or 0 for lp in chain}
+    row = max(rows, key=lambda n: (_invariant_reads(s, its[n]), trips[n]))
+    red = max(reds, key=lambda n: trips[n])
+    b = gemm_blocking(machine, DTYPES[dtype].np.itemsize)
+    nr = b.nr if trips[col] >= b.nr else b.lanes * (trips[col] // b.lanes)
+    mr, kc = min(b.mr, trips[row]), min(b.kc, trips[red])
+    if nr < b.lanes or mr < 1 or kc < 1:
+        return None
+    return _goto_nest(schedule, chain, col, row, red, (mr, nr, kc))
+
+
+def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: str,
+               blocking: tuple[int, int, int]) -> Schedule:
+    mr, nr, kc = blocking
+    names = {n: _parts(n) for n in (col, row, red)}
+    out = schedule.split(col, nr, names[col]).split(row, mr, names[row])
+    out = out.split(red, kc, names[red])
+    others = [lp.name for lp in chain if lp.name not in (col, row, red)]
+    order = [*others, names[red][0], names[col][0], names[row][0], names[red][1],
+             names[row][1], names[col][1]]
+    out = out.reorder(*order).vectorize(names[col][1]).unroll(names[row][1])
+    return out.separate(names[row][0]).separate(names[col][0])
+
+
+def _parts(loop: str) -> tuple[str, str]:
+    return f"{loop}_o", f"{loop}_i"
+
+
+def _invariant_reads(s: PolyStmt, it: str) -> int:
+    """How many operands do not move with iterator ``it`` (reused across its values)."""
+    return sum(1 for r in s.reads if not any(
+        isinstance(v, ir.Var) and v.kind == "index" and v.name == it
+        for ix in r.read.indices for v in ix.walk()))
+
+
+def _raw_iterator(upa: isl.UnionPwAff, stmt: str) -> str | None:
+    """The statement's iterator that loop value ``upa`` equals, if any."""
+    for pa in items(upa.get_pw_aff_list()):
+        if pa.get_domain_space().get_tuple_name(isl.dim_type.set) != stmt:
+            continue
+        return bare_iterator(pa.get_pieces()[0][1]) if pa.n_piece() == 1 else None
+    return None
+
+
+def parallelize(schedule: Schedule, cores: int) -> Schedule:
+    """In each top-level nest, run the outermost dependence-free loop with at least
+    ``2 * cores`` iterations (else the one with the most) in parallel."""
+    for top in nests(schedule.root):
+        chain = _chain(tf.find(schedule.root, top.name))
+        free = [lp for lp in chain if _free(schedule, lp)]
+        if not free:
+            continue
+        trips = {lp.name: tf.trip_count(lp, schedule.poly.domain) for lp in free}
+        many = [lp for lp in free if (trips[lp.name] or 2 * cores) >= 2 * cores]
+        pick = many[0] if many else max(free, key=lambda lp: trips[lp.name] or 0)
+        schedule = schedule.parallel(pick.name)
+    return schedule
+
+
+def _free(schedule: Schedule, lp: Loop) -> bool:
+    current = tf.find(schedule.root, lp.name)
+    return carried(schedule.root, current, schedule.deps, schedule.poly.domain).is_empty()

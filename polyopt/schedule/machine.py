@@ -1,0 +1,245 @@
+"""An analytic model of the host CPU, used to pick tile sizes, register tiles and vector widths.
+
+The model follows BLIS (Low et al., "Analytical modeling is enough for high-performance BLIS",
+TOMS 2016) and the MLIR GEMM case study (Bondhugula, arXiv 2003.00532).  A :class:`Machine`
+holds what is read from Linux (``/sys/devices/system/cpu/cpu0/cache`` and ``/proc/cpuinfo``)
+or overridden through ``POLYOPT_MACHINE="vector_bytes=32,l2_bytes=1M"``.
+
+GEMM blocking, :func:`gemm_blocking` (``C[MxN] += A[MxK] B[KxN]``; L = lanes = vector_bytes //
+elem_bytes; the micro-kernel broadcasts ``mr`` elements of A and loads ``v = nr/L`` vectors of B
+per step of k, and keeps ``mr*v`` vector accumulators):
+
+* registers:   ``mr*v + v + 1 <= vector_registers``   (accumulators, B vectors, one broadcast);
+* latency:     ``mr*v >= fma_latency * fma_units``    (enough independent FMA chains);
+* load issue:  ``mr + v <= mr*v``                      (one load per FMA at most: the loads keep
+  pace with the FMA pipes on cores with as many load ports as FMA pipes; without this rule AVX2
+  float32 would pick 14x8, 15 loads for 14 FMAs, instead of the classic 6x16);
+* among the feasible ``1 <= mr <= 16``, ``1 <= v <= 4`` maximise the compute intensity
+  ``mr*nr / (mr+nr)`` (FLOPs per element loaded), ties to the larger ``nr``.  When nothing is
+  feasible the load rule, then the latency rule, is dropped.  This gives 14x32 (float32) and
+  14x16 (float64) on AVX-512, 6x16 and 6x8 on AVX2 - the BLIS SKX and Haswell kernels;
+* ``kc``: the largest multiple of 8 in [16, 512] with ``(mr + nr) * kc * elem_bytes <= L1d/2``;
+* ``mc``: the largest multiple of mr in [mr, 1024] with ``mc * kc * elem_bytes <= L2/2``;
+* ``nc``: the largest multiple of nr in [nr, 4096] with ``kc * nc * elem_bytes <= S/2``, where S
+  is the per-core share of L3, ``L3 / cores`` (L2 when there is no L3).
+
+Generic permutable bands, :func:`cube_tile`: the largest power of two ``T`` in [8, 256] with
+``n_arrays * T**min(n_dims, 2) * elem_bytes <= L2/2`` (8 when even that does not fit): each
+array touched by the band contributes a ``T x T`` tile (a ``T`` strip for 1-d bands).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import platform
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from polyopt.errors import OptionError
+
+SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+CPUINFO = Path("/proc/cpuinfo")
+ENV_VAR = "POLYOPT_MACHINE"
+ELEM_BYTES = (1, 2, 4, 8)
+_DEFAULT_CACHES = {"line_bytes": 64, "l1d_bytes": 32 << 10, "l2_bytes": 1 << 20,
+                   "l3_bytes": 8 << 20}
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One core of the target CPU and its cache hierarchy (sizes in bytes)."""
+
+    vector_bytes: int
+    vector_registers: int
+    fma_latency: int = 4
+    fma_units: int = 2
+    cores: int = 1
+    line_bytes: int = 64
+    l1d_bytes: int = 32 << 10
+    l2_bytes: int = 1 << 20
+    l3_bytes: int = 8 << 20
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            low = 0 if field.name == "l3_bytes" else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"Machine.{field.name} must be an integer >= {low}, not {value!r}")
+
+    def describe(self) -> str:
+        l3 = _size(self.l3_bytes) if self.l3_bytes else "none"
+        return (f"{self.vector_bytes * 8}-bit vectors x {self.vector_registers} registers, "
+                f"FMA latency {self.fma_latency} x {self.fma_units} pipes, {self.cores} cores, "
+                f"L1d {_size(self.l1d_bytes)}, L2 {_size(self.l2_bytes)}, L3 {l3}, "
+                f"{self.line_bytes}-byte lines")
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """GEMM blocking: an ``mr x nr`` register tile inside ``mc x kc`` / ``kc x nc`` cache tiles."""
+
+    lanes: int
+    mr: int
+    nr: int
+    kc: int
+    mc: int
+    nc: int
+
+    def describe(self) -> str:
+        return (f"register tile {self.mr}x{self.nr} ({self.nr // self.lanes} vectors of "
+                f"{self.lanes} lanes), kc={self.kc} mc={self.mc} nc={self.nc}")
+
+
+def parse_cache_size(text: str) -> int:
+    """Bytes in a size such as ``"48K"``, ``"2048K"``, ``"32M"``, ``"1 GiB"`` or ``"512"``."""
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:I?B)?\s*", text.upper())
+    if match is None:
+        raise ValueError(f"not a cache size: {text!r}")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _read_caches(root: Path) -> dict[str, int]:
+    """Line and L1d/L2/L3 sizes from a sysfs ``cpuN/cache`` folder; defaults for what is missing."""
+    found: dict[str, int] = {}
+    if not root.is_dir():
+        return dict(_DEFAULT_CACHES)
+    seen_l3 = False
+    for index in sorted(root.glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = parse_cache_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        key = {1: "l1d_bytes", 2: "l2_bytes", 3: "l3_bytes"}.get(level)
+        if key is None or kind == "Instruction":
+            continue
+        seen_l3 = seen_l3 or level == 3
+        found[key] = size
+        if level == 1 or "line_bytes" not in found:
+            with contextlib.suppress(OSError, ValueError):
+                found["line_bytes"] = int((index / "coherency_line_size").read_text())
+    result = {**_DEFAULT_CACHES, **found}
+    if not seen_l3 and "l1d_bytes" in found:
+        result["l3_bytes"] = 0      # the hierarchy was read and has no L3
+    return result
+
+
+def _vector_shape(arch: str, flags: set[str]) -> tuple[int, int]:
+    """``(vector_bytes, vector_registers)`` from ``platform.machine()`` and the cpuinfo flags."""
+    arch = arch.lower()
+    if arch in ("aarch64", "arm64"):
+        return 16, 32
+    if "avx512f" in flags:
+        return 64, 32
+    if "avx2" in flags or "avx" in flags:
+        return 32, 16
+    return 16, 16
+
+
+def _cpu_flags(path: Path) -> set[str]:
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _override(machine: Machine, spec: str) -> Machine:
+    """``machine`` with the ``key=value`` fields of a comma list replaced (values may be ``1M``)."""
+    valid = [f.name for f in dataclasses.fields(Machine)]
+    changes: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        key, eq, value = (s.strip() for s in item.partition("="))
+        if key not in valid or not eq:
+            raise OptionError(f"{ENV_VAR}: unknown field {key!r} in {item!r}; "
+                              f"valid fields: {', '.join(valid)}")
+        try:
+            changes[key] = parse_cache_size(value)
+        except ValueError:
+            raise OptionError(f"{ENV_VAR}: {key}={value!r} is not a non-negative integer; "
+                              f"valid fields: {', '.join(valid)}") from None
+    try:
+        return dataclasses.replace(machine, **changes)
+    except ValueError as err:
+        raise OptionError(f"{ENV_VAR}: {err}; valid fields: {', '.join(valid)}") from None
+
+
+@functools.cache
+def host() -> Machine:
+    """The machine polyopt runs on (read once), with ``POLYOPT_MACHINE`` overrides applied."""
+    vector_bytes, registers = _vector_shape(platform.machine(), _cpu_flags(CPUINFO))
+    machine = Machine(vector_bytes, registers, cores=_cores(), **_read_caches(SYSFS_CACHE))
+    return _override(machine, os.environ.get(ENV_VAR, ""))
+
+
+def _check_elem(elem_bytes: int) -> None:
+    if elem_bytes not in ELEM_BYTES:
+        raise ValueError(f"elem_bytes must be one of {ELEM_BYTES}, not {elem_bytes!r}")
+
+
+def _largest_multiple(step: int, low: int, high: int, fits: int) -> int:
+    """The largest multiple of ``step`` that is <= min(fits, high), and at least ``low``."""
+    return max(low, min(fits, high) // step * step)
+
+
+def _register_tile(machine: Machine, lanes: int) -> tuple[int, int]:
+    """``(mr, vectors)`` of the register tile, by the rules of the module docstring."""
+    need = machine.fma_latency * machine.fma_units
+    pairs = [(mr, v) for mr in range(1, 17) for v in range(1, 5)
+             if mr * v + v + 1 <= machine.vector_registers]
+    rules = [lambda mr, v: mr * v >= need and mr + v <= mr * v, lambda mr, v: mr * v >= need]
+    for rule in rules:
+        feasible = [(mr, v) for mr, v in pairs if rule(mr, v)]
+        if feasible:
+            pairs = feasible
+            break
+    if not pairs:
+        return 1, 1
+    return max(pairs, key=lambda p: (p[0] * p[1] * lanes / (p[0] + p[1] * lanes), p[1]))
+
+
+def gemm_blocking(machine: Machine, elem_bytes: int) -> Blocking:
+    """Register and cache tiles for a GEMM on ``elem_bytes``-byte elements (docstring model)."""
+    _check_elem(elem_bytes)
+    lanes = max(1, machine.vector_bytes // elem_bytes)
+    mr, vectors = _register_tile(machine, lanes)
+    nr = vectors * lanes
+    kc = _largest_multiple(8, 16, 512, machine.l1d_bytes // 2 // ((mr + nr) * elem_bytes))
+    mc = _largest_multiple(mr, mr, 1024, machine.l2_bytes // 2 // (kc * elem_bytes))
+    share = machine.l3_bytes // machine.cores if machine.l3_bytes else machine.l2_bytes
+    nc = _largest_multiple(nr, nr, 4096, share // 2 // (kc * elem_bytes))
+    return Blocking(lanes=lanes, mr=mr, nr=nr, kc=kc, mc=mc, nc=nc)
+
+
+def cube_tile(machine: Machine, elem_bytes: int, n_arrays: int, n_dims: int) -> int:
+    """Tile size for every loop of a generic permutable band (see the module docstring)."""
+    _check_elem(elem_bytes)
+    if n_arrays < 1 or n_dims < 1:
+        raise ValueError(f"n_arrays and n_dims must be >= 1, not {n_arrays} and {n_dims}")
+    budget = machine.l2_bytes // 2
+    tile = 8
+    while tile < 256 and n_arrays * (2 * tile) ** min(n_dims, 2) * elem_bytes <= budget:
+        tile *= 2
+    return tile

@@ -1,0 +1,318 @@
+"""The Schedule artifact: a loop tree for one def, the dependences it must respect, and the
+transformations (steps) that produced it from its base.
+
+Every verb returns a new Schedule and is checked against the exact dependences; an illegal
+one raises ``IllegalScheduleError`` naming the violated dependence. Schedules are data:
+``as_python()`` and ``as_json()`` print the steps, ``Schedule.from_json`` replays them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+import islpy as isl
+
+from polyopt.errors import IllegalScheduleError, ScheduleError
+from polyopt.poly.deps import Deps
+from polyopt.poly.model import PolyProgram
+from polyopt.schedule import transform as tf
+from polyopt.schedule.legality import carried, check_legal
+from polyopt.schedule.tree import Leaf, Loop, Node, loops, pseudo_code, stmts_of, to_isl
+
+VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
+         "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded verb call."""
+
+    verb: str
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def python(self) -> str:
+        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs]
+        return f"{self.verb}({', '.join(parts)})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"verb": self.verb, "args": list(self.args), "kwargs": dict(self.kwargs)}
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """A loop tree over the statements of one def (see ``polyopt.schedule.tree``)."""
+
+    root: Node
+    poly: PolyProgram
+    deps: Deps
+    base: str  # "isl" (isl's scheduler) | "program-order"
+    fusion: str = "smart"
+    steps: tuple[Step, ...] = ()
+
+    # -- views ---------------------------------------------------------------------------
+    @property
+    def strategy(self) -> str:
+        return self.base
+
+    @cached_property
+    def tree(self) -> isl.Schedule:
+        """The isl schedule tree (one marked band per loop) for the AST builder."""
+        return to_isl(self.root, self.poly.domain)
+
+    @property
+    def map(self) -> isl.UnionMap:
+        """Statement instances → their (flattened) schedule time."""
+        return self.tree.get_map()
+
+    @property
+    def loops(self) -> tuple[str, ...]:
+        return tuple(lp.name for lp in loops(self.root))
+
+    @property
+    def stmts(self) -> tuple[str, ...]:
+        return stmts_of(self.root)
+
+    def loop(self, name: str) -> Loop:
+        return tf.find(self.root, name)
+
+    def __str__(self) -> str:
+        head = f"# schedule of def {self.poly.program.name} ({self.base}"
+        head += f", {len(self.steps)} steps)" if self.steps else ")"
+        return "\n".join([head, *pseudo_code(self.root)])
+
+    # -- verbs ---------------------------------------------------------------------------
+    def tile(self, loops: Seq[str] | str, *sizes: int | Seq[int],
+             names: Seq[Seq[str]] | None = None) -> Schedule:
+        """Tile adjacent loops; one ``sizes`` argument per level, outermost level first:
+        ``s.tile(("i", "j"), 32)`` or ``s.tile(("i", "j"), (256, 128), (8, 32))``."""
+        group = [loops] if isinstance(loops, str) else list(loops)
+        if not sizes:
+            raise ScheduleError("tile needs at least one level of sizes")
+        levels = [[lv] * len(group) if isinstance(lv, int) else list(lv) for lv in sizes]
+        if any(len(lv) != len(group) for lv in levels):
+            raise ScheduleError(f"tile of {group}: each level needs {len(group)} sizes, "
+                                f"got {[list(lv) for lv in levels]}")
+        return self._step("tile", lambda r: tf.tile(r, group, levels, names),
+                          (loops, *sizes), names=names)
+
+    def split(self, loop: str, factor: int, names: Seq[str] | None = None) -> Schedule:
+        return self._step("split", lambda r: tf.split(r, loop, factor, names),
+                          (loop, factor), names=names)
+
+    def reorder(self, *order: str) -> Schedule:
+        """Reorder perfectly nested loops, listed outermost first (as TVM)."""
+        return self._step("reorder", lambda r: tf.reorder(r, order), order)
+
+    def interchange(self, a: str, b: str) -> Schedule:
+        def swap(r: Node) -> Node:
+            ch = tf.chain(r, (a, b))
+            names = [lp.name for lp in ch if lp.name in (a, b)]
+            return tf.reorder(r, names[::-1])
+        return self._step("interchange", swap, (a, b))
+
+    def fuse(self, first: str, second: str) -> Schedule:
+        """Fuse two sibling loop nests' outer loops into one (named ``first``)."""
+        return self._step("fuse", lambda r: tf.fuse(r, first, second), (first, second))
+
+    def distribute(self, loop: str) -> Schedule:
+        """Give each statement group below ``loop`` its own copy of the nest."""
+        return self._step("distribute", lambda r: tf.distribute(r, loop, self.poly.domain),
+                          (loop,))
+
+    def skew(self, outer: str, inner: str, factor: int = 1) -> Schedule:
+        return self._step("skew", lambda r: tf.skew(r, outer, inner, factor),
+                          (outer, inner, factor))
+
+    def shift(self, loop: str, offset: int, stmts: Seq[str] | None = None) -> Schedule:
+        fn = (lambda r: tf.shift(r, loop, offset, None if stmts is None else
+                                 self._stmt_names(stmts, stmts_of(tf.find(r, loop))),
+                                 self.poly.domain))
+        return self._step("shift", fn, (loop, offset), stmts=stmts)
+
+    def reverse(self, loop: str) -> Schedule:
+        return self._step("reverse", lambda r: tf.reverse(r, loop), (loop,))
+
+    def parallel(self, loop: str) -> Schedule:
+        """Run ``loop``'s iterations in parallel (OpenMP); it must carry no dependence."""
+        return self._step("parallel", lambda r: self._tag_free(r, loop, "parallel"), (loop,))
+
+    def vectorize(self, loop: str) -> Schedule:
+        """Vectorize the innermost ``loop``; it must carry no dependence."""
+        def fn(r: Node) -> Node:
+            if loops(tf.find(r, loop).child):
+                raise ScheduleError(f"vectorize: loop {loop} is not innermost")
+            return self._tag_free(r, loop, "vectorize")
+        return self._step("vectorize", fn, (loop,))
+
+    def unroll(self, loop: str, factor: int | None = None) -> Schedule:
+        """Unroll ``loop`` fully (a constant trip count of at most 64), or split it by
+        ``factor`` and unroll the inner part (``loop_i``)."""
+        def fn(r: Node) -> Node:
+            if factor is not None:
+                r = tf.split(r, loop, factor)
+                return tf.tag(r, f"{loop}_i", "unroll")
+            n = tf.trip_count(tf.find(r, loop), self.poly.domain)
+            if n is None or n > tf.MAX_FULL_UNROLL:
+                raise ScheduleError(f"unroll: loop {loop} has {'a non-constant' if n is None else n}"
+                                    f" trip count; give a factor (full unrolling allows at "
+                                    f"most {tf.MAX_FULL_UNROLL})")
+            return tf.tag(r, loop, "unroll")
+        return self._step("unroll", fn, (loop,) if factor is None else (loop, factor))
+
+    def unroll_and_jam(self, loop: str, factor: int,
+                       names: Seq[str] | None = None) -> Schedule:
+        """Register tiling: split ``loop`` by ``factor``, sink the inner part below the
+        loops it encloses (above a vectorized loop) and unroll it."""
+        def fn(r: Node) -> Node:
+            r = tf.split(r, loop, factor, names)  # checks the names
+            inner = names[1] if names else f"{loop}_i"
+            return tf.tag(tf.jam(r, inner), inner, "unroll")
+        return self._step("unroll_and_jam", fn, (loop, factor), names=names)
+
+    def separate(self, loop: str) -> Schedule:
+        """Generate ``loop``'s full tiles apart from its partial ones, so the full tiles'
+        inner loops have constant bounds and no guards (isl's ``separate`` option)."""
+        return self._step("separate", lambda r: tf.tag(r, loop, "separate"), (loop,))
+
+    # -- machinery -----------------------------------------------------------------------
+    def _tag_free(self, root: Node, name: str, label: str) -> Node:
+        lp = tf.find(root, name)
+        bad = carried(root, lp, self.deps, self.poly.domain)
+        if not bad.is_empty():
+            raise IllegalScheduleError(
+                f"{label}: loop {name} carries a dependence (its iterations are not "
+                f"independent):\n  {_first(bad)}")
+        return tf.tag(root, name, label)
+
+    def _stmt_names(self, stmts: Seq[str], below: Seq[str]) -> tuple[str, ...]:
+        """Statement names, where a TC statement (``O_0``) also names its padding piece
+        when that piece runs ``below`` the loop at hand."""
+        known = stmts_of(self.root)
+        out: list[str] = []
+        for s in stmts:
+            pieces = [k for k in known if k == s or (k == f"{s}_border" and k in below)]
+            if not pieces:
+                raise ScheduleError(f"no statement {s!r}; statements: {', '.join(known)}")
+            out += pieces
+        return tuple(out)
+
+    def _step(self, verb: str, fn: Callable[[Node], Node], args: tuple[Any, ...],
+              **kwargs: Any) -> Schedule:
+        root = fn(self.root)
+        kw = tuple((k, _plain(v)) for k, v in kwargs.items() if v is not None)
+        new = replace(self, root=root, steps=(*self.steps, Step(verb, _plain(args), kw)))
+        what = Step(verb, _plain(args), kw).python()
+        check_legal(new.map, self.deps, what)
+        new._check_tags(what)
+        return new
+
+    def _check_tags(self, what: str) -> None:
+        """Parallel and vectorized loops must still carry no dependence (and a vectorized
+        loop must stay innermost) after a later step moved, fused or shifted them."""
+        for lp in loops(self.root):
+            for label in sorted(lp.tags & {"parallel", "vectorize"}):
+                if label == "vectorize" and loops(lp.child):
+                    raise ScheduleError(f"{what}: loop {lp.name} is vectorized, so it must "
+                                        f"stay innermost")
+                bad = carried(self.root, lp, self.deps, self.poly.domain)
+                if not bad.is_empty():
+                    raise IllegalScheduleError(
+                        f"{what}: loop {lp.name} is tagged {label} but would now carry a "
+                        f"dependence (its iterations are not independent):\n  {_first(bad)}")
+
+    # -- data ----------------------------------------------------------------------------
+    def as_json(self) -> str:
+        return json.dumps({"def": self.poly.program.name, "base": self.base,
+                           "fusion": self.fusion,
+                           "steps": [s.as_dict() for s in self.steps]}, indent=1)
+
+    def as_python(self) -> str:
+        auto = "'isl'" if self.base == "isl" else "False"
+        lines = [f"s = polyopt.schedule(source, {self.poly.program.name!r}, auto={auto}"
+                 f"{', options={' + repr('fusion') + ': ' + repr(self.fusion) + '}'})"]
+        lines += [f"s = s.{step.python()}" for step in self.steps]
+        return "\n".join(lines)
+
+    def replay(self, steps: Seq[Step]) -> Schedule:
+        out = self
+        for st in steps:
+            if st.verb not in VERBS:
+                raise ScheduleError(f"unknown schedule verb {st.verb!r}; verbs: {', '.join(VERBS)}")
+            try:
+                out = getattr(out, st.verb)(*st.args, **dict(st.kwargs))
+            except TypeError as e:
+                raise ScheduleError(f"bad arguments for schedule verb {st.python()}: {e}") from e
+        return out
+
+    @staticmethod
+    def from_json(text: str, source: str, name: str | None = None, *,
+                  sizes: Mapping[str, int] | None = None) -> Schedule:
+        """Replay a schedule saved by ``as_json`` on def ``name`` of ``source``."""
+        from polyopt.api import schedule_from_json  # the API builds the base schedule
+        return schedule_from_json(text, source, name, sizes=sizes)
+
+    @staticmethod
+    def parse_steps(text: str) -> tuple[dict[str, Any], tuple[Step, ...]]:
+        try:
+            data = json.loads(text)
+            steps = tuple(Step(d["verb"], tuple(d.get("args", ())),
+                               tuple(d.get("kwargs", {}).items())) for d in data["steps"])
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ScheduleError(f"not a polyopt schedule in JSON: {e}") from e
+        return data, steps
+
+    def specialize(self, poly: PolyProgram, deps: Deps, bound: Mapping[str, int]) -> Schedule:
+        """This schedule for ``poly``: the same def with the sizes in ``bound`` fixed."""
+        root = _fix_params(self.root, bound)
+        out = replace(self, root=root, poly=poly, deps=deps)
+        if not poly.domain.is_subset(out.map.domain()):
+            fixed = ", ".join(f"{k}={v}" for k, v in self.poly.program.bound) or "no sizes"
+            raise ScheduleError(
+                f"the schedule of def '{poly.program.name}' was made for {fixed} and does not "
+                f"cover every instance at these sizes; make it without sizes (size-generic) "
+                f"or compile with the sizes it was made for")
+        check_legal(out.map, deps)
+        return out
+
+
+def _plain(value: Any) -> Any:
+    """Tuples all the way down, so steps compare and print the same after a JSON trip."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _first(umap: isl.UnionMap) -> str:
+    maps: list[isl.Map] = []
+    umap.foreach_map(maps.append)
+    return str(maps[0]) if maps else str(umap)
+
+
+def _fix_params(node: Node, bound: Mapping[str, int]) -> Node:
+    if isinstance(node, Loop):
+        return replace(node, expr=_fix_upa(node.expr, bound),
+                       child=_fix_params(node.child, bound))
+    if hasattr(node, "children"):
+        return type(node)(tuple(_fix_params(c, bound) for c in node.children))  # type: ignore
+    return node
+
+
+def _fix_upa(upa: isl.UnionPwAff, bound: Mapping[str, int]) -> isl.UnionPwAff:
+    space = upa.get_space()
+    names = [n for n in bound if space.find_dim_by_name(isl.dim_type.param, n) >= 0]
+    if not names:
+        return upa
+    umap = isl.UnionMap.from_union_pw_aff(upa)
+    fixed = " and ".join(f"{n} = {bound[n]}" for n in names)
+    umap = umap.intersect_params(isl.Set(f"[{', '.join(names)}] -> {{ : {fixed} }}"))
+    for n in names:
+        sp = umap.get_space()
+        umap = umap.project_out_param_id(
+            sp.get_dim_id(isl.dim_type.param, sp.find_dim_by_name(isl.dim_type.param, n)))
+    return isl.MultiUnionPwAff.from_union_map(umap).get_at(0)

@@ -1,0 +1,290 @@
+"""Schedule transformations on loop trees: each a pure function from one tree to the next.
+
+These only rewrite the tree; ``Schedule`` records each call and checks the result against
+the exact dependences (``legality``). Loops are addressed by name; new loops get derived
+names (``i_o``/``i_i``) unless the caller names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as Seq
+from dataclasses import replace
+
+import islpy as isl
+
+from polyopt.errors import ScheduleError
+from polyopt.schedule.tree import (
+    Leaf,
+    Loop,
+    Node,
+    Sequence,
+    loops,
+    path_to,
+    restrict,
+    sequence,
+    stmts_of,
+    substitute,
+)
+
+MAX_FULL_UNROLL = 64
+
+
+def find(root: Node, name: str) -> Loop:
+    """The loop called ``name``; the error lists the valid names."""
+    for lp in loops(root):
+        if lp.name == name:
+            return lp
+    valid = ", ".join(lp.name for lp in loops(root)) or "(none: the schedule has no loops)"
+    raise ScheduleError(f"no loop named {name!r}; loops: {valid}")
+
+
+def chain(root: Node, names: Seq[str]) -> list[Loop]:
+    """The perfectly nested loops from the outermost to the innermost of ``names``."""
+    if not names:
+        raise ScheduleError("no loops given")
+    found = [find(root, n) for n in names]
+    if len({id(f) for f in found}) != len(found):
+        raise ScheduleError(f"loops {list(names)} repeat a loop")
+    depth = {id(f): len(path_to(root, f)) for f in found}
+    top = min(found, key=lambda f: depth[id(f)])
+    bottom = max(found, key=lambda f: depth[id(f)])
+    if not path_to(top, bottom):
+        raise ScheduleError(f"loops {', '.join(names)} are not nested in one another: "
+                            f"{bottom.name} does not sit inside {top.name}")
+    out: list[Loop] = [top]
+    while out[-1] is not bottom:
+        nxt = out[-1].child
+        if not isinstance(nxt, Loop):
+            raise ScheduleError(f"loops {', '.join(names)} are not perfectly nested: "
+                                f"statements run between them")
+        out.append(nxt)
+    missing = [n for n in names if not any(lp.name == n for lp in out)]
+    if missing:
+        raise ScheduleError(f"loop(s) {', '.join(missing)} do not enclose or sit inside "
+                            f"{top.name}")
+    return out
+
+
+def _rebuild(root: Node, old: list[Loop], new: list[Loop]) -> Node:
+    """Replace the perfectly nested chain ``old`` by ``new`` (same innermost child)."""
+    child = old[-1].child
+    for lp in reversed(new):
+        child = replace(lp, child=child)
+    return substitute(root, old[0], child)
+
+
+def _check_names(root: Node, names: Seq[str]) -> None:
+    taken = {lp.name for lp in loops(root)}
+    for n in names:
+        if not n.isidentifier():
+            raise ScheduleError(f"loop name {n!r} is not an identifier")
+        if n in taken:
+            raise ScheduleError(f"loop name {n!r} is already used; loops: {', '.join(taken)}")
+        taken.add(n)
+
+
+def _size(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ScheduleError(f"{what} must be a positive integer, not {value!r}")
+    return value
+
+
+def split(root: Node, name: str, factor: int, names: Seq[str] | None = None) -> Node:
+    """``name`` → ``name_o`` (``floor(x/factor)``) around ``name_i`` (``x mod factor``)."""
+    f = _size(factor, f"split factor of {name}")
+    lp = find(root, name)
+    if names is not None and (isinstance(names, str) or len(names) != 2):
+        raise ScheduleError(f"split of {name}: names must be two loop names (outer, inner), "
+                            f"not {names!r}")
+    outer_name, inner_name = names or (f"{name}_o", f"{name}_i")
+    _check_names(replace_loop_names(root, {name}), (outer_name, inner_name))
+    val = isl.Val(f)
+    inner = Loop(inner_name, lp.expr.mod_val(val), lp.child)
+    outer = Loop(outer_name, lp.expr.scale_down_val(val).floor(), inner)
+    return substitute(root, lp, outer)
+
+
+def replace_loop_names(root: Node, drop: set[str]) -> Node:
+    """``root`` with the loops in ``drop`` renamed away (for name checks only)."""
+    out = root
+    for lp in loops(root):
+        if lp.name in drop:
+            out = substitute(out, lp, replace(lp, name=""))
+    return out
+
+
+def reorder(root: Node, order: Seq[str]) -> Node:
+    """Reorder perfectly nested loops; ``order`` lists them outermost first."""
+    ch = chain(root, order)
+    positions = [i for i, lp in enumerate(ch) if lp.name in order]
+    new = list(ch)
+    for pos, name in zip(positions, order, strict=True):
+        new[pos] = next(lp for lp in ch if lp.name == name)
+    return _rebuild(root, ch, new)
+
+
+def tile(root: Node, names: Seq[str], levels: Seq[Seq[int]],
+         new_names: Seq[Seq[str]] | None = None) -> Node:
+    """Tile adjacent perfectly nested loops: ``levels[t][d]`` is loop d's size at level t.
+
+    Each level's size must divide the one above. Result: every loop's outermost part, then
+    each level's parts, then the points (``i_o, j_o, i_m, j_m, i_i, j_i``).
+    """
+    ch = chain(root, names)
+    idx = [next(i for i, lp in enumerate(ch) if lp.name == n) for n in names]
+    if idx != list(range(idx[0], idx[0] + len(idx))):
+        raise ScheduleError(f"tile needs adjacent loops in nest order; the nest is "
+                            f"{', '.join(lp.name for lp in ch)}")
+    sizes = [[_size(v, f"tile size of {n}") for v, n in zip(lv, names, strict=True)]
+             for lv in levels]
+    for upper, lower in zip(sizes, sizes[1:]):
+        for a, b, n in zip(upper, lower, names):
+            if a % b:
+                raise ScheduleError(f"tile sizes of {n}: {b} does not divide {a}")
+    suffixes = _level_suffixes(len(sizes))
+    parts = [_tile_parts(ch[i], [lv[d] for lv in sizes]) for d, i in enumerate(idx)]
+    if new_names is not None and (len(new_names) != len(names) or any(
+            isinstance(row, str) or len(row) != len(suffixes) for row in new_names)):
+        raise ScheduleError(f"tile of {', '.join(names)}: names must give each loop "
+                            f"{len(suffixes)} names (outermost first), not {new_names!r}")
+    labels = new_names or [[f"{n}_{s}" for s in suffixes] for n in names]
+    _check_names(replace_loop_names(root, set(names)), [x for row in labels for x in row])
+    tiled = [Loop(labels[d][t], parts[d][t], Leaf(()))
+             for t in range(len(suffixes)) for d in range(len(names))]
+    return _rebuild(root, ch, ch[:idx[0]] + tiled + ch[idx[-1] + 1:])
+
+
+def _level_suffixes(levels: int) -> list[str]:
+    if levels == 1:
+        return ["o", "i"]
+    if levels == 2:
+        return ["o", "m", "i"]
+    return ["o", *(f"m{t}" for t in range(1, levels)), "i"]
+
+
+def _tile_parts(lp: Loop, sizes: list[int]) -> list[isl.UnionPwAff]:
+    e = lp.expr
+    parts = [e.scale_down_val(isl.Val(sizes[0])).floor()]
+    for upper, lower in zip(sizes, sizes[1:]):
+        parts.append(e.mod_val(isl.Val(upper)).scale_down_val(isl.Val(lower)).floor())
+    parts.append(e.mod_val(isl.Val(sizes[-1])))
+    return parts
+
+
+def fuse(root: Node, first: str, second: str) -> Node:
+    """Fuse two sibling loops (children of one sequence) into one loop named ``first``."""
+    a, b = find(root, first), find(root, second)
+    if a is b:
+        raise ScheduleError(f"fuse needs two different loops, got {first} twice")
+    parent = _parent(root, a)
+    if parent is None or parent is not _parent(root, b):
+        raise ScheduleError(f"loops {first} and {second} are not siblings: fuse joins two "
+                            f"loop nests that run one after the other")
+    assert isinstance(parent, Sequence)
+    ia = next(i for i, c in enumerate(parent.children) if c is a)
+    ib = next(i for i, c in enumerate(parent.children) if c is b)
+    lo, hi = (a, b) if ia < ib else (b, a)
+    fused = Loop(a.name, a.expr.union_add(b.expr), sequence((lo.child, hi.child)),
+                 a.tags & b.tags)
+    kids = [fused if c is lo else c for c in parent.children if c is not hi]
+    return substitute(root, parent, sequence(tuple(kids)))
+
+
+def _parent(root: Node, node: Node) -> Node | None:
+    path = path_to(root, node)
+    return path[-2] if len(path) > 1 else None
+
+
+def distribute(root: Node, name: str, domain: isl.UnionSet) -> Node:
+    """Split the nest from loop ``name`` down into one nest per statement group below it."""
+    top = find(root, name)
+    ch = [top]
+    while isinstance(ch[-1].child, Loop):
+        ch.append(ch[-1].child)
+    below = ch[-1].child
+    groups: tuple[Node, ...] = (below.children if isinstance(below, Sequence)
+                                else tuple(Leaf((s,)) for s in stmts_of(below)))
+    if len(groups) < 2:
+        raise ScheduleError(f"loop {name} runs a single statement group: nothing to distribute")
+    kept = [[replace(lp, expr=restrict(lp.expr, domain, stmts_of(g))) for lp in ch]
+            for g in groups]
+    kept = [[lp for lp in group if trip_count(lp, domain) != 1] for group in kept]
+    owner = max(range(len(groups)), key=lambda k: len(kept[k]))  # the deepest keeps the names
+    taken = {lp.name for lp in loops(root)}
+    nests: list[Node] = []
+    for k, group in enumerate(groups):
+        child: Node = group
+        for lp in reversed(kept[k]):  # a loop of one iteration orders nothing in its group
+            label = lp.name if k == owner else _fresh(lp.name, taken)
+            child = Loop(label, lp.expr, child, lp.tags)
+        nests.append(child)
+    return substitute(root, top, sequence(tuple(nests)))
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    n = 2
+    while f"{base}{n}" in taken:
+        n += 1
+    taken.add(f"{base}{n}")
+    return f"{base}{n}"
+
+
+def skew(root: Node, outer: str, inner: str, factor: int) -> Node:
+    """``inner`` ← ``inner + factor * outer``; ``outer`` must enclose ``inner``."""
+    a, b = find(root, outer), find(root, inner)
+    if b is a or not path_to(a, b):
+        raise ScheduleError(f"skew: loop {outer} does not enclose loop {inner}")
+    if isinstance(factor, bool) or not isinstance(factor, int):
+        raise ScheduleError(f"skew factor must be an integer, not {factor!r}")
+    expr = b.expr.add(a.expr.scale_val(isl.Val(factor)))
+    return substitute(root, b, replace(b, expr=expr))
+
+
+def shift(root: Node, name: str, offset: int, stmts: Seq[str] | None,
+          domain: isl.UnionSet) -> Node:
+    """Add ``offset`` to loop ``name`` for ``stmts`` (all of its statements by default)."""
+    lp = find(root, name)
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise ScheduleError(f"shift offset must be an integer, not {offset!r}")
+    own = stmts_of(lp)
+    chosen = tuple(own) if stmts is None else tuple(stmts)
+    unknown = [s for s in chosen if s not in own]
+    if unknown:
+        raise ScheduleError(f"shift: loop {name} runs statements {', '.join(own)}, "
+                            f"not {', '.join(unknown)}")
+    moved = restrict(lp.expr, domain, chosen)
+    const = isl.UnionPwAff.val_on_domain(moved.domain(), isl.Val(offset))
+    expr = moved.add(const)
+    rest = tuple(s for s in own if s not in chosen)
+    if rest:
+        expr = expr.union_add(restrict(lp.expr, domain, rest))
+    return substitute(root, lp, replace(lp, expr=expr))
+
+
+def reverse(root: Node, name: str) -> Node:
+    lp = find(root, name)
+    return substitute(root, lp, replace(lp, expr=lp.expr.neg()))
+
+
+def tag(root: Node, name: str, label: str) -> Node:
+    lp = find(root, name)
+    return substitute(root, lp, replace(lp, tags=lp.tags | {label}))
+
+
+def trip_count(lp: Loop, domain: isl.UnionSet) -> int | None:
+    """The loop's value range size over its statements, when it is a constant."""
+    values = lp.expr.intersect_domain_union_set(domain)
+    lo, hi = values.min_val(), values.max_val()
+    if not (lo.is_int() and hi.is_int()):
+        return None
+    return int(hi.to_python()) - int(lo.to_python()) + 1
+
+
+def jam(root: Node, name: str) -> Node:
+    """Sink loop ``name`` through the perfectly nested loops below it, stopping above a
+    vectorized loop (the register tile's columns stay innermost)."""
+    lp = find(root, name)
+    ch = [lp]
+    while isinstance(ch[-1].child, Loop) and "vectorize" not in ch[-1].child.tags:
+        ch.append(ch[-1].child)
+    return _rebuild(root, ch, [*ch[1:], lp])

@@ -1,0 +1,182 @@
+"""The analytic machine model: cache parsing, host detection, overrides and GEMM blocking."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from polyopt.errors import OptionError
+from polyopt.schedule import machine as mm
+from polyopt.schedule.machine import (
+    Blocking,
+    Machine,
+    cube_tile,
+    gemm_blocking,
+    host,
+    parse_cache_size,
+)
+
+AVX512 = Machine(vector_bytes=64, vector_registers=32, cores=2, l1d_bytes=48 << 10,
+                 l2_bytes=2 << 20, l3_bytes=32 << 20)
+AVX2 = Machine(vector_bytes=32, vector_registers=16, cores=8, l1d_bytes=32 << 10,
+               l2_bytes=256 << 10, l3_bytes=8 << 20)
+NEON = Machine(vector_bytes=16, vector_registers=32, cores=4, l1d_bytes=64 << 10,
+               l2_bytes=1 << 20, l3_bytes=0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv(mm.ENV_VAR, raising=False)
+    host.cache_clear()
+    yield
+    host.cache_clear()
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("48K", 48 << 10), ("2048K", 2 << 20), ("32M", 32 << 20), ("1G", 1 << 30),
+    ("512", 512), ("64K\n", 64 << 10), (" 1 MiB ", 1 << 20), ("32kb", 32 << 10),
+])
+def test_parse_cache_size(text: str, size: int) -> None:
+    assert parse_cache_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "K", "1.5M", "-4K", "12X", "4 K M"])
+def test_parse_cache_size_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="not a cache size"):
+        parse_cache_size(text)
+
+
+def test_host_smoke() -> None:
+    machine = host()
+    for field in dataclasses.fields(machine):
+        value = getattr(machine, field.name)
+        assert isinstance(value, int)
+        assert value >= 0 if field.name == "l3_bytes" else value >= 1
+    assert machine.vector_bytes in (16, 32, 64)
+    assert host() is machine            # cached
+    assert "L1d" in machine.describe()
+    assert "\n" not in machine.describe()
+
+
+def test_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(mm.ENV_VAR, "vector_bytes=32, l2_bytes=1048576,l3_bytes=0,l1d_bytes=48K,")
+    machine = host()
+    assert (machine.vector_bytes, machine.l2_bytes) == (32, 1 << 20)
+    assert (machine.l3_bytes, machine.l1d_bytes) == (0, 48 << 10)
+
+
+@pytest.mark.parametrize(("spec", "bad"), [
+    ("vector_bits=256", "vector_bits"), ("l2_bytes=big", "l2_bytes"),
+    ("cores", "cores"), ("fma_units=0", "fma_units"), ("l1d_bytes=-1", "l1d_bytes"),
+])
+def test_env_override_errors(monkeypatch: pytest.MonkeyPatch, spec: str, bad: str) -> None:
+    monkeypatch.setenv(mm.ENV_VAR, spec)
+    with pytest.raises(OptionError, match=bad) as info:
+        host()
+    assert "valid fields: vector_bytes, vector_registers" in str(info.value)
+
+
+def test_machine_rejects_nonsense() -> None:
+    with pytest.raises(ValueError, match="vector_registers"):
+        Machine(vector_bytes=16, vector_registers=0)
+    assert Machine(vector_bytes=16, vector_registers=16, l3_bytes=0).l3_bytes == 0
+
+
+def test_read_caches_from_fake_sysfs(tmp_path: Path) -> None:
+    entries = [(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
+               (3, "Unified", "32M")]
+    for i, (level, kind, size) in enumerate(entries):
+        index = tmp_path / f"index{i}"
+        index.mkdir()
+        for name, text in [("level", level), ("type", kind), ("size", size),
+                           ("coherency_line_size", 64)]:
+            (index / name).write_text(f"{text}\n")
+    assert mm._read_caches(tmp_path) == {"line_bytes": 64, "l1d_bytes": 48 << 10,
+                                         "l2_bytes": 2 << 20, "l3_bytes": 32 << 20}
+    (tmp_path / "index3" / "level").write_text("4\n")     # no L3 any more
+    assert mm._read_caches(tmp_path)["l3_bytes"] == 0
+    assert mm._read_caches(tmp_path / "missing") == mm._DEFAULT_CACHES
+
+
+def test_vector_shape() -> None:
+    assert mm._vector_shape("x86_64", {"avx", "avx2", "avx512f"}) == (64, 32)
+    assert mm._vector_shape("x86_64", {"avx", "avx2"}) == (32, 16)
+    assert mm._vector_shape("x86_64", {"avx"}) == (32, 16)
+    assert mm._vector_shape("x86_64", {"sse4_2"}) == (16, 16)
+    assert mm._vector_shape("aarch64", set()) == (16, 32)
+
+
+def _check_blocking(machine: Machine, elem: int, b: Blocking) -> None:
+    assert b.lanes == machine.vector_bytes // elem
+    assert min(b.lanes, b.mr, b.nr, b.kc, b.mc, b.nc) >= 1
+    vectors = b.nr // b.lanes
+    assert b.nr % b.lanes == 0 and 1 <= vectors <= 4 and 1 <= b.mr <= 16
+    assert b.mr * vectors + vectors + 1 <= machine.vector_registers
+    assert b.mr * vectors >= machine.fma_latency * machine.fma_units
+    assert b.kc % 8 == 0 and 16 <= b.kc <= 512
+    assert (b.mr + b.nr) * b.kc * elem <= machine.l1d_bytes // 2
+    assert (b.mr + b.nr) * (b.kc + 8) * elem > machine.l1d_bytes // 2 or b.kc == 512
+    assert b.mc % b.mr == 0 and b.mr <= b.mc <= 1024
+    assert b.mc * b.kc * elem <= machine.l2_bytes // 2
+    assert b.nc % b.nr == 0 and b.nr <= b.nc <= 4096
+    share = machine.l3_bytes // machine.cores if machine.l3_bytes else machine.l2_bytes
+    assert b.kc * b.nc * elem <= share // 2
+    assert f"{b.mr}x{b.nr}" in b.describe()
+
+
+@pytest.mark.parametrize(("machine", "elem", "mr", "nr"), [
+    (AVX512, 4, 14, 32), (AVX512, 8, 14, 16), (AVX2, 4, 6, 16), (AVX2, 8, 6, 8),
+    (NEON, 4, 9, 12), (NEON, 8, 9, 6),
+])
+def test_gemm_blocking(machine: Machine, elem: int, mr: int, nr: int) -> None:
+    b = gemm_blocking(machine, elem)
+    assert (b.mr, b.nr) == (mr, nr)
+    _check_blocking(machine, elem, b)
+
+
+def test_gemm_blocking_avx512_float32_numbers() -> None:
+    # (14 + 32) * kc * 4 <= 24 KiB -> kc = 128; 1 MiB / (128*4) = 2048 -> mc = 1022 (73 * 14);
+    # 16 MiB per core / 2 / (128*4) = 16384 -> capped at 4096.
+    assert gemm_blocking(AVX512, 4) == Blocking(lanes=16, mr=14, nr=32, kc=128, mc=1022, nc=4096)
+
+
+def test_gemm_blocking_small_elements_and_tiny_caches() -> None:
+    for elem in (1, 2):
+        _check_blocking(AVX512, elem, gemm_blocking(AVX512, elem))
+    tiny = Machine(vector_bytes=16, vector_registers=16, l1d_bytes=1 << 10, l2_bytes=1 << 10,
+                   l3_bytes=0)
+    b = gemm_blocking(tiny, 8)
+    assert b.kc == 16 and b.mc == b.mr and b.nc == b.nr      # floors when nothing fits
+    few = Machine(vector_bytes=16, vector_registers=4)       # latency rule cannot be met
+    b = gemm_blocking(few, 4)
+    assert b.mr * (b.nr // b.lanes) + b.nr // b.lanes + 1 <= 4
+
+
+@pytest.mark.parametrize("elem", [0, 3, 16])
+def test_bad_elem_bytes(elem: int) -> None:
+    with pytest.raises(ValueError, match="elem_bytes"):
+        gemm_blocking(AVX512, elem)
+    with pytest.raises(ValueError, match="elem_bytes"):
+        cube_tile(AVX512, elem, 2, 2)
+
+
+def test_cube_tile() -> None:
+    # 2 MiB L2: 3 * T^2 * 4 <= 1 MiB -> T = 256 (capped); 3 * 512^2 * 4 would not fit anyway.
+    assert cube_tile(AVX512, 4, 3, 2) == 256
+    # 256 KiB L2: 3 * T^2 * 8 <= 128 KiB -> T^2 <= 5461 -> T = 64.
+    assert cube_tile(AVX2, 8, 3, 3) == 64
+    assert cube_tile(AVX2, 8, 3, 1) == 256                  # 1-d strips are tiny
+    tiny = Machine(vector_bytes=16, vector_registers=16, l2_bytes=1 << 10)
+    assert cube_tile(tiny, 8, 4, 2) == 8                     # never below 8
+    for machine in (AVX512, AVX2, NEON):
+        for arrays in (1, 2, 5):
+            for dims in (1, 2, 3, 4):
+                t = cube_tile(machine, 4, arrays, dims)
+                assert 8 <= t <= 256 and t & (t - 1) == 0
+                assert t == 8 or arrays * t ** min(dims, 2) * 4 <= machine.l2_bytes // 2
+                assert t == 256 or arrays * (2 * t) ** min(dims, 2) * 4 > machine.l2_bytes // 2
+    with pytest.raises(ValueError, match="n_arrays"):
+        cube_tile(AVX2, 4, 0, 2)
