@@ -13,7 +13,8 @@ from polyopt import dtypes, ir, lang
 from polyopt.errors import OptionError, PolyoptWarning, ShapeError, SizesRequiredError
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
-from polyopt.pipeline import Lowered, analyze, base_schedule, check_options, lower
+from polyopt.pipeline import Lowered, base_schedule, check_options, lower
+from polyopt.poly import analyze
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.schedule import Schedule
 
@@ -78,6 +79,7 @@ class Kernel:
         self.name = self._decl.name
         self._variants: dict[tuple[tuple[str, int], ...], tuple[Lowered, CpuKernel]] = {}
         self._lock = threading.Lock()
+        self._scratch = threading.local()
         # Compile now what can be compiled now, so errors show at compile time.
         self._static: Lowered | None = None
         try:
@@ -118,12 +120,25 @@ class Kernel:
         lowered, kernel = self._variant(sizes)
         program = lowered.program
         outs = self._outputs(program, sizes, outputs)
-        locs = [np.empty(_shape(t, sizes), dtypes.DTYPES[t.dtype].np) for t in program.locals]
-        buffers = [*arrays, *outs, *locs]
+        buffers = [*arrays, *outs, *self._locals(program, sizes)]
         dims = [sizes[n] for n in program.sizes]
         dims += [d for t in program.tensors.values() for d in _shape(t, sizes)]
         kernel.run(buffers, dims)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _locals(self, program: ir.Program, sizes: dict[str, int]) -> list[np.ndarray]:
+        """Scratch tensors (locals, packed operands), kept per thread and shape: fresh pages
+        on every call would cost more than a small kernel's work."""
+        shapes = [(_shape(t, sizes), dtypes.DTYPES[t.dtype].np) for t in program.locals]
+        key = tuple((s, d.str) for s, d in shapes)
+        cache = self._scratch.__dict__.setdefault("buffers", {})
+        if key not in cache:
+            if len(cache) >= 4:  # a few shapes at a time; a long-lived kernel may see many
+                cache.clear()
+            # Zeroed once: packed copies never write their blocks' padding, which register
+            # tiles on partial blocks read (and discard).
+            cache[key] = [np.zeros(s, d) for s, d in shapes]
+        return cache[key]  # type: ignore[no-any-return]
 
     def _variant(self, sizes: dict[str, int]) -> tuple[Lowered, CpuKernel]:
         key = () if self._parametric else tuple(sorted(sizes.items()))  # one kernel per shape

@@ -17,7 +17,7 @@ import islpy as isl
 from polyopt import config, ir, lang
 from polyopt.codegen import Ast, KernelSource, build_ast, render
 from polyopt.errors import OptionError, PolyoptError, ScheduleError
-from polyopt.poly import Deps, PolyProgram, build_poly, check_bounds, compute_deps
+from polyopt.poly import Deps, PolyProgram, analyze
 from polyopt.schedule import FUSION, Schedule, compute_schedule, program_order
 from polyopt.schedule.cpu import optimize
 
@@ -82,22 +82,16 @@ def lower(source: str, name: str | None, sizes: Mapping[str, int] | None,
 def lower_program(program: ir.Program, options: Mapping[str, Any],
                   schedule: Schedule | str | None = None) -> Lowered:
     try:
-        pp, deps = analyze(program)
-        sched = _schedule(pp, deps, options, schedule)
+        sched = _schedule(*analyze(program), options, schedule)
+        # Layout steps (pack) add tensors and statements: later stages see the schedule's.
+        pp, deps = sched.poly, sched.deps
         ast = build_ast(pp, sched, deps)
         src = render(ast, specialized=not program.sizes)
     except isl.Error as e:  # every isl failure reaches the user with context
         raise PolyoptError(f"internal isl error while compiling '{program.name}': {e}") from e
-    lowered = Lowered(program, pp, deps, sched, ast, src)
+    lowered = Lowered(pp.program, pp, deps, sched, ast, src)
     _debug_dump(lowered)
     return lowered
-
-
-def analyze(program: ir.Program) -> tuple[PolyProgram, Deps]:
-    """The polyhedral model of ``program`` (bounds proven) and its exact dependences."""
-    pp = build_poly(program)
-    check_bounds(pp)
-    return pp, compute_deps(pp)
 
 
 def base_schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],

@@ -27,6 +27,7 @@ class Ast:
     poly: PolyProgram
     tags: dict[str, frozenset[str]]  # loop name (an AST mark "loop <name>") -> its tags
     trips: dict[str, int | None]  # loop name -> its largest trip count, when constant
+    padded: frozenset[str] = frozenset()  # tensors allocated (zeroed) in whole blocks
 
     def __str__(self) -> str:
         return self.root.to_C_str()
@@ -56,7 +57,8 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
         raise CodegenError(f"AST annotation failed: {errors[0]!r}") from errors[0]
     tagged = [lp for lp in loops(schedule.root) if lp.tags]
     return Ast(root, pp, {lp.name: lp.tags for lp in tagged},
-               {lp.name: trip_count(lp, pp.domain) for lp in tagged})
+               {lp.name: trip_count(lp, pp.domain) for lp in tagged},
+               frozenset(schedule.buffers))
 
 
 def _is_parallel(sched: isl.UnionMap, deps: isl.UnionMap) -> bool:

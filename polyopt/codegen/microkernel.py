@@ -22,10 +22,10 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, cname, ctype, literal
+from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitute, text
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule.tree import MARK_PREFIX
 
-Lin = dict[str, int]  # name -> coefficient; "" is the constant
 MAX_ACCUMULATORS = 32
 
 
@@ -86,44 +86,6 @@ def _only_user(node: isl.AstNode) -> isl.AstExpr | None:
     return node.user_get_expr()
 
 
-def ast_lin(e: isl.AstExpr) -> Lin | None:
-    """An isl AST expression as a linear form, when it is one."""
-    kind = e.get_type()
-    if kind == isl.ast_expr_type.int:
-        return {"": int(e.int_get_val().to_python())}
-    if kind == isl.ast_expr_type.id:
-        return {e.get_id().get_name(): 1}
-    op = e.get_op_type()
-    args = [ast_lin(e.get_op_arg(i)) for i in range(e.get_op_n_arg())]
-    if any(a is None for a in args):
-        return None
-    parts: list[Lin] = [a for a in args if a is not None]
-    if op == isl.ast_expr_op_type.add:
-        return _add(parts[0], parts[1])
-    if op == isl.ast_expr_op_type.sub:
-        return _add(parts[0], _scale(parts[1], -1))
-    if op == isl.ast_expr_op_type.minus:
-        return _scale(parts[0], -1)
-    if op == isl.ast_expr_op_type.mul:
-        a, b = parts
-        if set(a) <= {""}:
-            return _scale(b, a.get("", 0))
-        if set(b) <= {""}:
-            return _scale(a, b.get("", 0))
-    return None
-
-
-def _add(a: Lin, b: Lin) -> Lin:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + v
-    return {k: v for k, v in out.items() if v or k == ""}
-
-
-def _scale(a: Lin, f: int) -> Lin:
-    return {k: v * f for k, v in a.items() if v * f or k == ""}
-
-
 def trip_text(loop: isl.AstNode, printer: AstExprPrinter) -> str | None:
     """The trip count of a unit-stride ``for (it = lo; it <= hi; ...)`` as C text."""
     cond = loop.for_get_cond()
@@ -137,32 +99,6 @@ def trip_text(loop: isl.AstNode, printer: AstExprPrinter) -> str | None:
     one = " + 1L" if op == isl.ast_expr_op_type.le else ""
     return (f"({printer.expr(cond.get_op_arg(1))} - {printer.expr(loop.for_get_init())}"
             f"{one})")
-
-
-def index_lin(e: ir.Expr, env: dict[str, Lin]) -> Lin | None:
-    """An index expression over the statement's iterators, as a linear form over ``env``."""
-    if isinstance(e, ir.Const) and not isinstance(e.value, float):
-        return {"": int(e.value)}
-    if isinstance(e, ir.Var):
-        return env.get(e.name) if e.kind == "index" else {e.name: 1}
-    if isinstance(e, ir.Cast) and not e.dtype.startswith("float"):
-        return index_lin(e.x, env)
-    if isinstance(e, ir.Unary) and e.op == "-":
-        a = index_lin(e.x, env)
-        return None if a is None else _scale(a, -1)
-    if isinstance(e, ir.Binary) and e.op in ("+", "-", "*"):
-        a, b = index_lin(e.a, env), index_lin(e.b, env)
-        if a is None or b is None:
-            return None
-        if e.op == "+":
-            return _add(a, b)
-        if e.op == "-":
-            return _add(a, _scale(b, -1))
-        if set(a) <= {""}:
-            return _scale(b, a.get("", 0))
-        if set(b) <= {""}:
-            return _scale(a, b.get("", 0))
-    return None
 
 
 def vector_rhs(e: ir.Expr, dtype: str, value: dict[int, str]) -> str | None:
@@ -194,8 +130,8 @@ def vector_type(dtype: str, lanes: int) -> tuple[str, str]:
 
 
 class Emitter:
-    """Prints one register tile. ``sp`` is the statement's printer (index and flat address
-    text); ``ast_expr`` prints isl AST expressions."""
+    """Prints one register tile. ``sp`` is the statement's printer (flat addresses);
+    ``ast_expr`` prints isl AST expressions."""
 
     def __init__(self, tile: Tile, sp: Any, ast_expr: AstExprPrinter, dtype: str,
                  vector_bytes: int) -> None:
@@ -203,22 +139,7 @@ class Emitter:
         self.lanes = vector_bytes // (8 if dtype == "float64" else 4)
         self.k_it, self.u_it, self.v_it = (n.for_get_iterator().get_id().get_name()
                                            for n in (tile.k, tile.u, tile.v))
-
-    def lines(self, pad: str) -> list[str] | None:
-        t, lanes = self.t, self.lanes
-        if self.dtype not in ("float32", "float64") or t.cols % lanes:
-            return None
-        nv = t.cols // lanes
-        if t.rows * nv > MAX_ACCUMULATORS:
-            return None
-        env = [ast_lin(a) for a in t.args]
-        if any(e is None for e in env) or not self._bases_free():
-            return None
-        lin_env = dict(zip(t.stmt.iters, env, strict=True))
-        plan = self._plan(lin_env)  # type: ignore[arg-type]
-        if plan is None:
-            return None
-        return self._print(plan, nv, pad)
+        self.nv = tile.cols // self.lanes if self.lanes else 0
 
     def full_tile(self) -> str | None:
         """The C condition under which this instance is a full tile (None: cannot tell)."""
@@ -227,121 +148,178 @@ class Emitter:
             return None
         return f"{u} == {self.t.rows}L && {v} == {self.t.cols}L"
 
-    def _bases_free(self) -> bool:
-        """The rows' and columns' first values must not move with the reduction loop."""
-        for n in (self.t.u, self.t.v):
-            lin = ast_lin(n.for_get_init())
-            if lin is None or self.k_it in lin:
-                return False
-        return True
-
-    def _plan(self, env: dict[str, Lin]) -> dict[int, tuple[bool, bool]] | None:
-        """For each read: (moves with the rows, moves with the columns); None if unfit."""
-        s = self.t.stmt
-        target = s.stmt.tensor
-        lhs = [index_lin(ir.Var("int64", i, "index"), env) for i in s.stmt.lhs]
-        if not self._target_fits(lhs):
+    def lines(self, pad: str) -> list[str] | None:
+        t = self.t
+        if self.dtype not in ("float32", "float64") or not self.nv or t.cols % self.lanes:
             return None
-        plan: dict[int, tuple[bool, bool]] = {}
+        if t.rows * self.nv > MAX_ACCUMULATORS:
+            return None
+        args = [ast_lin(a) for a in t.args]
+        bases = [ast_lin(n.for_get_init()) for n in (t.u, t.v)]
+        if any(a is None for a in args) or any(b is None or self.k_it in b for b in bases):
+            return None
+        self.args = dict(zip(t.stmt.iters, args, strict=True))
+        self.bases = bases
+        target = self._target()
+        plan = self._plan() if target is not None else None
+        if plan is None or target is None:
+            return None
+        self.plan, self.target = plan, target
+        return self._print(target, plan, pad)
+
+    def _env(self, r: int, v: int) -> dict[str, Lin]:
+        """The statement's iterators at row ``r`` of the tile, lane 0 of vector ``v``."""
+        u0, v0 = self.bases
+        values = {self.u_it: add(u0, {"": r}),  # type: ignore[arg-type]
+                  self.v_it: add(v0, {"": v * self.lanes, LANE: 1})}  # type: ignore[arg-type]
+        return {it: substitute(a, values) for it, a in self.args.items()}  # type: ignore[arg-type]
+
+    def _dims(self, indices: tuple[ir.Expr, ...], r: int, v: int) -> list[Lin] | None:
+        env = self._env(r, v)
+        dims = [index_lin(ix, env, self.lanes) for ix in indices]
+        return None if any(d is None for d in dims) else dims  # type: ignore[return-value]
+
+    def _grid(self, indices: tuple[ir.Expr, ...]) -> dict[tuple[int, int], list[Lin]] | None:
+        out = {}
+        for r in range(self.t.rows):
+            for v in range(self.nv):
+                dims = self._dims(indices, r, v)
+                if dims is None or not self._lanes_ok(dims):
+                    return None
+                out[(r, v)] = dims
+        return out
+
+    def _lanes_ok(self, dims: list[Lin]) -> bool:
+        """Lanes run along the last dimension with stride 1, or not at all (broadcast)."""
+        if any(LANE in d for d in dims[:-1]):
+            return False
+        return dims[-1].get(LANE, 1) == 1 if dims else True
+
+    def _target(self) -> dict[tuple[int, int], list[Lin]] | None:
+        """The accumulators' addresses: contiguous lanes, distinct rows, fixed along k."""
+        s = self.t.stmt.stmt
+        grid = self._grid(tuple(ir.Var("int32", i, "index") for i in s.lhs))
+        if grid is None or not s.lhs:
+            return None
+        if any(self.k_it in d for dims in grid.values() for d in dims):
+            return None  # the accumulators must stay put along the reduction
+        if any(LANE not in dims[-1] for dims in grid.values()):
+            return None  # and be contiguous vectors
+        first = grid[(0, 0)]
+        if self.t.rows > 1 and grid[(1, 0)][:-1] == first[:-1]:
+            return None  # rows would share accumulators
+        return grid
+
+    def _plan(self) -> dict[int, dict[tuple[int, int], list[Lin]]] | None:
+        """Each operand's addresses over the tile; None when one is not affine enough."""
+        s = self.t.stmt
+        plan = {}
         for r in s.reads:
-            if r.read.tensor == target or r.read.dtype != self.dtype:
+            if r.read.tensor == s.stmt.tensor or r.read.dtype != self.dtype:
                 return None
-            dims = [index_lin(ix, env) for ix in r.read.indices]
-            if any(d is None for d in dims):
+            grid = self._grid(r.read.indices)
+            if grid is None:
                 return None
-            moves = self._moves(dims)  # type: ignore[arg-type]
-            if moves is None:
-                return None
-            plan[id(r.read)] = moves
+            plan[id(r.read)] = grid
         return plan
 
-    def _target_fits(self, lhs: list[Lin | None]) -> bool:
-        """Contiguous along the columns, one row per unrolled row, fixed along ``k``."""
-        if not lhs or any(d is None for d in lhs):
-            return False
-        dims: list[Lin] = [d for d in lhs if d is not None]
-        if any(self.k_it in d for d in dims) or not self._contiguous(dims):
-            return False
-        row_dims = [i for i, d in enumerate(dims) if d.get(self.u_it, 0)]
-        return len(row_dims) == 1 and row_dims[0] != len(dims) - 1
+    def _address(self, tensor: str, dims: list[Lin]) -> str:
+        t = self.sp.ctx.poly.program.tensors[tensor]
+        index = [text(d, self.ast_expr.ident) for d in dims]
+        return f"&{cname('tensor', tensor)}[{self.sp._flat(t, index)}]"
 
-    def _contiguous(self, dims: list[Lin]) -> bool:
-        return (dims[-1].get(self.v_it, 0) == 1
-                and all(not d.get(self.v_it, 0) for d in dims[:-1]))
-
-    def _moves(self, dims: list[Lin]) -> tuple[bool, bool] | None:
-        by_row = any(d.get(self.u_it, 0) for d in dims)
-        by_col = any(d.get(self.v_it, 0) for d in dims)
-        if by_col and not self._contiguous(dims):
+    def edge_lines(self, pad: str, padded: frozenset[str]) -> list[str] | None:
+        """The register tile on a partial tile: accumulators go through a zeroed scratch
+        tile, of which only the valid rows and columns are read from and written back to
+        the target. Operands that move with the rows or lanes must be whole-block (packed)
+        copies, so the extra rows and lanes read padding, never outside an allocation."""
+        plan, target = getattr(self, "plan", None), getattr(self, "target", None)
+        if plan is None or target is None:
             return None
-        return by_row, by_col
+        reads = {id(r.read): r.read for r in self.t.stmt.reads}
+        for rid, grid in plan.items():
+            moves = len({str(d) for d in grid.values()}) > 1 or _has_lane(grid[(0, 0)])
+            if moves and reads[rid].tensor not in padded:
+                return None
+        rows = trip_text(self.t.u, self.ast_expr)
+        cols = trip_text(self.t.v, self.ast_expr)
+        c, cols_total = ctype(self.dtype), self.t.cols
+        tmp = f"{pad}  {c} po_tile[{self.t.rows}][{cols_total}] = {{{{0}}}};"
+        copy_in, copy_out = self._edge_copies(rows or "0L", cols or "0L")
+        body = self._print(target, plan, pad + "  ", scratch=True)
+        return [f"{pad}{{", tmp, *[f"{pad}  {x}" for x in copy_in], *body,
+                *[f"{pad}  {x}" for x in copy_out], f"{pad}}}"]
 
-    def _address(self, read_or_lhs: ir.Read | None, r: int, v: int) -> str:
-        """``&T[flat]`` of a read (or the target when None) at row ``r``, vector ``v``."""
-        rename = {self.u_it: f"({self.u_it} + {r}L)",
-                  self.v_it: f"({self.v_it} + {v * self.lanes}L)"}
-        printer = AstExprPrinter(self.ast_expr.sizes, rename)
-        s = self.t.stmt
-        self.sp.env = {it: printer.expr(a) for it, a in zip(s.iters, self.t.args, strict=True)}
-        try:
-            if read_or_lhs is None:
-                tensor = s.stmt.tensor
-                index = [self.sp._index(ir.Var("int64", i, "index")) for i in s.stmt.lhs]
-            else:
-                tensor = read_or_lhs.tensor
-                index = [self.sp._index(ix) for ix in read_or_lhs.indices]
-            t = self.sp.ctx.poly.program.tensors[tensor]
-            return f"&{cname('tensor', tensor)}[{self.sp._flat(t, index)}]"
-        finally:
-            self.sp.env = {}
+    def _edge_copies(self, rows: str, cols: str) -> tuple[list[str], list[str]]:
+        """Loops moving the valid part of the target tile into and out of ``po_tile``."""
+        s = self.t.stmt.stmt
+        u0, v0 = self.bases
+        values = {self.u_it: add(u0, {"po_r": 1}),  # type: ignore[arg-type]
+                  self.v_it: add(v0, {"po_j": 1})}  # type: ignore[arg-type]
+        env = {it: substitute(a, values) for it, a in self.args.items()}  # type: ignore[arg-type]
+        dims = [index_lin(ir.Var("int32", i, "index"), env) for i in s.lhs]
+        names = {"po_r": "po_r", "po_j": "po_j"}
+        index = [text(d or {}, lambda k: names.get(k) or self.ast_expr.ident(k)) for d in dims]
+        t = self.sp.ctx.poly.program.tensors[s.tensor]
+        elem = f"{cname('tensor', s.tensor)}[{self.sp._flat(t, index)}]"
+        head = (f"for (long po_r = 0; po_r < {rows}; po_r++) "
+                f"for (long po_j = 0; po_j < {cols}; po_j++) ")
+        return ([head + f"po_tile[po_r][po_j] = {elem};"],
+                [head + f"{elem} = po_tile[po_r][po_j];"])
 
-    def _print(self, plan: dict[int, tuple[bool, bool]], nv: int, pad: str) -> list[str]:
-        t, vt = self.t, vector_type(self.dtype, self.lanes)
-        typedef, vec = vt
-        c = ctype(self.dtype)
-        ap = self.ast_expr
+    def _print(self, target: dict[tuple[int, int], list[Lin]],
+               plan: dict[int, dict[tuple[int, int], list[Lin]]], pad: str,
+               scratch: bool = False) -> list[str]:
+        t = self.t
+        typedef, vec = vector_type(self.dtype, self.lanes)
+        tensor = t.stmt.stmt.tensor
+        accs = sorted(target)
         out = [f"{pad}{{ /* register tile of {t.stmt.name}: {t.rows} x {t.cols} */",
-               f"{pad}  {typedef}",
-               f"{pad}  const long {self.u_it} = {ap.expr(t.u.for_get_init(), top=True)};",
-               f"{pad}  const long {self.v_it} = {ap.expr(t.v.for_get_init(), top=True)};"]
-        accs = [(r, v) for r in range(t.rows) for v in range(nv)]
+               f"{pad}  {typedef}"]
+        def home(r: int, v: int) -> str:  # where accumulator (r, v) lives in memory
+            if scratch:
+                return f"&po_tile[{r}][{v * self.lanes}]"
+            return self._address(tensor, target[(r, v)])
         for r, v in accs:
             out.append(f"{pad}  {vec} acc_{r}_{v}; __builtin_memcpy(&acc_{r}_{v}, "
-                       f"{self._address(None, r, v)}, sizeof acc_{r}_{v});")
-        k = t.k
-        it = self.k_it
+                       f"{home(r, v)}, sizeof acc_{r}_{v});")
+        ap, k, it = self.ast_expr, t.k, self.k_it
         out.append(f"{pad}  for (long {it} = {ap.expr(k.for_get_init(), top=True)}; "
                    f"{ap.expr(k.for_get_cond(), top=True)}; {it} += "
                    f"{ap.expr(k.for_get_inc(), top=True)}) {{")
-        body, values = self._loads(plan, nv, vec, c)
+        body, values = self._loads(plan, vec)
         out += [f"{pad}    {x}" for x in body]
-        rhs = t.stmt.stmt.rhs
         for r, v in accs:
-            expr = vector_rhs(rhs, self.dtype, {rid: values[(rid, r, v)] for rid in plan})
+            expr = vector_rhs(t.stmt.stmt.rhs, self.dtype,
+                              {rid: values[(rid, r, v)] for rid in plan})
             out.append(f"{pad}    acc_{r}_{v} += {expr};")
         out.append(f"{pad}  }}")
         for r, v in accs:
-            out.append(f"{pad}  __builtin_memcpy({self._address(None, r, v)}, &acc_{r}_{v}, "
+            out.append(f"{pad}  __builtin_memcpy({home(r, v)}, &acc_{r}_{v}, "
                        f"sizeof acc_{r}_{v});")
         return [*out, f"{pad}}}"]
 
-    def _loads(self, plan: dict[int, tuple[bool, bool]], nv: int, vec: str,
-               c: str) -> tuple[list[str], dict[tuple[int, int, int], str]]:
-        """Each operand loaded once per reduction step; the value name per (read, r, v)."""
+    def _loads(self, plan: dict[int, dict[tuple[int, int], list[Lin]]],
+               vec: str) -> tuple[list[str], dict[tuple[int, int, int], str]]:
+        """Each distinct operand value loaded once per reduction step; the value's name
+        for every (read, row, vector)."""
         reads = {id(r.read): r.read for r in self.t.stmt.reads}
+        c = ctype(self.dtype)
         body: list[str] = []
         values: dict[tuple[int, int, int], str] = {}
-        for n, (rid, (by_row, by_col)) in enumerate(plan.items()):
-            for r in range(self.t.rows if by_row else 1):
-                for v in range(nv if by_col else 1):
-                    name = f"x{n}_{r}_{v}"
-                    addr = self._address(reads[rid], r, v)
-                    if by_col:
-                        body.append(f"{vec} {name}; __builtin_memcpy(&{name}, {addr}, "
-                                    f"sizeof {name});")
-                    else:
-                        body.append(f"const {c} {name} = *{addr};")
-            for r in range(self.t.rows):
-                for v in range(nv):
-                    values[(rid, r, v)] = f"x{n}_{r if by_row else 0}_{v if by_col else 0}"
+        for n, (rid, grid) in enumerate(plan.items()):
+            seen: dict[str, str] = {}
+            for (r, v), dims in sorted(grid.items()):
+                addr = self._address(reads[rid].tensor, dims)
+                vector = bool(dims) and LANE in dims[-1]
+                if addr + str(vector) not in seen:
+                    name = f"x{n}_{len(seen)}"
+                    seen[addr + str(vector)] = name
+                    body.append(f"{vec} {name}; __builtin_memcpy(&{name}, {addr}, sizeof {name});"
+                                if vector else f"const {c} {name} = *{addr};")
+                values[(rid, r, v)] = seen[addr + str(vector)]
         return body, values
+
+
+def _has_lane(dims: list[Lin]) -> bool:
+    return bool(dims) and LANE in dims[-1]

@@ -23,7 +23,7 @@ from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.exprs import AstExprPrinter, RhsPrinter, cname, ctype, literal
 from polyopt.dtypes import identity
 from polyopt.errors import CodegenError
-from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.poly.model import PolyProgram, PolyStmt, affine_text
 from polyopt.schedule.machine import host
 from polyopt.schedule.tree import MARK_PREFIX
 
@@ -85,7 +85,8 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
     dims = tuple(program.sizes) + tuple(
         f"{t.name}.{d}" for t in program.tensors.values() for d in range(t.rank))
     ctx = _Context(pp, _specialized_values(program) if specialized else None)
-    body = _Body(ctx, dialect, ast.tags, ast.trips).node(ast.root, 1, in_parallel=False)
+    body = _Body(ctx, dialect, ast.tags, ast.trips, ast.padded).node(ast.root, 1,
+                                                                     in_parallel=False)
     lines = [dialect.prelude, dialect.function_header(symbol) + " {"]
     lines += _declarations(ctx, dialect, dims)
     lines += body
@@ -124,7 +125,8 @@ class _Body:
     """Walks the isl AST and prints loops, guards and statement instances."""
 
     def __init__(self, ctx: _Context, dialect: Dialect, tags: dict[str, frozenset[str]],
-                 trips: dict[str, int | None]) -> None:
+                 trips: dict[str, int | None], padded: frozenset[str]) -> None:
+        self.padded = padded
         self.ctx = ctx
         self.dialect = dialect
         self.tags = tags
@@ -197,8 +199,10 @@ class _Body:
         lines = None if full is None else emitter.lines(pad + "  ")
         if full is None or lines is None:
             return None
-        plain = self._for(node, depth + 1, in_parallel, loop, plain=True)
-        return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *plain, f"{pad}}}"]
+        edge = emitter.edge_lines(pad + "  ", self.padded)
+        rest = edge if edge is not None else self._for(node, depth + 1, in_parallel, loop,
+                                                       plain=True)
+        return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *rest, f"{pad}}}"]
 
     def _if(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str) -> list[str]:
         pad = "  " * depth
@@ -301,6 +305,25 @@ class StmtPrinter:
         build = isl.AstBuild.from_context(self.ctx.poly.context)
         return AstExprPrinter(frozenset(program.sizes)).expr(build.expr_from_pw_aff(pa))
 
+    def _natural(self, e: ir.Binary) -> bool:
+        """A positive constant divisor of a dividend that is never negative in this
+        statement's domain (isl proves it), where C's truncating ``/`` and ``%`` are TC's."""
+        if not (isinstance(e.b, ir.Const) and isinstance(e.b.value, int) and e.b.value > 0):
+            return False
+        text = affine_text(e.a)
+        if text is None:
+            return False
+        space = self.s.domain.get_space()
+        iters = ", ".join(str(space.get_dim_name(isl.dim_type.set, d))
+                          for d in range(space.dim(isl.dim_type.set)))
+        program = self.ctx.poly.program
+        try:
+            pa = isl.PwAff(f"{program.params} -> {{ {self.s.name}[{iters}] -> [({text})] }}")
+            low = pa.intersect_domain(self.s.domain).min_val()
+        except isl.Error:
+            return False
+        return bool(low.is_int() and not low.is_neg())
+
     def _index(self, e: ir.Expr) -> str:
         """An integral index expression as C ``long`` arithmetic (floor ``/`` and ``%``)."""
         if isinstance(e, ir.Const):
@@ -313,6 +336,8 @@ class StmtPrinter:
             return f"(-{self._index(e.x)})"
         if isinstance(e, ir.Binary) and e.op in ("+", "-", "*"):
             return f"({self._index(e.a)} {e.op} {self._index(e.b)})"
+        if isinstance(e, ir.Binary) and e.op in ("/", "%") and self._natural(e):
+            return f"({self._index(e.a)} {e.op} {self._index(e.b)})"  # C's / and % agree
         if isinstance(e, ir.Binary) and e.op in ("/", "%", "min", "max"):
             fn = {"/": "div", "%": "mod"}.get(e.op, e.op)
             return f"po_{fn}_int64({self._index(e.a)}, {self._index(e.b)})"

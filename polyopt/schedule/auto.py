@@ -7,7 +7,7 @@ import islpy as isl
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.tree import Leaf, Loop, Node, from_isl, name_loops, sequence
+from polyopt.schedule.tree import Leaf, from_isl, name_loops, nest_of, sequence
 
 FUSION = ("min", "smart", "max")
 
@@ -50,17 +50,7 @@ def _isl_schedule(pp: PolyProgram, deps: Deps, *, coincidence: bool) -> isl.Sche
 
 def program_order(pp: PolyProgram, deps: Deps) -> Schedule:
     """The sequential source order: one loop nest per statement, in program order."""
-    nests: list[Node] = []
-    for s in pp.stmts:
-        node: Node = Leaf((s.name,))
-        space = s.domain.get_space()
-        its = [str(space.get_dim_name(isl.dim_type.set, d))
-               for d in range(space.dim(isl.dim_type.set))]
-        for d in reversed(range(len(its))):
-            expr = isl.UnionPwAff(f"{pp.program.params} -> {{ {s.name}[{', '.join(its)}] -> "
-                                  f"[({its[d]})] }}")
-            node = Loop("", expr, node)
-        nests.append(node)
+    taken: set[str] = set()
+    nests = [nest_of(s, pp.program.params, taken) for s in pp.stmts]
     root = sequence(tuple(nests)) if nests else Leaf(())
-    root = name_loops(root, tuple(s.name for s in pp.stmts))
     return Schedule(root, pp, deps, "program-order")

@@ -32,6 +32,9 @@ from polyopt.schedule.machine import Machine, gemm_blocking, host
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, bare_iterator, items
 
+# Packing costs a pass over each operand; it pays once the operands are reused this often.
+PACK_MIN_REDUCTION = 64
+
 
 def optimize(schedule: Schedule, *, openmp: bool = True,
              machine: Machine | None = None) -> Schedule:
@@ -114,7 +117,10 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     mr, kc = min(b.mr, trips[row]), min(b.kc, trips[red])
     if nr < b.lanes or mr < 1 or kc < 1:
         return None
-    return _goto_nest(schedule, chain, col, row, red, (mr, nr, kc))
+    out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc))
+    if trips[red] >= PACK_MIN_REDUCTION and min(trips[col], trips[row]) >= PACK_MIN_REDUCTION:
+        out = pack_operands(out, s, its[col], its[row], mr, nr)
+    return out
 
 
 def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: str,
@@ -128,6 +134,36 @@ def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: s
              names[row][1], names[col][1]]
     out = out.reorder(*order).vectorize(names[col][1]).unroll(names[row][1])
     return out.separate(names[row][0]).separate(names[col][0])
+
+
+def pack_operands(schedule: Schedule, s: PolyStmt, col_it: str, row_it: str,
+                  mr: int, nr: int) -> Schedule:
+    """Copy each input operand of ``s`` into panels the micro-kernel streams through:
+    ``B(k, n)`` → ``B_pack(n/NR, k, n%NR)`` when it moves with the columns, ``A(m, k)`` →
+    ``A_pack(m/MR, k, m%MR)`` when it moves with the rows only."""
+    program = schedule.poly.program
+    for r in s.reads:
+        read = r.read
+        t = program.tensors[read.tensor]
+        if t.role != "input" or read.pad is not None or not r.affine:
+            continue
+        plain = [i for i, ix in enumerate(read.indices) if isinstance(ix, ir.Var)]
+        where = {read.indices[i].name: i for i in plain}  # type: ignore[attr-defined]
+        uses = {v.name for ix in read.indices for v in ix.walk() if isinstance(v, ir.Var)}
+        if col_it in where and where[col_it] == t.rank - 1 and t.rank > 1:
+            schedule = _try_pack(schedule, read.tensor, where[col_it], nr)
+        elif row_it in where and col_it not in uses and t.rank > 1:
+            schedule = _try_pack(schedule, read.tensor, where[row_it], mr)
+    return schedule
+
+
+def _try_pack(schedule: Schedule, tensor: str, dim: int, factor: int) -> Schedule:
+    if any(st.verb == "pack" and st.args[0] == tensor for st in schedule.steps):
+        return schedule
+    try:
+        return schedule.pack(tensor, dim, factor)
+    except ScheduleError:
+        return schedule
 
 
 def _parts(loop: str) -> tuple[str, str]:

@@ -18,14 +18,25 @@ from typing import Any
 import islpy as isl
 
 from polyopt.errors import IllegalScheduleError, ScheduleError
+from polyopt.poly import analyze
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.schedule import transform as tf
+from polyopt.schedule.layout import pack_program
 from polyopt.schedule.legality import carried, check_legal
-from polyopt.schedule.tree import Leaf, Loop, Node, loops, pseudo_code, stmts_of, to_isl
+from polyopt.schedule.tree import (
+    Loop,
+    Node,
+    loops,
+    nest_of,
+    pseudo_code,
+    sequence,
+    stmts_of,
+    to_isl,
+)
 
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
-         "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate")
+         "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate", "pack")
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,7 @@ class Schedule:
     base: str  # "isl" (isl's scheduler) | "program-order"
     fusion: str = "smart"
     steps: tuple[Step, ...] = ()
+    buffers: tuple[str, ...] = ()  # packed copies of inputs (zero-padded to whole blocks)
 
     # -- views ---------------------------------------------------------------------------
     @property
@@ -130,9 +142,10 @@ class Schedule:
                           (outer, inner, factor))
 
     def shift(self, loop: str, offset: int, stmts: Seq[str] | None = None) -> Schedule:
-        fn = (lambda r: tf.shift(r, loop, offset, None if stmts is None else
-                                 self._stmt_names(stmts, stmts_of(tf.find(r, loop))),
-                                 self.poly.domain))
+        def fn(r: Node) -> Node:
+            chosen = None if stmts is None else self._stmt_names(
+                stmts, stmts_of(tf.find(r, loop)))
+            return tf.shift(r, loop, offset, chosen, self.poly.domain)
         return self._step("shift", fn, (loop, offset), stmts=stmts)
 
     def reverse(self, loop: str) -> Schedule:
@@ -159,9 +172,10 @@ class Schedule:
                 return tf.tag(r, f"{loop}_i", "unroll")
             n = tf.trip_count(tf.find(r, loop), self.poly.domain)
             if n is None or n > tf.MAX_FULL_UNROLL:
-                raise ScheduleError(f"unroll: loop {loop} has {'a non-constant' if n is None else n}"
-                                    f" trip count; give a factor (full unrolling allows at "
-                                    f"most {tf.MAX_FULL_UNROLL})")
+                count = "a non-constant" if n is None else n
+                raise ScheduleError(f"unroll: loop {loop} has {count} trip count; give a "
+                                    f"factor (full unrolling allows at most "
+                                    f"{tf.MAX_FULL_UNROLL})")
             return tf.tag(r, loop, "unroll")
         return self._step("unroll", fn, (loop,) if factor is None else (loop, factor))
 
@@ -179,6 +193,22 @@ class Schedule:
         """Generate ``loop``'s full tiles apart from its partial ones, so the full tiles'
         inner loops have constant bounds and no guards (isl's ``separate`` option)."""
         return self._step("separate", lambda r: tf.tag(r, loop, "separate"), (loop,))
+
+    def pack(self, tensor: str, dim: int, factor: int, outer: int = 0) -> Schedule:
+        """Read input ``tensor`` through a blocked copy made before everything else:
+        dimension ``dim`` splits into a block index (at position ``outer``) and an offset
+        (innermost), e.g. ``pack("B", 1, 32)`` gives ``B_pack(n/32, k, n%32)``. The copy
+        gets its own loop nest (named after its statement, ``B_pack_0``)."""
+        program, name = pack_program(self.poly.program, tensor, dim, factor, outer)
+        poly, deps = analyze(program)
+        copy = next(st for st in poly.stmts if st.name == f"{name}_0")
+        taken = {lp.name for lp in loops(self.root)}
+        root = sequence((nest_of(copy, program.params, taken), self.root))
+        step = Step("pack", (tensor, dim, factor, outer))
+        new = replace(self, root=root, poly=poly, deps=deps, steps=(*self.steps, step),
+                      buffers=(*self.buffers, name))
+        check_legal(new.map, deps, f"pack{step.python()[4:]}")
+        return new
 
     # -- machinery -----------------------------------------------------------------------
     def _tag_free(self, root: Node, name: str, label: str) -> Node:
@@ -209,17 +239,22 @@ class Schedule:
         new = replace(self, root=root, steps=(*self.steps, Step(verb, _plain(args), kw)))
         what = Step(verb, _plain(args), kw).python()
         check_legal(new.map, self.deps, what)
-        new._check_tags(what)
+        new._check_tags(what, self.root)
         return new
 
-    def _check_tags(self, what: str) -> None:
+    def _check_tags(self, what: str, before: Node) -> None:
         """Parallel and vectorized loops must still carry no dependence (and a vectorized
         loop must stay innermost) after a later step moved, fused or shifted them."""
+        old = {lp.name: lp for lp in loops(before)}
         for lp in loops(self.root):
             for label in sorted(lp.tags & {"parallel", "vectorize"}):
                 if label == "vectorize" and loops(lp.child):
                     raise ScheduleError(f"{what}: loop {lp.name} is vectorized, so it must "
                                         f"stay innermost")
+                prev = old.get(lp.name)
+                if prev is not None and label in prev.tags and _same_place(
+                        self.root, lp, before, prev):
+                    continue  # checked when it was tagged, and nothing it depends on moved
                 bad = carried(self.root, lp, self.deps, self.poly.domain)
                 if not bad.is_empty():
                     raise IllegalScheduleError(
@@ -268,7 +303,14 @@ class Schedule:
         return data, steps
 
     def specialize(self, poly: PolyProgram, deps: Deps, bound: Mapping[str, int]) -> Schedule:
-        """This schedule for ``poly``: the same def with the sizes in ``bound`` fixed."""
+        """This schedule for ``poly``: the same def with the sizes in ``bound`` fixed (and
+        the layout steps of this schedule applied to it again)."""
+        packs = [st.args for st in self.steps if st.verb == "pack"]
+        if packs:
+            program = poly.program
+            for args in packs:
+                program, _ = pack_program(program, *args)
+            poly, deps = analyze(program)
         root = _fix_params(self.root, bound)
         out = replace(self, root=root, poly=poly, deps=deps)
         if not poly.domain.is_subset(out.map.domain()):
@@ -286,6 +328,17 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(_plain(v) for v in value)
     return value
+
+
+def _same_place(root: Node, lp: Loop, old_root: Node, old: Loop) -> bool:
+    """Whether ``lp`` in ``root`` runs as ``old`` did in ``old_root``: the same loop
+    expression and body below the same outer loop expressions (what ``carried`` reads)."""
+    if lp.expr is not old.expr or lp.child is not old.child:
+        return False
+    outer = [n.expr for n in tf.path_to(root, lp)[:-1] if isinstance(n, Loop)]
+    outer_old = [n.expr for n in tf.path_to(old_root, old)[:-1] if isinstance(n, Loop)]
+    return len(outer) == len(outer_old) and all(
+        a is b for a, b in zip(outer, outer_old, strict=True))
 
 
 def _first(umap: isl.UnionMap) -> str:

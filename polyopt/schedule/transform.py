@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence as Seq
 from dataclasses import replace
+from itertools import pairwise
 
 import islpy as isl
 
@@ -137,8 +138,8 @@ def tile(root: Node, names: Seq[str], levels: Seq[Seq[int]],
                             f"{', '.join(lp.name for lp in ch)}")
     sizes = [[_size(v, f"tile size of {n}") for v, n in zip(lv, names, strict=True)]
              for lv in levels]
-    for upper, lower in zip(sizes, sizes[1:]):
-        for a, b, n in zip(upper, lower, names):
+    for upper, lower in pairwise(sizes):
+        for a, b, n in zip(upper, lower, names, strict=True):
             if a % b:
                 raise ScheduleError(f"tile sizes of {n}: {b} does not divide {a}")
     suffixes = _level_suffixes(len(sizes))
@@ -165,7 +166,7 @@ def _level_suffixes(levels: int) -> list[str]:
 def _tile_parts(lp: Loop, sizes: list[int]) -> list[isl.UnionPwAff]:
     e = lp.expr
     parts = [e.scale_down_val(isl.Val(sizes[0])).floor()]
-    for upper, lower in zip(sizes, sizes[1:]):
+    for upper, lower in pairwise(sizes):
         parts.append(e.mod_val(isl.Val(upper)).scale_down_val(isl.Val(lower)).floor())
     parts.append(e.mod_val(isl.Val(sizes[-1])))
     return parts

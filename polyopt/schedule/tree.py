@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Union
+from typing import Any
 
 import islpy as isl
 
@@ -46,7 +46,7 @@ class Sequence:
     children: tuple[Node, ...]
 
 
-Node = Union[Loop, Sequence, Leaf]
+Node = Loop | Sequence | Leaf
 
 
 def stmts_of(node: Node) -> tuple[str, ...]:
@@ -183,6 +183,33 @@ def _from_node(node: isl.ScheduleNode) -> Node:
                 isl.schedule_node_type.mark, isl.schedule_node_type.context):
         return _from_node(node.child(0))
     raise ScheduleError(f"unsupported isl schedule node {kind}")
+
+
+def nest_of(stmt: Any, params: str, taken: set[str]) -> Node:
+    """One loop per iterator of polyhedral statement ``stmt``, outermost first, named after
+    the iterators (unique against ``taken``, which grows)."""
+    space = stmt.domain.get_space()
+    its = [str(space.get_dim_name(isl.dim_type.set, d))
+           for d in range(space.dim(isl.dim_type.set))]
+    node: Node = Leaf((stmt.name,))
+    for it in reversed(its):
+        expr = isl.UnionPwAff(f"{params} -> {{ {stmt.name}[{', '.join(its)}] -> [({it})] }}")
+        node = Loop("", expr, node)
+    return _name_fresh(node, taken)
+
+
+def _name_fresh(root: Node, taken: set[str]) -> Node:
+    renames: dict[int, str] = {}
+    for lp in loops(root):
+        if lp.name:
+            continue
+        base = iterator_of(lp.expr, stmts_of(root)) or "c"
+        name, n = base, 2
+        while name in taken:
+            name, n = f"{base}{n}", n + 1
+        taken.add(name)
+        renames[id(lp)] = name
+    return _rename(root, renames)
 
 
 # -- names ------------------------------------------------------------------------------------

@@ -1,0 +1,121 @@
+"""Linear forms: index arithmetic as {name: coefficient} maps ("" is the constant).
+
+The register-tile printer reasons about addresses with these: which operands move with
+the unrolled rows or the vector lanes, and where each load starts. Floor division and
+modulo by a constant stay linear when the part they cut lies inside one block, as in
+packed layouts (``n / 32`` and ``n % 32`` for ``n = 32*c1 + lane``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import islpy as isl
+
+from polyopt import ir
+
+Lin = dict[str, int]
+LANE = "@lane"  # the position inside a vector, in [0, lanes)
+
+
+def ast_lin(e: isl.AstExpr) -> Lin | None:
+    """An isl AST expression as a linear form, when it is one."""
+    kind = e.get_type()
+    if kind == isl.ast_expr_type.int:
+        return {"": int(e.int_get_val().to_python())}
+    if kind == isl.ast_expr_type.id:
+        return {e.get_id().get_name(): 1}
+    op = e.get_op_type()
+    args = [ast_lin(e.get_op_arg(i)) for i in range(e.get_op_n_arg())]
+    if any(a is None for a in args):
+        return None
+    parts: list[Lin] = [a for a in args if a is not None]
+    if op == isl.ast_expr_op_type.add:
+        return add(parts[0], parts[1])
+    if op == isl.ast_expr_op_type.sub:
+        return add(parts[0], _scale(parts[1], -1))
+    if op == isl.ast_expr_op_type.minus:
+        return _scale(parts[0], -1)
+    if op == isl.ast_expr_op_type.mul:
+        a, b = parts
+        if set(a) <= {""}:
+            return _scale(b, a.get("", 0))
+        if set(b) <= {""}:
+            return _scale(a, b.get("", 0))
+    return None
+
+
+def add(a: Lin, b: Lin) -> Lin:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return {k: v for k, v in out.items() if v or k == ""}
+
+
+def _scale(a: Lin, f: int) -> Lin:
+    return {k: v * f for k, v in a.items() if v * f or k == ""}
+
+
+def index_lin(e: ir.Expr, env: Mapping[str, Lin], lanes: int = 1) -> Lin | None:
+    """An index expression over a statement's iterators as a linear form over ``env``'s."""
+    if isinstance(e, ir.Const) and not isinstance(e.value, float):
+        return {"": int(e.value)}
+    if isinstance(e, ir.Var):
+        return dict(env[e.name]) if e.kind == "index" and e.name in env else (
+            None if e.kind == "index" else {e.name: 1})
+    if isinstance(e, ir.Cast) and not e.dtype.startswith("float"):
+        return index_lin(e.x, env, lanes)
+    if isinstance(e, ir.Unary) and e.op == "-":
+        a = index_lin(e.x, env, lanes)
+        return None if a is None else _scale(a, -1)
+    if not isinstance(e, ir.Binary):
+        return None
+    a, b = index_lin(e.a, env, lanes), index_lin(e.b, env, lanes)
+    if a is None or b is None:
+        return None
+    if e.op == "+":
+        return add(a, b)
+    if e.op == "-":
+        return add(a, _scale(b, -1))
+    if e.op == "*":
+        if set(a) <= {""}:
+            return _scale(b, a.get("", 0))
+        return _scale(a, b.get("", 0)) if set(b) <= {""} else None
+    if e.op in ("/", "%") and set(b) == {""} and b[""] > 0:
+        qr = divmod_lin(a, b[""], lanes)
+        return None if qr is None else qr[0 if e.op == "/" else 1]
+    return None
+
+
+def divmod_lin(a: Lin, d: int, lanes: int) -> tuple[Lin, Lin] | None:
+    """``(a // d, a % d)`` when every variable but the lane moves in whole blocks of ``d``
+    and the lane stays inside one block."""
+    rest = {k: v for k, v in a.items() if k not in ("", LANE)}
+    if any(v % d for v in rest.values()):
+        return None
+    q, r = divmod(a.get("", 0), d)
+    lane = a.get(LANE, 0)
+    if lane < 0 or r + lane * (lanes - 1) >= d:
+        return None
+    quotient = {k: v // d for k, v in rest.items()}
+    quotient[""] = q
+    rem = {"": r, LANE: lane} if lane else {"": r}
+    return quotient, rem
+
+
+def substitute(a: Lin, values: Mapping[str, Lin]) -> Lin:
+    """``a`` with some names replaced by linear forms."""
+    out: Lin = {"": a.get("", 0)}
+    for k, v in a.items():
+        if k:
+            out = add(out, _scale(values[k], v) if k in values else {k: v})
+    return out
+
+
+def text(a: Lin, name: Callable[[str], str]) -> str:
+    """C ``long`` text of a linear form (the lane taken as 0)."""
+    terms = [f"{v}L * {name(k)}" if v != 1 else name(k)
+             for k, v in sorted(a.items()) if k not in ("", LANE) and v]
+    if a.get("", 0) or not terms:
+        terms.append(f"{a.get('', 0)}L")
+    return "(" + " + ".join(terms) + ")"
