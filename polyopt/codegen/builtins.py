@@ -26,12 +26,17 @@ normcdfinv rcbrt rhypot rnorm3d rnorm4d rsqrt
 """.split()
 )
 
+# Prelude helpers that also have a float version (po_<name>f), so float loops stay float
+# (and vectorize: a double round trip per element does not).
+FLOAT_EXTRA = frozenset({"rsqrt", "fdivide"})
 
 
 def c_function(fn: str, dtype: str) -> tuple[str, str]:
     """(C function name, the C type it computes in) for builtin ``fn`` at float ``dtype``."""
     if fn not in LIBM and fn not in EXTRA:
         raise CodegenError(f"no C implementation of builtin '{fn}'")
+    if fn in FLOAT_EXTRA and dtype != "float64":
+        return f"po_{fn}f", "float"
     if fn in EXTRA:
         return f"po_{fn}", "double"
     if dtype == "float64":
@@ -47,6 +52,16 @@ PRELUDE = r"""
 #include <stdint.h>
 
 #define PO_PI 3.14159265358979323846
+
+/* glibc's vector math library: simd loops may call vector exp, log, sin, cos, pow. */
+#if defined(POLYOPT_LIBMVEC) && defined(__GNUC__) && !defined(__clang__)
+#define PO_SIMD __attribute__((simd("notinbranch")))
+float expf(float) PO_SIMD; double exp(double) PO_SIMD;
+float logf(float) PO_SIMD; double log(double) PO_SIMD;
+float sinf(float) PO_SIMD; double sin(double) PO_SIMD;
+float cosf(float) PO_SIMD; double cos(double) PO_SIMD;
+float powf(float, float) PO_SIMD; double pow(double, double) PO_SIMD;
+#endif
 
 /* Floor division and non-negative modulo (TC semantics); division by zero gives 0. */
 #define PO_INT_OPS(T, S) \
@@ -76,6 +91,8 @@ static inline long po_floord(long a, long b) { return a >= 0 ? a / b : -((-a + b
 
 /* CUDA math functions that libm lacks. */
 static inline double po_rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float po_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline float po_fdividef(float a, float b) { return a / b; }
 static inline double po_rcbrt(double x) { return 1.0 / cbrt(x); }
 static inline double po_cospi(double x) { return cos(PO_PI * x); }
 static inline double po_sinpi(double x) { return sin(PO_PI * x); }

@@ -49,7 +49,7 @@ def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int 
     v, v_name = _only_for(u.for_get_body())
     if v is None or "vectorize" not in tags.get(v_name, frozenset()):
         return None
-    call = _only_user(v.for_get_body())
+    call = only_user(v.for_get_body())
     if call is None or k.for_is_degenerate():
         return None
     s = stmt_of(call.get_op_arg(0).get_id().get_name())
@@ -77,10 +77,10 @@ def _only_for(node: isl.AstNode, name: str = "") -> tuple[isl.AstNode | None, st
     return (node, name) if node.get_type() == isl.ast_node_type.for_ else (None, name)
 
 
-def _only_user(node: isl.AstNode) -> isl.AstExpr | None:
+def only_user(node: isl.AstNode) -> isl.AstExpr | None:
     if node.get_type() == isl.ast_node_type.block:
         kids = node.block_get_children()
-        return _only_user(kids.get_at(0)) if kids.n_ast_node() == 1 else None
+        return only_user(kids.get_at(0)) if kids.n_ast_node() == 1 else None
     if node.get_type() != isl.ast_node_type.user:
         return None
     return node.user_get_expr()
@@ -323,3 +323,21 @@ class Emitter:
 
 def _has_lane(dims: list[Lin]) -> bool:
     return bool(dims) and LANE in dims[-1]
+
+
+def invariant_reads(s: PolyStmt, args: list[isl.AstExpr],
+                    it: str) -> list[tuple[ir.Read, list[Lin]]]:
+    """The affine reads of ``s`` (at AST arguments ``args``) that do not move with loop
+    iterator ``it`` and read no tensor ``s`` writes: each with its index as linear forms."""
+    lins = [ast_lin(a) for a in args]
+    if any(x is None for x in lins) or not all(r.affine for r in s.reads):
+        return []
+    env = dict(zip(s.iters, lins, strict=True))
+    out = []
+    for r in s.reads:
+        if r.read.tensor == s.stmt.tensor or r.read.pad is not None:
+            continue
+        dims = [index_lin(ix, env) for ix in r.read.indices]  # type: ignore[arg-type]
+        if all(d is not None and it not in d for d in dims):
+            out.append((r.read, [d for d in dims if d is not None]))
+    return out

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from polyopt import ir
-from polyopt.codegen import microkernel
+from polyopt.codegen import linear, microkernel
 from polyopt.codegen.ast import Ast, loop_is_parallel
 from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.exprs import AstExprPrinter, RhsPrinter, cname, ctype, literal
+from polyopt.codegen.linear import ast_lin
 from polyopt.dtypes import identity
 from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyProgram, PolyStmt, affine_text
@@ -159,6 +160,8 @@ class _Body:
         pad = "  " * depth
         tags = self.tags.get(loop, frozenset())
         tile = None if plain else self._register_tile(node, depth, in_parallel, loop)
+        if tile is None and "vectorize" in tags and not node.for_is_degenerate():
+            tile = self._reduction(node, depth)
         if tile is not None:
             return tile
         it = self.ast_expr.expr(node.for_get_iterator())
@@ -178,10 +181,73 @@ class _Body:
         elif simd:
             out.append(self.dialect.simd_pragma)
         note = f"  /* {loop} */" if loop else ""
+        hoisted: list[str] = []
+        inner: list[str] | None = None
+        if simd:
+            hoisted, inner = self._hoisted(node, depth)
         out.append(f"{pad}for (long {it} = {init}; {cond}; {it} += {inc}) {{{note}")
-        out += self.node(node.for_get_body(), depth + 1, in_parallel or parallel)
+        out += inner if inner is not None else self.node(node.for_get_body(), depth + 1,
+                                                          in_parallel or parallel)
         out.append(f"{pad}}}")
+        if hoisted:  # the pragma must stay right above its loop
+            return [f"{pad}{{", *hoisted, *out, f"{pad}}}"]
         return out
+
+    def _hoisted(self, node: isl.AstNode, depth: int) -> tuple[list[str], list[str] | None]:
+        """Operands of a vector loop's one statement that do not move with the loop, loaded
+        once before it (GCC's PRE otherwise can leave them in a form it cannot vectorize)."""
+        call = microkernel.only_user(node.for_get_body())
+        if call is None:
+            return [], None
+        s = self.ctx.poly.stmt(call.get_op_arg(0).get_id().get_name())
+        args = [call.get_op_arg(i + 1) for i in range(call.get_op_n_arg() - 1)]
+        it = node.for_get_iterator().get_id().get_name()
+        fixed = microkernel.invariant_reads(s, args, it)
+        if not fixed:
+            return [], None
+        sp = StmtPrinter(self.ctx, s)
+        pad = "  " * (depth + 1)
+        lines = []
+        for n, (read, dims) in enumerate(fixed):
+            t = self.ctx.poly.program.tensors[read.tensor]
+            index = [linear.text(d, self.ast_expr.ident) for d in dims]
+            lines.append(f"{pad}const {ctype(t.dtype)} po_h{n} = "
+                         f"{cname('tensor', t.name)}[{sp._flat(t, index)}];")
+            sp.preloaded[id(read)] = f"po_h{n}"
+        texts = [self.ast_expr.expr(a, top=True) for a in args]
+        return lines, sp.lines(texts, "  " * (depth + 1))
+
+    def _reduction(self, node: isl.AstNode, depth: int) -> list[str] | None:
+        """A vectorized reduction loop: the element it accumulates into stays in a local
+        that OpenMP's ``simd reduction`` gives each lane a copy of."""
+        call = microkernel.only_user(node.for_get_body())
+        if call is None or not self.dialect.simd_pragma:
+            return None
+        s = self.ctx.poly.stmt(call.get_op_arg(0).get_id().get_name())
+        t = self.ctx.poly.program.tensors[s.stmt.tensor]
+        op = OMP_REDUCTION.get(s.stmt.op)
+        if op is None or not s.accumulates or t.dtype not in ("float32", "float64") or not all(
+                r.affine for r in s.reads):
+            return None
+        it = node.for_get_iterator().get_id().get_name()
+        args = [call.get_op_arg(i + 1) for i in range(call.get_op_n_arg() - 1)]
+        where = dict(zip(s.iters, args, strict=True))
+        if any(it in (ast_lin(where[i]) or {it: 1}) for i in s.stmt.lhs):
+            return None  # the target moves with the loop: not a reduction over it
+        pad = "  " * depth
+        sp = StmtPrinter(self.ctx, s)
+        binds = [f"{pad}  const long {cname('index', i)} = "
+                 f"{self.ast_expr.expr(where[i], top=True)};" for i in s.stmt.lhs]
+        target = sp.target(t)
+        head = (f"{pad}  for (long {it} = {self.ast_expr.expr(node.for_get_init(), top=True)}; "
+                f"{self.ast_expr.expr(node.for_get_cond(), top=True)}; {it} += "
+                f"{self.ast_expr.expr(node.for_get_inc(), top=True)}) {{")
+        texts = [self.ast_expr.expr(a, top=True) for a in args]
+        return [f"{pad}{{ /* reduction of {s.name} */", *binds,
+                f"{pad}  {ctype(t.dtype)} po_acc = {target};",
+                f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc)", head,
+                *sp.lines(texts, pad + "    ", accumulator="po_acc"), f"{pad}  }}",
+                f"{pad}  {target} = po_acc;", f"{pad}}}"]
 
     def _register_tile(self, node: isl.AstNode, depth: int, in_parallel: bool,
                        loop: str) -> list[str] | None:
@@ -222,6 +288,10 @@ class _Body:
         return StmtPrinter(self.ctx, s).lines(args, "  " * depth)
 
 
+# TC reduction operators → OpenMP reduction identifiers.
+OMP_REDUCTION = {"+": "+", "*": "*", "min": "min", "max": "max"}
+
+
 class StmtPrinter:
     """One statement instance: binds its iterators, runs gather checks, stores the value."""
 
@@ -231,14 +301,24 @@ class StmtPrinter:
         self.hoisted: list[str] = []
         self.rhs = RhsPrinter(self._load)
         self.env: dict[str, str] = {}  # index variables printed as expressions
+        self.preloaded: dict[int, str] = {}  # id(read) -> a local holding its value
 
-    def lines(self, args: list[str], pad: str) -> list[str]:
+    def target(self, t: ir.Tensor) -> str:
+        """The element this statement writes, over its bound LHS iterators."""
+        lhs = [cname("index", i) for i in self.s.stmt.lhs]
+        return f"{cname('tensor', t.name)}[{self._flat(t, lhs)}]"
+
+    def lines(self, args: list[str], pad: str, accumulator: str | None = None) -> list[str]:
+        """One instance; with ``accumulator``, an update combines into that local instead
+        of into its target."""
         s, stmt = self.s, self.s.stmt
         binds = [f"const long {cname('index', it)} = {a};" for it, a in zip(s.iters, args,
                                                                               strict=True)]
         t = self.ctx.poly.program.tensors[stmt.tensor]
-        lhs = [cname("index", i) for i in stmt.lhs]
-        target = f"{cname('tensor', t.name)}[{self._flat(t, lhs)}]"
+        target = self.target(t)
+        if accumulator is not None:
+            binds = [b for b, it in zip(binds, s.iters, strict=True) if it not in stmt.lhs]
+            target = accumulator
         if s.kind == "init":
             store = f"{target} = {literal(identity(stmt.op, t.dtype), t.dtype)};"
         else:
@@ -266,6 +346,8 @@ class StmtPrinter:
         return flat
 
     def _load(self, read: ir.Read) -> str:
+        if id(read) in self.preloaded:
+            return self.preloaded[id(read)]
         t = self.ctx.poly.program.tensors[read.tensor]
         index = [self._index(ix) for ix in read.indices]
         if not self._affine(read):

@@ -10,6 +10,7 @@ without it, and remembered per process.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import functools
 import hashlib
 import os
@@ -29,7 +30,18 @@ from polyopt.runtime import cache
 
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared",
                                   "-std=gnu11")
-LINK_FLAGS: tuple[str, ...] = ("-lm",)
+def _vector_math() -> tuple[str, ...]:
+    """glibc's libmvec on x86-64, so vectorized loops call vector exp/log/... (the
+    prelude declares them ``simd`` under ``POLYOPT_LIBMVEC``)."""
+    if platform.machine() == "x86_64" and ctypes.util.find_library("mvec"):
+        # Not builtins: GCC would otherwise scalarize their calls (its own vectorization
+        # of the builtins has no AVX-512 exp) instead of using libmvec's simd clones.
+        fns = [f"{f}{s}" for f in ("exp", "log", "sin", "cos", "pow") for s in ("", "f")]
+        return ("-DPOLYOPT_LIBMVEC", *(f"-fno-builtin-{f}" for f in fns), "-lmvec")
+    return ()
+
+
+LINK_FLAGS: tuple[str, ...] = (*_vector_math(), "-lm")
 _REQUIRED = ("-fPIC", "-shared")
 _NATIVE = "-march=native"
 

@@ -12,7 +12,9 @@ from polyopt.errors import BoundsError
 from polyopt.runtime.compiler import DEFAULT_FLAGS, load_library
 
 # -fwrapv: integer arithmetic wraps like numpy's instead of being undefined on overflow.
-C_FLAGS = (*DEFAULT_FLAGS, "-fwrapv")
+# -fno-math-errno: generated code never reads errno, and libm calls that may set it can be
+# neither hoisted nor vectorized.
+C_FLAGS = (*DEFAULT_FLAGS, "-fwrapv", "-fno-math-errno")
 
 
 def flags_for(openmp: bool = True, extra: Sequence[str] = ()) -> tuple[str, ...]:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import islpy as isl
 
+from polyopt.errors import IllegalScheduleError
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
+from polyopt.schedule.canonical import unshift
+from polyopt.schedule.legality import check_legal
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Leaf, from_isl, name_loops, nest_of, sequence
 
@@ -33,8 +36,18 @@ def compute_schedule(pp: PolyProgram, deps: Deps, *, fusion: str = "smart") -> S
         # isl gives up on some all-to-one reductions at small fixed sizes ("unable to carry
         # dependences"); program order is always legal there.
         return program_order(pp, deps)
-    root = name_loops(from_isl(tree), tuple(s.name for s in pp.stmts))
-    return Schedule(root, pp, deps, "isl", fusion)
+    order = tuple(s.name for s in pp.stmts)
+    root = name_loops(from_isl(tree), order)
+    out = Schedule(root, pp, deps, "isl", fusion)
+    plain = unshift(root, pp.domain, order)
+    if plain is not root:
+        candidate = Schedule(plain, pp, deps, "isl", fusion)
+        try:
+            check_legal(candidate.map, deps)
+            out = candidate
+        except IllegalScheduleError:
+            pass
+    return out
 
 
 def _isl_schedule(pp: PolyProgram, deps: Deps, *, coincidence: bool) -> isl.Schedule | None:

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 
-import islpy as isl
-
 from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
@@ -30,7 +28,7 @@ from polyopt.schedule import transform as tf
 from polyopt.schedule.legality import carried
 from polyopt.schedule.machine import Machine, gemm_blocking, host
 from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, bare_iterator, items
+from polyopt.schedule.tree import Leaf, Loop, Node, Sequence
 
 # Packing costs a pass over each operand; it pays once the operands are reused this often.
 PACK_MIN_REDUCTION = 64
@@ -54,13 +52,20 @@ def nests(root: Node) -> list[Loop]:
 
 
 def split_inits(schedule: Schedule) -> Schedule:
-    """Distribute each nest that runs an init statement together with others."""
+    """Distribute each nest holding a contraction (a ``+=`` with a reduction and an output
+    of two or more dimensions) together with other statements, so the contraction can
+    become a GotoBLAS nest of its own."""
     for top in nests(schedule.root):
         stmts = [schedule.poly.stmt(s) for s in tf.stmts_of(top)]
-        if len(stmts) > 1 and any(s.kind == "init" for s in stmts):
+        if len(stmts) > 1 and any(_contraction(s) for s in stmts):
             with contextlib.suppress(ScheduleError):  # illegal: keep the nest whole
                 schedule = schedule.distribute(top.name)
     return schedule
+
+
+def _contraction(s: PolyStmt) -> bool:
+    return (s.kind == "update" and s.stmt.op == "+" and not s.guarded
+            and len(s.stmt.lhs) >= 2 and bool(s.stmt.reduction_iters))
 
 
 def _chain(top: Loop) -> list[Loop]:
@@ -71,17 +76,22 @@ def _chain(top: Loop) -> list[Loop]:
 
 
 def tile_nest(schedule: Schedule, top: str, machine: Machine) -> Schedule:
-    """Register-tile the nest at loop ``top`` when it is a contraction; else vectorize."""
+    """Register-tile the nest at loop ``top`` when it is a contraction; else vectorize its
+    innermost loops (in every sub-nest of a fused nest)."""
     chain = _chain(tf.find(schedule.root, top))
-    leaf = chain[-1].child
-    if isinstance(leaf, Leaf) and len(leaf.stmts) == 1:
-        s = schedule.poly.stmt(leaf.stmts[0])
+    below = chain[-1].child
+    if isinstance(below, Leaf) and len(below.stmts) == 1:
+        s = schedule.poly.stmt(below.stmts[0])
         try:
             tiled = _register_tile(schedule, chain, s, machine)
         except ScheduleError:  # an illegal tiling: keep the nest as it was
             tiled = None
         if tiled is not None:
             return tiled
+    if isinstance(below, Sequence):
+        for name in [c.name for c in below.children if isinstance(c, Loop)]:
+            schedule = tile_nest(schedule, name, machine)
+        return schedule
     return _vectorize(schedule, chain[-1].name)
 
 
@@ -98,7 +108,7 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                    machine: Machine) -> Schedule | None:
     if s.kind != "update" or s.stmt.op != "+" or s.guarded or not s.stmt.lhs:
         return None
-    raw = {lp.name: _raw_iterator(lp.expr, s.name) for lp in chain}
+    raw = {lp.name: tf.raw_iterator(lp.expr, s.name) for lp in chain}
     its = {name: it for name, it in raw.items() if it is not None}
     if len(its) != len(raw):
         return None
@@ -175,15 +185,6 @@ def _invariant_reads(s: PolyStmt, it: str) -> int:
     return sum(1 for r in s.reads if not any(
         isinstance(v, ir.Var) and v.kind == "index" and v.name == it
         for ix in r.read.indices for v in ix.walk()))
-
-
-def _raw_iterator(upa: isl.UnionPwAff, stmt: str) -> str | None:
-    """The statement's iterator that loop value ``upa`` equals, if any."""
-    for pa in items(upa.get_pw_aff_list()):
-        if pa.get_domain_space().get_tuple_name(isl.dim_type.set) != stmt:
-            continue
-        return bare_iterator(pa.get_pieces()[0][1]) if pa.n_piece() == 1 else None
-    return None
 
 
 def parallelize(schedule: Schedule, cores: int) -> Schedule:

@@ -214,11 +214,32 @@ class Schedule:
     def _tag_free(self, root: Node, name: str, label: str) -> Node:
         lp = tf.find(root, name)
         bad = carried(root, lp, self.deps, self.poly.domain)
+        if label == "vectorize" and not bad.is_empty() and self._reduction(lp, bad):
+            return tf.tag(root, name, label)  # a reduction: vector partial results
         if not bad.is_empty():
             raise IllegalScheduleError(
                 f"{label}: loop {name} carries a dependence (its iterations are not "
                 f"independent):\n  {_first(bad)}")
         return tf.tag(root, name, label)
+
+    def _reduction(self, lp: Loop, bad: isl.UnionMap) -> bool:
+        """Does ``lp`` carry only the accumulation of one ``+ * min max`` statement into an
+        element that stays put along ``lp``? Its iterations then combine in any order
+        (TC's reductions are unordered), so vector partial results are exact enough."""
+        stmts = stmts_of(lp)
+        if len(stmts) != 1:
+            return False
+        s = self.poly.stmt(stmts[0])
+        if not s.accumulates or s.stmt.op not in ("+", "*", "min", "max"):
+            return False
+        it = tf.raw_iterator(lp.expr, s.name)
+        if it is None or it in s.stmt.lhs or not all(r.affine for r in s.reads):
+            return False
+        maps: list[isl.Map] = []
+        bad.foreach_map(maps.append)
+        return all(m.get_tuple_name(isl.dim_type.in_) == s.name ==
+                   m.get_tuple_name(isl.dim_type.out) for m in maps) and not any(
+            r.read.tensor == s.stmt.tensor for r in s.reads)
 
     def _stmt_names(self, stmts: Seq[str], below: Seq[str]) -> tuple[str, ...]:
         """Statement names, where a TC statement (``O_0``) also names its padding piece
@@ -256,6 +277,8 @@ class Schedule:
                         self.root, lp, before, prev):
                     continue  # checked when it was tagged, and nothing it depends on moved
                 bad = carried(self.root, lp, self.deps, self.poly.domain)
+                if label == "vectorize" and not bad.is_empty() and self._reduction(lp, bad):
+                    continue
                 if not bad.is_empty():
                     raise IllegalScheduleError(
                         f"{what}: loop {lp.name} is tagged {label} but would now carry a "

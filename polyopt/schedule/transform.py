@@ -19,6 +19,8 @@ from polyopt.schedule.tree import (
     Loop,
     Node,
     Sequence,
+    bare_iterator,
+    items,
     loops,
     path_to,
     restrict,
@@ -289,3 +291,11 @@ def jam(root: Node, name: str) -> Node:
     while isinstance(ch[-1].child, Loop) and "vectorize" not in ch[-1].child.tags:
         ch.append(ch[-1].child)
     return _rebuild(root, ch, [*ch[1:], lp])
+
+
+def raw_iterator(upa: isl.UnionPwAff, stmt: str) -> str | None:
+    """The iterator of ``stmt`` that the loop value ``upa`` equals, if any."""
+    for pa in items(upa.get_pw_aff_list()):
+        if pa.get_domain_space().get_tuple_name(isl.dim_type.set) == stmt:
+            return bare_iterator(pa.get_pieces()[0][1]) if pa.n_piece() == 1 else None
+    return None

@@ -9,9 +9,9 @@ int polyopt_matmul(void **bufs, const long *dims, long *err) {
   const long e_C_0 = 64L;
   const long e_C_1 = 48L;
 #pragma omp parallel for
-  for (long c0 = 0L; c0 <= 63L; c0 += 1L) {  /* m2 */
+  for (long c0 = 0L; c0 <= 63L; c0 += 1L) {  /* m */
 #pragma omp simd
-    for (long c1 = 0L; c1 <= 47L; c1 += 1L) {  /* n2 */
+    for (long c1 = 0L; c1 <= 47L; c1 += 1L) {  /* n */
       { /* C_0_init */
         const long i_m = c0;
         const long i_n = c1;
@@ -19,9 +19,9 @@ int polyopt_matmul(void **bufs, const long *dims, long *err) {
       }
     }
   }
-  for (long c1 = 0L; c1 <= 1L; c1 += 1L) {  /* n_o */
+  for (long c1 = 0L; c1 <= 1L; c1 += 1L) {  /* n2_o */
 #pragma omp parallel for
-    for (long c2 = 0L; c2 <= 4L; c2 += 1L) {  /* m_o */
+    for (long c2 = 0L; c2 <= 4L; c2 += 1L) {  /* m2_o */
       if ((po_min_int64(13L, ((-14L * c2) + 63L)) - 0L + 1L) == 14L && (po_min_int64(31L, ((-32L * c1) + 47L)) - 0L + 1L) == 32L) {
         { /* register tile of C_0: 14 x 32 */
           typedef float po_v16_float32 __attribute__((vector_size(64)));
@@ -129,16 +129,19 @@ int polyopt_matmul(void **bufs, const long *dims, long *err) {
           __builtin_memcpy(&t_C[(((14L * c2 + 13L)) * e_C_1 + ((32L * c1 + 16L)))], &acc_13_1, sizeof acc_13_1);
         }
       } else {
-        for (long c3 = 0L; c3 <= 31L; c3 += 1L) {  /* k_i */
-          for (long c4 = 0L; c4 <= po_min_int64(13L, ((-14L * c2) + 63L)); c4 += 1L) {  /* m_i */
+        for (long c3 = 0L; c3 <= 31L; c3 += 1L) {  /* k2_i */
+          for (long c4 = 0L; c4 <= po_min_int64(13L, ((-14L * c2) + 63L)); c4 += 1L) {  /* m2_i */
+            {
+              const float po_h0 = t_A[(((14L * c2 + c4)) * e_A_1 + ((c3)))];
 #pragma omp simd
-            for (long c5 = 0L; c5 <= po_min_int64(31L, ((-32L * c1) + 47L)); c5 += 1L) {  /* n_i */
+            for (long c5 = 0L; c5 <= po_min_int64(31L, ((-32L * c1) + 47L)); c5 += 1L) {  /* n2_i */
               { /* C_0 */
                 const long i_m = (14L * c2) + c4;
                 const long i_n = (32L * c1) + c5;
                 const long i_r_k = c3;
-                t_C[((i_m) * e_C_1 + (i_n))] = ((float)(t_C[((i_m) * e_C_1 + (i_n))] + ((float)(t_A[((i_m) * e_A_1 + (i_r_k))] * t_B[((i_r_k) * e_B_1 + (i_n))]))));
+                t_C[((i_m) * e_C_1 + (i_n))] = ((float)(t_C[((i_m) * e_C_1 + (i_n))] + ((float)(po_h0 * t_B[((i_r_k) * e_B_1 + (i_n))]))));
               }
+            }
             }
           }
         }

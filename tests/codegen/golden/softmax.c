@@ -9,49 +9,51 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
   const long e_Y_1 = 10L;
   const long e_mx_0 = 16L;
   const long e_den_0 = 16L;
-#pragma omp parallel for simd
-  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n2 */
+#pragma omp parallel for
+  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n */
     { /* mx_0_init */
       const long i_n = c0;
       t_mx[(i_n)] = (-INFINITY);
     }
-  }
-#pragma omp parallel for
-  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n */
-    for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d */
-      { /* mx_0 */
-        const long i_n = c0;
-        const long i_r_d = c1;
-        t_mx[(i_n)] = po_max_float32(t_mx[(i_n)], t_X[((i_n) * e_X_1 + (i_r_d))]);
+    { /* reduction of mx_0 */
+      const long i_n = c0;
+      float po_acc = t_mx[(i_n)];
+    #pragma omp simd reduction(max:po_acc)
+      for (long c1 = 0L; c1 <= 9L; c1 += 1L) {
+        { /* mx_0 */
+          const long i_r_d = c1;
+          po_acc = po_max_float32(po_acc, t_X[((i_n) * e_X_1 + (i_r_d))]);
+        }
       }
+      t_mx[(i_n)] = po_acc;
     }
-  }
-#pragma omp parallel for simd
-  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n3 */
     { /* den_0_init */
       const long i_n = c0;
       t_den[(i_n)] = 0.0f;
     }
-  }
-#pragma omp parallel for
-  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n4 */
-    for (long c1 = 9L; c1 <= 18L; c1 += 1L) {  /* d2 */
-      { /* den_0 */
-        const long i_n = c0;
-        const long i_r_d = c1 - 9L;
-        t_den[(i_n)] = ((float)(t_den[(i_n)] + ((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_r_d))] - t_mx[(i_n)]))))))));
+    { /* reduction of den_0 */
+      const long i_n = c0;
+      float po_acc = t_den[(i_n)];
+    #pragma omp simd reduction(+:po_acc)
+      for (long c1 = 0L; c1 <= 9L; c1 += 1L) {
+        { /* den_0 */
+          const long i_r_d = c1;
+          po_acc = ((float)(po_acc + ((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_r_d))] - t_mx[(i_n)]))))))));
+        }
       }
+      t_den[(i_n)] = po_acc;
     }
-  }
-#pragma omp parallel for
-  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n5 */
+    {
+      const float po_h0 = t_mx[((c0))];
+      const float po_h1 = t_den[((c0))];
 #pragma omp simd
-    for (long c1 = 18L; c1 <= 27L; c1 += 1L) {  /* d3 */
+    for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d4 */
       { /* Y_0 */
         const long i_n = c0;
-        const long i_d = c1 - 18L;
-        t_Y[((i_n) * e_Y_1 + (i_d))] = ((float)(((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_d))] - t_mx[(i_n)])))))) / t_den[(i_n)]));
+        const long i_d = c1;
+        t_Y[((i_n) * e_Y_1 + (i_d))] = ((float)(((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_d))] - po_h0)))))) / po_h1));
       }
+    }
     }
   }
   (void)dims; (void)err;

@@ -14,26 +14,44 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
   const long e_Co_1 = dims[7];
 #pragma omp parallel for
   for (long c0 = 0L; c0 < s_N; c0 += 1L) {  /* i */
+#pragma omp simd
     for (long c1 = 0L; c1 < s_N; c1 += 1L) {  /* j */
       { /* Co_0 */
         const long i_i = c0;
         const long i_j = c1;
         t_Co[((i_i) * e_Co_1 + (i_j))] = t_C[((i_i) * e_C_1 + (i_j))];
       }
-      if (c0 >= c1) {
-        { /* Co_1 */
-          const long i_i = c0;
-          const long i_j = c1;
-          t_Co[((i_i) * e_Co_1 + (i_j))] = ((float)(t_beta[0] * t_C[((i_i) * e_C_1 + (i_j))]));
-        }
-        for (long c2 = 0L; c2 < s_M; c2 += 1L) {  /* k */
+    }
+  }
+#pragma omp parallel for
+  for (long c0 = 0L; c0 < s_N; c0 += 1L) {  /* i2 */
+    {
+      const float po_h0 = t_beta[0];
+#pragma omp simd
+    for (long c1 = 0L; c1 <= c0; c1 += 1L) {  /* j2 */
+      { /* Co_1 */
+        const long i_i = c0;
+        const long i_j = c1;
+        t_Co[((i_i) * e_Co_1 + (i_j))] = ((float)(po_h0 * t_C[((i_i) * e_C_1 + (i_j))]));
+      }
+    }
+    }
+  }
+#pragma omp parallel for
+  for (long c0 = 0L; c0 < s_N; c0 += 1L) {  /* i3 */
+    for (long c1 = 0L; c1 <= c0; c1 += 1L) {  /* j3 */
+      { /* reduction of Co_2 */
+        const long i_i = c0;
+        const long i_j = c1;
+        float po_acc = t_Co[((i_i) * e_Co_1 + (i_j))];
+      #pragma omp simd reduction(+:po_acc)
+        for (long c2 = 0L; c2 < s_M; c2 += 1L) {
           { /* Co_2 */
-            const long i_i = c0;
-            const long i_j = c1;
             const long i_r_k = c2;
-            t_Co[((i_i) * e_Co_1 + (i_j))] = ((float)(t_Co[((i_i) * e_Co_1 + (i_j))] + ((float)(((float)(t_alpha[0] * t_A[((i_i) * e_A_1 + (i_r_k))])) * t_A[((i_j) * e_A_1 + (i_r_k))]))));
+            po_acc = ((float)(po_acc + ((float)(((float)(t_alpha[0] * t_A[((i_i) * e_A_1 + (i_r_k))])) * t_A[((i_j) * e_A_1 + (i_r_k))]))));
           }
         }
+        t_Co[((i_i) * e_Co_1 + (i_j))] = po_acc;
       }
     }
   }
