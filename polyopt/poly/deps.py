@@ -3,6 +3,13 @@
 ``flow`` (read after write) is exact value-based dataflow; ``anti`` (write after read) and
 ``output`` (write after write) are memory-based, so every schedule that respects all three
 computes what the sequential program computes.
+
+Reductions are unordered in TC (``+=!`` sums in any order), so the dependences that chain
+the instances of one accumulating statement through its target are kept apart, in
+``reduction``: a schedule may run them in any order, but never two at once (they conflict
+in ``all``, which parallelism checks use). The dependences that enter or leave such a chain
+are widened to every instance of the chain that updates the same element, since without
+the chain nothing else orders them.
 """
 
 from __future__ import annotations
@@ -21,16 +28,22 @@ class Deps:
     flow: isl.UnionMap
     anti: isl.UnionMap
     output: isl.UnionMap
+    reduction: isl.UnionMap | None = None  # unordered accumulation chains (see above)
 
     @cached_property
     def all(self) -> isl.UnionMap:
-        return self.flow.union(self.anti).union(self.output).coalesce()
+        """Every conflict, reductions included: what parallel loops must not carry."""
+        out = self.flow.union(self.anti).union(self.output)
+        if self.reduction is not None:
+            out = out.union(self.reduction)
+        return out.coalesce()
 
     def named(self) -> list[tuple[str, isl.UnionMap]]:
         return [("flow", self.flow), ("anti", self.anti), ("output", self.output)]
 
     def __str__(self) -> str:
-        return "\n".join(f"{kind}: {m}" for kind, m in self.named())
+        lines = [f"{kind}: {m}" for kind, m in self.named()]
+        return "\n".join([*lines, f"reduction (unordered): {self.reduction}"])
 
 
 def compute_deps(pp: PolyProgram) -> Deps:
@@ -43,7 +56,31 @@ def compute_deps(pp: PolyProgram) -> Deps:
     except isl.Error as e:
         raise PolyoptError(f"isl dependence analysis failed for '{pp.program.name}': {e}") from e
     ctx = pp.context
-    return Deps(*(m.intersect_params(ctx).coalesce() for m in (flow, anti, output)))
+    flow, anti, output = (m.intersect_params(ctx).coalesce() for m in (flow, anti, output))
+    return _unorder_reductions(pp, Deps(flow, anti, output))
+
+
+def _unorder_reductions(pp: PolyProgram, deps: Deps) -> Deps:
+    chains = [s for s in pp.stmts if s.accumulates and s.stmt.op in ("+", "*", "min", "max")
+              and all(r.read.tensor != s.stmt.tensor and r.affine for r in s.reads)]
+    if not chains:
+        return deps
+    flow, anti, output = deps.flow, deps.anti, deps.output
+    reduction = isl.UnionMap.empty(flow.get_space())
+    for s in chains:
+        dom = isl.UnionSet.from_set(s.domain)
+        write = isl.UnionMap.from_map(s.write)
+        same = write.apply_range(write.reverse())  # instances updating the same element
+        maps = []
+        for m in (flow, anti, output):
+            inner = m.intersect_domain(dom).intersect_range(dom)
+            into = m.intersect_range(dom).subtract(inner)
+            out_of = m.intersect_domain(dom).subtract(inner)
+            reduction = reduction.union(inner)
+            maps.append(m.subtract(inner).union(into.apply_range(same))
+                        .union(same.apply_range(out_of)).coalesce())
+        flow, anti, output = maps
+    return Deps(flow, anti, output, reduction.coalesce())
 
 
 def _flow(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.UnionMap | None,

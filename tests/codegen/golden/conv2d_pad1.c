@@ -30,11 +30,11 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
     }
   }
 #pragma omp parallel for
-  for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f2 */
-    for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h2 */
-      for (long c2 = 0L; c2 <= 7L; c2 += 1L) {  /* w2 */
-        for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c2 */
-          for (long c4 = po_max_int64(0L, ((-c1) + 1L)); c4 <= po_min_int64(2L, ((-c1) + 8L)); c4 += 1L) {  /* kh2 */
+  for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f3 */
+    for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h3 */
+      for (long c2 = 0L; c2 <= 7L; c2 += 1L) {  /* w3 */
+        for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c3 */
+          for (long c4 = po_max_int64(0L, ((-c1) + 1L)); c4 <= po_min_int64(2L, ((-c1) + 8L)); c4 += 1L) {  /* kh3 */
             { /* reduction of O_0 */
               const long i_n = 0L;
               const long i_f = c0;
@@ -58,11 +58,11 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
     }
   }
 #pragma omp parallel for
-  for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f3 */
-    for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h3 */
+  for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f2 */
+    for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h2 */
       if (c1 <= 6L) {
-        for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c3 */
-          for (long c4 = 0L; c4 <= 2L; c4 += 1L) {  /* kh3 */
+        for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c2 */
+          for (long c4 = 0L; c4 <= 2L; c4 += 1L) {  /* kh2 */
             if ((c1 + c4) >= 1L) {
               { /* O_0_border */
                 const long i_n = 0L;
@@ -96,8 +96,8 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
           }
         }
         if (c1 == 0L) {
-          for (long c2 = 1L; c2 <= 6L; c2 += 1L) {  /* w3 */
-            for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c3 */
+          for (long c2 = 1L; c2 <= 6L; c2 += 1L) {  /* w2 */
+            for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c2 */
               { /* reduction of O_0_border */
                 const long i_n = 0L;
                 const long i_f = c0;
@@ -119,10 +119,10 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
           }
         }
       } else {
-        for (long c2 = 0L; c2 <= 6L; c2 += 1L) {  /* w3 */
-          for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c3 */
+        for (long c2 = 0L; c2 <= 6L; c2 += 1L) {  /* w2 */
+          for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c2 */
             if (c2 == 0L) {
-              for (long c4 = 0L; c4 <= 1L; c4 += 1L) {  /* kh3 */
+              for (long c4 = 0L; c4 <= 1L; c4 += 1L) {  /* kh2 */
                 { /* O_0_border */
                   const long i_n = 0L;
                   const long i_f = c0;
@@ -155,8 +155,8 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
           }
         }
       }
-      for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c3 */
-        for (long c4 = 0L; c4 <= 2L; c4 += 1L) {  /* kh3 */
+      for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c2 */
+        for (long c4 = 0L; c4 <= 2L; c4 += 1L) {  /* kh2 */
           if (((c1 + c4) >= 1L) && ((c1 + c4) <= 8L)) {
             { /* O_0_border */
               const long i_n = 0L;

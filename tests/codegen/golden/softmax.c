@@ -27,6 +27,9 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
       }
       t_mx[(i_n)] = po_acc;
     }
+  }
+#pragma omp parallel for
+  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n2 */
     { /* den_0_init */
       const long i_n = c0;
       t_den[(i_n)] = 0.0f;
@@ -43,11 +46,14 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
       }
       t_den[(i_n)] = po_acc;
     }
+  }
+#pragma omp parallel for
+  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n3 */
     {
       const float po_h0 = t_mx[((c0))];
       const float po_h1 = t_den[((c0))];
 #pragma omp simd
-    for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d4 */
+    for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d3 */
       { /* Y_0 */
         const long i_n = c0;
         const long i_d = c1;
