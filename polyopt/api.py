@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,7 @@ class Kernel:
         self.name = self._decl.name
         self._variants: dict[tuple[tuple[str, int], ...], tuple[Lowered, CpuKernel]] = {}
         self._lock = threading.Lock()
+        self._plans: dict[tuple[tuple[int, ...], ...], _CallPlan] = {}
         self._scratch = threading.local()
         # Compile now what can be compiled now, so errors show at compile time.
         self._static: Lowered | None = None
@@ -116,28 +118,46 @@ class Kernel:
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *inputs: Any, outputs: Sequence[np.ndarray] | None = None) -> Any:
         arrays = self._check_inputs(inputs)
+        plan = self._plans.get(tuple(a.shape for a in arrays))
+        if plan is None:
+            plan = self._plan(arrays)
+        if outputs is None:
+            outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
+        else:
+            outs = self._outputs(plan.program, plan.sizes, outputs)
+        buffers = [*arrays, *outs, *self._locals(plan.program, plan.sizes)]
+        plan.kernel.run(buffers, plan.dims)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _plan(self, arrays: list[np.ndarray]) -> _CallPlan:
+        """Everything a call at these input shapes needs besides the data, made once: the
+        kernel, the output shapes and the dims[] argument."""
         sizes = {**self._sizes, **self._bind_sizes(arrays)}
         lowered, kernel = self._variant(sizes)
         program = lowered.program
-        outs = self._outputs(program, sizes, outputs)
-        buffers = [*arrays, *outs, *self._locals(program, sizes)]
         dims = [sizes[n] for n in program.sizes]
         dims += [d for t in program.tensors.values() for d in _shape(t, sizes)]
-        kernel.run(buffers, dims)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        outs = tuple((_shape(t, sizes), dtypes.DTYPES[t.dtype].np) for t in program.outputs)
+        plan = _CallPlan(sizes, program, kernel, outs, kernel.dims_array(dims))
+        if len(self._plans) >= 64:  # a long-lived kernel may see many shapes
+            self._plans.clear()
+        self._plans[tuple(a.shape for a in arrays)] = plan
+        return plan
 
     def _locals(self, program: ir.Program, sizes: dict[str, int]) -> list[np.ndarray]:
         """Scratch tensors (locals, packed operands), kept per thread and shape: fresh pages
         on every call would cost more than a small kernel's work."""
-        shapes = [(_shape(t, sizes), dtypes.DTYPES[t.dtype].np) for t in program.locals]
-        key = tuple((s, d.str) for s, d in shapes)
+        if not program.locals:
+            return []
         cache = self._scratch.__dict__.setdefault("buffers", {})
+        key = (id(program), tuple(sorted(sizes.items())))
         if key not in cache:
             if len(cache) >= 4:  # a few shapes at a time; a long-lived kernel may see many
                 cache.clear()
             # Zeroed once: packed copies never write their blocks' padding, which register
             # tiles on partial blocks read (and discard).
-            cache[key] = [np.zeros(s, d) for s, d in shapes]
+            cache[key] = [np.zeros(_shape(t, sizes), dtypes.DTYPES[t.dtype].np)
+                          for t in program.locals]
         return cache[key]  # type: ignore[no-any-return]
 
     def _variant(self, sizes: dict[str, int]) -> tuple[Lowered, CpuKernel]:
@@ -208,6 +228,15 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<polyopt.Kernel {self.name} sizes={self._sizes} parametric={self._parametric}>"
+
+
+@dataclass(frozen=True, eq=False)
+class _CallPlan:
+    sizes: dict[str, int]
+    program: ir.Program
+    kernel: CpuKernel
+    outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
+    dims: Any  # the kernel's dims[] argument, built once
 
 
 def _find_def(source: str, name: str | None) -> syntax.Def:

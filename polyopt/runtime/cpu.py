@@ -35,9 +35,14 @@ class CpuKernel:
         self._fn = fn
         self._nbuf = len(source.buffers)
 
-    def run(self, buffers: Sequence[np.ndarray], dims: Sequence[int]) -> None:
+    @staticmethod
+    def dims_array(dims: Sequence[int]) -> ctypes.Array:
+        """The ``dims`` argument, to build once and pass to many ``run`` calls."""
+        return (ctypes.c_long * max(1, len(dims)))(*dims)
+
+    def run(self, buffers: Sequence[np.ndarray], dims: Sequence[int] | ctypes.Array) -> None:
         ptrs = (ctypes.c_void_p * max(1, self._nbuf))(*(b.ctypes.data for b in buffers))
-        dim_arr = (ctypes.c_long * max(1, len(dims)))(*dims)
+        dim_arr = dims if isinstance(dims, ctypes.Array) else self.dims_array(dims)
         err = (ctypes.c_long * 4)()
         self._fn(ptrs, dim_arr, err)
         if err[0]:
