@@ -53,6 +53,7 @@ def _distribute(root: Node, top: Loop, domain: isl.UnionSet,
                 order: tuple[str, ...]) -> Node:
     own = set(stmts_of(top))
     taken = {lp.name for lp in loops(root)}
+    given: set[str] = set()  # each loop's name goes to the first nest that keeps the loop
     nests: list[Node] = []
     for stmt in (s for s in order if s in own):
         leaf = _leaf_of(top, stmt)
@@ -62,7 +63,8 @@ def _distribute(root: Node, top: Loop, domain: isl.UnionSet,
             expr = _plain(restrict(lp.expr, domain, (stmt,)))
             if expr is None:
                 continue  # constant for this statement: orders nothing
-            name = lp.name if not nests and lp is top else _fresh(lp.name, taken)
+            name = lp.name if lp.name not in given else _fresh(lp.name, taken)
+            given.add(lp.name)
             node = Loop(name, expr, node)
         nests.append(node)
     return _replace(root, top, sequence(tuple(nests)))

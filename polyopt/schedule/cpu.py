@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 
+import islpy as isl
+
 from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
@@ -39,6 +41,8 @@ def optimize(schedule: Schedule, *, openmp: bool = True,
     """The default CPU schedule for ``schedule``'s def."""
     machine = machine or host()
     schedule = split_inits(schedule)
+    if schedule.fusion != "min":
+        schedule = fuse_outer(schedule)
     for name in [n.name for n in nests(schedule.root)]:
         schedule = tile_nest(schedule, name, machine)
     if openmp:
@@ -61,6 +65,43 @@ def split_inits(schedule: Schedule) -> Schedule:
             with contextlib.suppress(ScheduleError):  # illegal: keep the nest whole
                 schedule = schedule.distribute(top.name)
     return schedule
+
+
+def fuse_outer(schedule: Schedule) -> Schedule:
+    """Fuse consecutive nests over the same range at their outer loop, where that is legal
+    and the fused loop stays parallel (a row of softmax is then read once from memory).
+    Contractions keep their own nests: they become GotoBLAS nests."""
+    fused = True
+    while fused:
+        fused = False
+        tops = nests(schedule.root)
+        for a, b in zip(tops, tops[1:]):
+            if not (_fusable(schedule, a) and _fusable(schedule, b) and _same_range(
+                    schedule, a, b)):
+                continue
+            try:
+                candidate = schedule.fuse(a.name, b.name)
+            except ScheduleError:
+                continue
+            if _free(candidate, tf.find(candidate.root, a.name)):
+                schedule, fused = candidate, True
+                break
+    return schedule
+
+
+def _fusable(schedule: Schedule, top: Loop) -> bool:
+    return not any(_contraction(schedule.poly.stmt(s)) for s in tf.stmts_of(top))
+
+
+def _same_range(schedule: Schedule, a: Loop, b: Loop) -> bool:
+    dom = schedule.poly.domain
+    program = schedule.poly.program
+    # Compared where every size is positive: an empty tensor makes some nests vanish.
+    positive = " and ".join(f"{n} > 0" for n in program.sizes) or "true"
+    params = isl.Set(f"{program.params} -> {{ : {positive} }}")
+    ranges = [isl.UnionMap.from_union_pw_aff(lp.expr.intersect_domain_union_set(dom)).range()
+              .intersect_params(params) for lp in (a, b)]
+    return bool(ranges[0].is_equal(ranges[1]))
 
 
 def _contraction(s: PolyStmt) -> bool:

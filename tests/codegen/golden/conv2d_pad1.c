@@ -33,8 +33,8 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
   for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f3 */
     for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h3 */
       for (long c2 = 0L; c2 <= 7L; c2 += 1L) {  /* w3 */
-        for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c3 */
-          for (long c4 = po_max_int64(0L, ((-c1) + 1L)); c4 <= po_min_int64(2L, ((-c1) + 8L)); c4 += 1L) {  /* kh3 */
+        for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c */
+          for (long c4 = po_max_int64(0L, ((-c1) + 1L)); c4 <= po_min_int64(2L, ((-c1) + 8L)); c4 += 1L) {  /* kh */
             { /* reduction of O_0 */
               const long i_n = 0L;
               const long i_f = c0;

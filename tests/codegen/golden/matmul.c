@@ -129,7 +129,7 @@ int polyopt_matmul(void **bufs, const long *dims, long *err) {
           __builtin_memcpy(&t_C[(((14L * c2 + 13L)) * e_C_1 + ((32L * c1 + 16L)))], &acc_13_1, sizeof acc_13_1);
         }
       } else {
-        for (long c3 = 0L; c3 <= 31L; c3 += 1L) {  /* k2_i */
+        for (long c3 = 0L; c3 <= 31L; c3 += 1L) {  /* k_i */
           for (long c4 = 0L; c4 <= po_min_int64(13L, ((-14L * c2) + 63L)); c4 += 1L) {  /* m2_i */
             {
               const float po_h0 = t_A[(((14L * c2 + c4)) * e_A_1 + ((c3)))];

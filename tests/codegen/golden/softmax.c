@@ -2,12 +2,15 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
   const float *restrict t_X = (const float *)bufs[0];
   float *restrict t_Y = (float *)bufs[1];
   float *restrict t_mx = (float *)bufs[2];
-  float *restrict t_den = (float *)bufs[3];
+  float *restrict t_E = (float *)bufs[3];
+  float *restrict t_den = (float *)bufs[4];
   const long e_X_0 = 16L;
   const long e_X_1 = 10L;
   const long e_Y_0 = 16L;
   const long e_Y_1 = 10L;
   const long e_mx_0 = 16L;
+  const long e_E_0 = 16L;
+  const long e_E_1 = 10L;
   const long e_den_0 = 16L;
 #pragma omp parallel for
   for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n */
@@ -27,9 +30,17 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
       }
       t_mx[(i_n)] = po_acc;
     }
-  }
-#pragma omp parallel for
-  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n2 */
+    {
+      const float po_h0 = t_mx[((c0))];
+#pragma omp simd
+    for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d2 */
+      { /* E_0 */
+        const long i_n = c0;
+        const long i_d = c1;
+        t_E[((i_n) * e_E_1 + (i_d))] = ((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_d))] - po_h0))))));
+      }
+    }
+    }
     { /* den_0_init */
       const long i_n = c0;
       t_den[(i_n)] = 0.0f;
@@ -41,23 +52,19 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
       for (long c1 = 0L; c1 <= 9L; c1 += 1L) {
         { /* den_0 */
           const long i_r_d = c1;
-          po_acc = ((float)(po_acc + ((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_r_d))] - t_mx[(i_n)]))))))));
+          po_acc = ((float)(po_acc + t_E[((i_n) * e_E_1 + (i_r_d))]));
         }
       }
       t_den[(i_n)] = po_acc;
     }
-  }
-#pragma omp parallel for
-  for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n3 */
     {
-      const float po_h0 = t_mx[((c0))];
-      const float po_h1 = t_den[((c0))];
+      const float po_h0 = t_den[((c0))];
 #pragma omp simd
-    for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d3 */
+    for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d4 */
       { /* Y_0 */
         const long i_n = c0;
         const long i_d = c1;
-        t_Y[((i_n) * e_Y_1 + (i_d))] = ((float)(((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_d))] - po_h0)))))) / po_h1));
+        t_Y[((i_n) * e_Y_1 + (i_d))] = ((float)(t_E[((i_n) * e_E_1 + (i_d))] / po_h0));
       }
     }
     }

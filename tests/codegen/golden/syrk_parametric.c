@@ -39,9 +39,6 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
         t_Co[((i_i) * e_Co_1 + (i_j))] = t_C[((i_i) * e_C_1 + (i_j))];
       }
     }
-  }
-#pragma omp parallel for
-  for (long c0 = 0L; c0 < s_N; c0 += 1L) {  /* i2 */
     {
       const float po_h0 = t_beta[0];
 #pragma omp simd
@@ -54,11 +51,11 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
     }
     }
   }
-  for (long c0 = 0L; c0 <= po_floord((s_M - 1L), 88L); c0 += 1L) {  /* k2_o */
+  for (long c0 = 0L; c0 <= po_floord((s_M - 1L), 88L); c0 += 1L) {  /* k_o */
 #pragma omp parallel for
     for (long c1 = 0L; c1 <= po_floord((s_N - 1L), 32L); c1 += 1L) {  /* j3_o */
       for (long c2 = (2L * c1) + ((2L * c1) / 7L); c2 <= ((s_N - 1L) / 14L); c2 += 1L) {  /* i3_o */
-        for (long c3 = 0L; c3 <= po_min_int64(87L, ((s_M - (88L * c0)) - 1L)); c3 += 1L) {  /* k2_i */
+        for (long c3 = 0L; c3 <= po_min_int64(87L, ((s_M - (88L * c0)) - 1L)); c3 += 1L) {  /* k_i */
           for (long c4 = po_max_int64(0L, ((32L * c1) - (14L * c2))); c4 <= po_min_int64(13L, ((s_N - (14L * c2)) - 1L)); c4 += 1L) {  /* i3_i */
             {
               const float po_h0 = t_alpha[0];
