@@ -19,6 +19,7 @@ what was done, and each verb's legality check covers it. The steps:
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 import islpy as isl
 
@@ -75,7 +76,7 @@ def fuse_outer(schedule: Schedule) -> Schedule:
     while fused:
         fused = False
         tops = nests(schedule.root)
-        for a, b in zip(tops, tops[1:]):
+        for a, b in itertools.pairwise(tops):
             if not (_fusable(schedule, a) and _fusable(schedule, b) and _same_range(
                     schedule, a, b)):
                 continue
