@@ -29,7 +29,7 @@ from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
 from polyopt.schedule.legality import carried
-from polyopt.schedule.machine import Machine, gemm_blocking, host
+from polyopt.schedule.machine import Blocking, Machine, gemm_blocking, host
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Leaf, Loop, Node, Sequence
 
@@ -165,14 +165,34 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     row = max(rows, key=lambda n: (_invariant_reads(s, its[n]), trips[n]))
     red = max(reds, key=lambda n: trips[n])
     b = gemm_blocking(machine, DTYPES[dtype].np.itemsize)
-    nr = b.nr if trips[col] >= b.nr else b.lanes * (trips[col] // b.lanes)
-    mr, kc = min(b.mr, trips[row]), min(b.kc, trips[red])
+    nr, mr = _register_shape(b, machine, trips[col])
+    mr, kc = min(mr, trips[row]), min(b.kc, trips[red])
     if nr < b.lanes or mr < 1 or kc < 1:
         return None
     out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc))
-    if trips[red] >= PACK_MIN_REDUCTION and min(trips[col], trips[row]) >= PACK_MIN_REDUCTION:
+    if trips[red] >= PACK_MIN_REDUCTION and trips[row] >= 2 * mr:
         out = pack_operands(out, s, its[col], its[row], mr, nr)
     return out
+
+
+def _register_shape(b: Blocking, machine: Machine, cols: int) -> tuple[int, int]:
+    """(NR, MR): the model's tile, unless fewer vectors per row leave a smaller partial
+    column tile (56 columns: 3 x 16 + 8 rather than 32 + 24); then as many rows as the
+    registers hold (accumulators + one vector per column + a broadcast)."""
+    best = b.nr // b.lanes
+    waste = {nv: (cols % (nv * b.lanes)) / cols for nv in range(1, best + 1)
+             if nv * b.lanes <= cols}
+    if not waste or cols >= UNKNOWN_TRIP:
+        return (b.nr if cols >= b.nr else b.lanes * (cols // b.lanes)), b.mr
+    nv = min(waste, key=lambda v: (waste[v], -v))
+    if nv == best:
+        return b.nr, b.mr
+    rows = (machine.vector_registers - 1 - nv) // nv
+    return nv * b.lanes, max(1, min(rows, MAX_ROWS))
+
+
+# More unrolled rows than this make the micro-kernel's code large for little gain.
+MAX_ROWS = 28
 
 
 def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: str,
