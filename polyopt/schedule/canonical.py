@@ -21,6 +21,7 @@ from polyopt.schedule.tree import (
     Node,
     Sequence,
     bare_iterator,
+    fresh_name,
     items,
     loops,
     path_to,
@@ -63,7 +64,7 @@ def _distribute(root: Node, top: Loop, domain: isl.UnionSet,
             expr = _plain(restrict(lp.expr, domain, (stmt,)))
             if expr is None:
                 continue  # constant for this statement: orders nothing
-            name = lp.name if lp.name not in given else _fresh(lp.name, taken)
+            name = lp.name if lp.name not in given else fresh_name(lp.name, taken)
             given.add(lp.name)
             node = Loop(name, expr, node)
         nests.append(node)
@@ -97,14 +98,6 @@ def _plain(upa: isl.UnionPwAff) -> isl.UnionPwAff | None:
     bare = isl.Aff.var_on_domain(isl.LocalSpace.from_space(space), isl.dim_type.set, ones[0])
     return isl.UnionPwAff.from_pw_aff(isl.PwAff.from_aff(bare)).intersect_domain_union_set(
         isl.UnionSet.from_set(pieces[0].domain()))
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, n = base, 2
-    while name in taken:
-        name, n = f"{base}{n}", n + 1
-    taken.add(name)
-    return name
 
 
 def _replace(root: Node, old: Node, new: Node) -> Node:

@@ -18,13 +18,14 @@ from dataclasses import replace
 
 from polyopt import ir
 from polyopt.errors import ScheduleError
+from polyopt.schedule.tree import fresh_name
 
 
 def pack_program(program: ir.Program, tensor: str, dim: int, factor: int,
                  outer: int = 0) -> tuple[ir.Program, str]:
     """``program`` with input ``tensor`` read through a blocked copy; and the copy's name."""
     t = _packable(program, tensor, dim, factor, outer)
-    name = _fresh(f"{tensor}_pack", set(program.tensors) | set(program.sizes))
+    name = fresh_name(f"{tensor}_pack", set(program.tensors) | set(program.sizes))
     shape = [e for d, e in enumerate(t.shape) if d != dim]
     shape.insert(outer, f"floor(({t.shape[dim]} + {factor - 1})/{factor})")
     packed = ir.Tensor(name, t.dtype, (*shape, str(factor)), "local")
@@ -52,13 +53,6 @@ def _packable(program: ir.Program, tensor: str, dim: int, factor: int,
                 raise ScheduleError(f"pack: statement {s.name} reads {tensor} through zero "
                                     f"padding, which a packed copy does not model yet")
     return t
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, n = base, 2
-    while name in taken:
-        name, n = f"{base}{n}", n + 1
-    return name
 
 
 def _packed_index(index: tuple[ir.Expr, ...], dim: int, factor: int,
@@ -99,7 +93,7 @@ def _copy_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor, dim: int, f
                outer: int) -> ir.Stmt:
     """``packed(p...) = t(...)`` over the packed index space, inside ``t``'s extent."""
     taken = set(program.sizes) | {n for s in program.stmts for n in s.iters}
-    iters = tuple(_fresh(f"{t.name.lower()}p{d}", taken) for d in range(packed.rank))
+    iters = tuple(fresh_name(f"{t.name.lower()}p{d}", taken) for d in range(packed.rank))
     block, offset = iters[outer], iters[-1]
     others = [p for d, p in enumerate(iters[:-1]) if d != outer]
     source: list[ir.Expr] = [ir.Var("int32", p, "index") for p in others]

@@ -20,6 +20,7 @@ from polyopt.schedule.tree import (
     Node,
     Sequence,
     bare_iterator,
+    fresh_name,
     items,
     loops,
     path_to,
@@ -218,18 +219,10 @@ def distribute(root: Node, name: str, domain: isl.UnionSet) -> Node:
     for k, group in enumerate(groups):
         child: Node = group
         for lp in reversed(kept[k]):  # a loop of one iteration orders nothing in its group
-            label = lp.name if k == owner else _fresh(lp.name, taken)
+            label = lp.name if k == owner else fresh_name(lp.name, taken)
             child = Loop(label, lp.expr, child, lp.tags)
         nests.append(child)
     return substitute(root, top, sequence(tuple(nests)))
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    n = 2
-    while f"{base}{n}" in taken:
-        n += 1
-    taken.add(f"{base}{n}")
-    return f"{base}{n}"
 
 
 def skew(root: Node, outer: str, inner: str, factor: int) -> Node:

@@ -195,39 +195,27 @@ def nest_of(stmt: Any, params: str, taken: set[str]) -> Node:
     for it in reversed(its):
         expr = isl.UnionPwAff(f"{params} -> {{ {stmt.name}[{', '.join(its)}] -> [({it})] }}")
         node = Loop("", expr, node)
-    return _name_fresh(node, taken)
-
-
-def _name_fresh(root: Node, taken: set[str]) -> Node:
-    renames: dict[int, str] = {}
-    for lp in loops(root):
-        if lp.name:
-            continue
-        base = iterator_of(lp.expr, stmts_of(root)) or "c"
-        name, n = base, 2
-        while name in taken:
-            name, n = f"{base}{n}", n + 1
-        taken.add(name)
-        renames[id(lp)] = name
-    return _rename(root, renames)
+    return name_loops(node, (stmt.name,), taken)
 
 
 # -- names ------------------------------------------------------------------------------------
 
-def name_loops(root: Node, order: tuple[str, ...]) -> Node:
-    """Give unnamed loops the TC index they run over (``r_k`` → ``k``), unique in the tree."""
-    taken = {lp.name for lp in loops(root) if lp.name}
-    renames: dict[int, str] = {}
-    for lp in loops(root):
-        if lp.name:
-            continue
-        base = iterator_of(lp.expr, order) or "c"
-        name, n = base, 2
-        while name in taken:
-            name, n = f"{base}{n}", n + 1
-        taken.add(name)
-        renames[id(lp)] = name
+def name_loops(root: Node, order: tuple[str, ...], taken: set[str] | None = None) -> Node:
+    """Give unnamed loops the TC index they run over (``r_k`` → ``k``), unique in the tree
+    and against ``taken`` (which grows)."""
+    taken = {lp.name for lp in loops(root) if lp.name} if taken is None else taken
+    renames = {id(lp): fresh_name(iterator_of(lp.expr, order) or "c", taken)
+               for lp in loops(root) if not lp.name}
     return _rename(root, renames)
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base``, or ``base2``, ``base3``... whichever is not in ``taken`` (then it is)."""
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}{n}", n + 1
+    taken.add(name)
+    return name
 
 
 def _rename(node: Node, renames: dict[int, str]) -> Node:
