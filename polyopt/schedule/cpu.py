@@ -28,6 +28,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
+from polyopt.schedule.blocked import block_outputs
 from polyopt.schedule.legality import carried
 from polyopt.schedule.machine import Blocking, Machine, gemm_blocking, host
 from polyopt.schedule.schedule import Schedule
@@ -41,6 +42,7 @@ def optimize(schedule: Schedule, *, openmp: bool = True,
              machine: Machine | None = None) -> Schedule:
     """The default CPU schedule for ``schedule``'s def."""
     machine = machine or host()
+    schedule = block_outputs(schedule, machine)
     schedule = split_inits(schedule)
     if schedule.fusion != "min":
         schedule = fuse_outer(schedule)
@@ -162,10 +164,14 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     if col is None or not rows or not reds or dtype not in ("float32", "float64"):
         return None
     trips = {lp.name: _trip(lp, schedule) for lp in chain}
-    row = max(rows, key=lambda n: (_invariant_reads(s, its[n]), trips[n]))
-    red = max(reds, key=lambda n: trips[n])
     b = gemm_blocking(machine, DTYPES[dtype].np.itemsize)
     nr, mr = _register_shape(b, machine, trips[col])
+    # Rows: the index most operands do not move with (they are reused across rows), that
+    # fills the register tile, whose operand rows are closest in memory.
+    row = max(rows, key=lambda n: (_invariant_reads(s, its[n]),
+                                   -_vector_rows(s, its[n], its[col]), min(trips[n], mr),
+                                   -_stride_rank(s, its[n]), trips[n]))
+    red = max(reds, key=lambda n: trips[n])
     mr, kc = min(mr, trips[row]), min(b.kc, trips[red])
     if nr < b.lanes or mr < 1 or kc < 1:
         return None
@@ -240,6 +246,26 @@ def _try_pack(schedule: Schedule, tensor: str, dim: int, factor: int) -> Schedul
 
 def _parts(loop: str) -> tuple[str, str]:
     return f"{loop}_o", f"{loop}_i"
+
+
+def _vector_rows(s: PolyStmt, row: str, col: str) -> int:
+    """Operands that move with both the rows and the columns: each row then needs vector
+    loads of its own (better that rows only move broadcast operands)."""
+    return sum(1 for r in s.reads if _uses(r.read, row) and _uses(r.read, col))
+
+
+def _uses(read: ir.Read, it: str) -> bool:
+    return any(isinstance(v, ir.Var) and v.kind == "index" and v.name == it
+               for ix in read.indices for v in ix.walk())
+
+
+def _stride_rank(s: PolyStmt, it: str) -> int:
+    """How far from the last (stride-1) dimension ``it`` indexes the operands it moves:
+    rows of a register tile read best from neighbouring addresses."""
+    ranks = [len(r.read.indices) - 1 - d for r in s.reads for d, ix in enumerate(r.read.indices)
+             if any(isinstance(v, ir.Var) and v.kind == "index" and v.name == it
+                    for v in ix.walk())]
+    return min(ranks, default=len(ranks))
 
 
 def _invariant_reads(s: PolyStmt, it: str) -> int:

@@ -21,18 +21,20 @@ from polyopt.errors import IllegalScheduleError, ScheduleError
 from polyopt.poly import analyze
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
+from polyopt.schedule import layout
 from polyopt.schedule import transform as tf
-from polyopt.schedule.layout import pack_program
 from polyopt.schedule.legality import carried, check_legal
 from polyopt.schedule.tree import (
     Loop,
     Node,
     loops,
     nest_of,
+    prune,
     pseudo_code,
     sequence,
     stmts_of,
     to_isl,
+    widen,
 )
 
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
@@ -195,20 +197,45 @@ class Schedule:
         return self._step("separate", lambda r: tf.tag(r, loop, "separate"), (loop,))
 
     def pack(self, tensor: str, dim: int, factor: int, outer: int = 0) -> Schedule:
-        """Read input ``tensor`` through a blocked copy made before everything else:
+        """Blocked layouts. An input is read through a copy made before everything else:
         dimension ``dim`` splits into a block index (at position ``outer``) and an offset
-        (innermost), e.g. ``pack("B", 1, 32)`` gives ``B_pack(n/32, k, n%32)``. The copy
-        gets its own loop nest (named after its statement, ``B_pack_0``)."""
-        program, name = pack_program(self.poly.program, tensor, dim, factor, outer)
+        (innermost), e.g. ``pack("B", 1, 32)`` gives ``B_pack(n/32, k, n%32)``; the copy,
+        which also holds the input's zero padding, gets its own loop nest. An output is
+        computed in such a blocked local and unpacked at the end (``pack("O", 1, 16, 1)``
+        is NCHW16c); its statements change, so pack outputs before other steps, and the
+        nests restart from program order."""
+        program, name = layout.pack(self.poly.program, tensor, dim, factor, outer)
         poly, deps = analyze(program)
-        copy = next(st for st in poly.stmts if st.name == f"{name}_0")
-        taken = {lp.name for lp in loops(self.root)}
-        root = sequence((nest_of(copy, program.params, taken), self.root))
         step = Step("pack", (tensor, dim, factor, outer))
-        new = replace(self, root=root, poly=poly, deps=deps, steps=(*self.steps, step),
+        if self.poly.program.tensors[tensor].role == "output":
+            base = self._rebased(poly, deps, tensor)
+        else:
+            base = self._with_copies(poly)
+        new = replace(base, poly=poly, deps=deps, steps=(*self.steps, step),
                       buffers=(*self.buffers, name))
         check_legal(new.map, deps, f"pack{step.python()[4:]}")
         return new
+
+    def _with_copies(self, poly: PolyProgram) -> Schedule:
+        """The copies (and their padding pieces) first, each in a nest of its own; reads no
+        longer through padding lose their border pieces."""
+        old = set(stmts_of(self.root))
+        copies = [st for st in poly.stmts if st.name not in old]
+        taken = {lp.name for lp in loops(self.root)}
+        nests = tuple(nest_of(st, poly.program.params, taken) for st in copies)
+        rest = prune(self.root, {st.name for st in poly.stmts})
+        if rest is not None:  # a statement may have absorbed its border piece's instances
+            rest = widen(rest)
+        return replace(self, root=sequence((*nests, rest) if rest is not None else nests))
+
+    def _rebased(self, poly: PolyProgram, deps: Deps, tensor: str) -> Schedule:
+        if any(st.verb != "pack" for st in self.steps):
+            raise ScheduleError(f"pack: pack output {tensor} before other transformations "
+                                f"(its statements are rewritten)")
+        # Program order, whatever the base: isl's scheduler tends to skew the blocked
+        # statement into its unpack, which no register tile fits.
+        from polyopt.schedule.auto import program_order  # auto builds on this module
+        return replace(program_order(poly, deps), base=self.base, fusion=self.fusion)
 
     # -- machinery -----------------------------------------------------------------------
     def _tag_free(self, root: Node, name: str, label: str) -> Node:
@@ -332,7 +359,7 @@ class Schedule:
         if packs:
             program = poly.program
             for args in packs:
-                program, _ = pack_program(program, *args)
+                program, _ = layout.pack(program, *args)
             poly, deps = analyze(program)
         root = _fix_params(self.root, bound)
         out = replace(self, root=root, poly=poly, deps=deps)

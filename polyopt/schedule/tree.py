@@ -115,6 +115,33 @@ def sequence(children: tuple[Node, ...]) -> Node:
     return kids[0] if len(kids) == 1 else Sequence(kids)
 
 
+def prune(node: Node, keep: set[str]) -> Node | None:
+    """``node`` with only the statements in ``keep``; None when none is left."""
+    if isinstance(node, Leaf):
+        stmts = tuple(st for st in node.stmts if st in keep)
+        return Leaf(stmts) if stmts else None
+    if isinstance(node, Loop):
+        child = prune(node.child, keep)
+        return None if child is None else replace(node, child=child)
+    kids = tuple(k for k in (prune(c, keep) for c in node.children) if k is not None)
+    return sequence(kids) if kids else None
+
+
+def widen(node: Node) -> Node:
+    """``node`` with each loop's one-piece expressions defined on their whole statement
+    space (not only on the instances they were computed for)."""
+    if isinstance(node, Loop):
+        out = isl.UnionPwAff.empty(node.expr.get_space())
+        for pa in items(node.expr.get_pw_aff_list()):
+            if pa.n_piece() == 1:
+                pa = isl.PwAff.from_aff(pa.get_pieces()[0][1])
+            out = out.union_add(isl.UnionPwAff.from_pw_aff(pa))
+        return replace(node, expr=out, child=widen(node.child))
+    if isinstance(node, Sequence):
+        return Sequence(tuple(widen(c) for c in node.children))
+    return node
+
+
 def restrict(upa: isl.UnionPwAff, domain: isl.UnionSet, stmts: tuple[str, ...]) -> isl.UnionPwAff:
     return upa.intersect_domain_union_set(filter_domain(domain, stmts))
 

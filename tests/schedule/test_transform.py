@@ -338,7 +338,7 @@ def test_pack_copies_an_input_into_blocks(mm0: Schedule) -> None:
     assert "s = s.pack('B', 1, 4" in s.as_python()
     assert str(Schedule.from_json(s.as_json(), MM)) == str(s)
     check_runs(s)
-    with pytest.raises(ScheduleError, match="'Q' is not an input of def 'mm'"):
+    with pytest.raises(ScheduleError, match="'Q' is not an input or output of def 'mm'"):
         mm0.pack("Q", 1, 4)
 
 
