@@ -27,12 +27,13 @@ from polyopt.poly.model import PolyStmt
 from polyopt.schedule.tree import MARK_PREFIX
 
 MAX_ACCUMULATORS = 32
+MAX_REDUCTION_LOOPS = 4
 
 
 @dataclass(frozen=True)
 class Tile:
     stmt: PolyStmt
-    k: isl.AstNode  # the reduction loop
+    ks: tuple[isl.AstNode, ...]  # the reduction loops, outermost first
     u: isl.AstNode  # the unrolled rows
     v: isl.AstNode  # the vector columns
     args: tuple[isl.AstExpr, ...]  # the statement's iterator values
@@ -42,15 +43,26 @@ class Tile:
 
 def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int | None],
           stmt_of: Callable[[str], PolyStmt]) -> Tile | None:
-    """The register tile rooted at for-loop ``k``, or None when the shape does not fit."""
-    u, u_name = _only_for(k.for_get_body())
-    if u is None or "unroll" not in tags.get(u_name, frozenset()):
-        return None
+    """The register tile rooted at for-loop ``k``, or None when the shape does not fit:
+    ``k`` and the untagged loops right inside it (reductions, e.g. ``c, kh, kw`` of a
+    convolution) run with the accumulators in registers."""
+    ks = [k]
+    while True:
+        nxt, name = _only_for(ks[-1].for_get_body())
+        if nxt is None or len(ks) > MAX_REDUCTION_LOOPS:
+            return None
+        label = tags.get(name, frozenset())
+        if "unroll" in label:
+            u, u_name = nxt, name
+            break
+        if label:
+            return None
+        ks.append(nxt)
     v, v_name = _only_for(u.for_get_body())
     if v is None or "vectorize" not in tags.get(v_name, frozenset()):
         return None
     call = only_user(v.for_get_body())
-    if call is None or k.for_is_degenerate():
+    if call is None or any(x.for_is_degenerate() for x in ks):
         return None
     s = stmt_of(call.get_op_arg(0).get_id().get_name())
     if s.kind != "update" or s.stmt.op != "+" or s.guarded or not all(r.affine
@@ -60,7 +72,7 @@ def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int 
     if rows is None or cols is None:
         return None
     args = tuple(call.get_op_arg(i + 1) for i in range(call.get_op_n_arg() - 1))
-    return Tile(s, k, u, v, args, rows, cols)
+    return Tile(s, tuple(ks), u, v, args, rows, cols)
 
 
 def _only_for(node: isl.AstNode, name: str = "") -> tuple[isl.AstNode | None, str]:
@@ -137,8 +149,9 @@ class Emitter:
                  vector_bytes: int) -> None:
         self.t, self.sp, self.ast_expr, self.dtype = tile, sp, ast_expr, dtype
         self.lanes = vector_bytes // (8 if dtype == "float64" else 4)
-        self.k_it, self.u_it, self.v_it = (n.for_get_iterator().get_id().get_name()
-                                           for n in (tile.k, tile.u, tile.v))
+        self.k_its = [n.for_get_iterator().get_id().get_name() for n in tile.ks]
+        self.u_it, self.v_it = (n.for_get_iterator().get_id().get_name()
+                                for n in (tile.u, tile.v))
         self.nv = tile.cols // self.lanes if self.lanes else 0
 
     def full_tile(self) -> str | None:
@@ -156,7 +169,8 @@ class Emitter:
             return None
         args = [ast_lin(a) for a in t.args]
         bases = [ast_lin(n.for_get_init()) for n in (t.u, t.v)]
-        if any(a is None for a in args) or any(b is None or self.k_it in b for b in bases):
+        if any(a is None for a in args) or any(
+                b is None or any(k in b for k in self.k_its) for b in bases):
             return None
         self.args = dict(zip(t.stmt.iters, args, strict=True))
         self.bases = bases
@@ -201,7 +215,7 @@ class Emitter:
         grid = self._grid(tuple(ir.Var("int32", i, "index") for i in s.lhs))
         if grid is None or not s.lhs:
             return None
-        if any(self.k_it in d for dims in grid.values() for d in dims):
+        if any(k in d for dims in grid.values() for d in dims for k in self.k_its):
             return None  # the accumulators must stay put along the reduction
         if any(LANE not in dims[-1] for dims in grid.values()):
             return None  # and be contiguous vectors
@@ -283,17 +297,21 @@ class Emitter:
         for r, v in accs:
             out.append(f"{pad}  {vec} acc_{r}_{v}; __builtin_memcpy(&acc_{r}_{v}, "
                        f"{home(r, v)}, sizeof acc_{r}_{v});")
-        ap, k, it = self.ast_expr, t.k, self.k_it
-        out.append(f"{pad}  for (long {it} = {ap.expr(k.for_get_init(), top=True)}; "
-                   f"{ap.expr(k.for_get_cond(), top=True)}; {it} += "
-                   f"{ap.expr(k.for_get_inc(), top=True)}) {{")
+        ap = self.ast_expr
+        inner = pad + "  "
+        for k, it in zip(t.ks, self.k_its, strict=True):
+            out.append(f"{inner}for (long {it} = {ap.expr(k.for_get_init(), top=True)}; "
+                       f"{ap.expr(k.for_get_cond(), top=True)}; {it} += "
+                       f"{ap.expr(k.for_get_inc(), top=True)}) {{")
+            inner += "  "
         body, values = self._loads(plan, vec)
-        out += [f"{pad}    {x}" for x in body]
+        out += [f"{inner}{x}" for x in body]
         for r, v in accs:
             expr = vector_rhs(t.stmt.stmt.rhs, self.dtype,
                               {rid: values[(rid, r, v)] for rid in plan})
-            out.append(f"{pad}    acc_{r}_{v} += {expr};")
-        out.append(f"{pad}  }}")
+            out.append(f"{inner}acc_{r}_{v} += {expr};")
+        for depth in reversed(range(len(t.ks))):
+            out.append(f"{pad}  {'  ' * depth}}}")
         for r, v in accs:
             out.append(f"{pad}  __builtin_memcpy({home(r, v)}, &acc_{r}_{v}, "
                        f"sizeof acc_{r}_{v});")

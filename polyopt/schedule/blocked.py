@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 
+import islpy as isl
+
 from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
@@ -45,12 +47,32 @@ def _plan(program: ir.Program, s: PolyStmt,
         return None
     lanes = gemm_blocking(machine, DTYPES[t.dtype].np.itemsize).lanes
     extents = [ir.extent_value(e, {}) for e in t.shape]
-    if extents[-1] % lanes == 0 and extents[-1] >= 4 * lanes:
+    if extents[-1] % lanes == 0 and extents[-1] >= 4 * lanes and _unit_stride(s):
         return None  # the natural layout vectorizes well
-    fits = [d for d in range(t.rank - 1) if extents[d] % lanes == 0]
+    # A channel: an output index that some operand (the weights) is indexed by directly.
+    plain = {ix.name for r in s.reads for ix in r.read.indices if isinstance(ix, ir.Var)}
+    fits = [d for d in range(t.rank - 1)
+            if extents[d] % lanes == 0 and s.stmt.lhs[d] in plain]
     if not fits:
         return None
     return t.name, max(fits, key=lambda d: extents[d]), lanes
+
+
+def _unit_stride(s: PolyStmt) -> bool:
+    """Does every operand that moves with the output's last index move by one element
+    (not a strided convolution's two)?"""
+    it = s.stmt.lhs[-1]
+    pos = s.iters.index(it)
+    for r in s.reads:
+        if not r.affine or r.relation.dim(isl.dim_type.out) == 0:
+            continue
+        last = isl.PwMultiAff.from_map(r.relation).get_at(r.relation.dim(isl.dim_type.out) - 1)
+        if last.n_piece() != 1:
+            return False
+        coefficient = last.get_pieces()[0][1].get_coefficient_val(isl.dim_type.in_, pos)
+        if not (coefficient.is_zero() or coefficient.is_one()):
+            return False
+    return True
 
 
 def _pack_operands(schedule: Schedule, s: PolyStmt, it: str, lanes: int) -> Schedule:

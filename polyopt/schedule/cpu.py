@@ -175,7 +175,8 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     mr, kc = min(mr, trips[row]), min(b.kc, trips[red])
     if nr < b.lanes or mr < 1 or kc < 1:
         return None
-    out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc))
+    inner = tuple(n for n in reds if n != red and trips[n] <= SMALL_REDUCTION)
+    out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc), inner)
     if trips[red] >= PACK_MIN_REDUCTION and trips[row] >= 2 * mr:
         out = pack_operands(out, s, its[col], its[row], mr, nr)
     return out
@@ -197,18 +198,23 @@ def _register_shape(b: Blocking, machine: Machine, cols: int) -> tuple[int, int]
     return nv * b.lanes, max(1, min(rows, MAX_ROWS))
 
 
+# Reductions this short (filter taps) join the register tile's reduction loops.
+SMALL_REDUCTION = 16
+
 # More unrolled rows than this make the micro-kernel's code large for little gain.
 MAX_ROWS = 28
 
 
 def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: str,
-               blocking: tuple[int, int, int]) -> Schedule:
+               blocking: tuple[int, int, int], inner: tuple[str, ...] = ()) -> Schedule:
+    """The GotoBLAS order; the small reductions ``inner`` (a convolution's ``kh, kw``) run
+    inside the register tile too, so its accumulators stay in registers across them."""
     mr, nr, kc = blocking
     names = {n: _parts(n) for n in (col, row, red)}
     out = schedule.split(col, nr, names[col]).split(row, mr, names[row])
     out = out.split(red, kc, names[red])
-    others = [lp.name for lp in chain if lp.name not in (col, row, red)]
-    order = [*others, names[red][0], names[col][0], names[row][0], names[red][1],
+    others = [lp.name for lp in chain if lp.name not in (col, row, red, *inner)]
+    order = [*others, names[red][0], names[col][0], names[row][0], names[red][1], *inner,
              names[row][1], names[col][1]]
     out = out.reorder(*order).vectorize(names[col][1]).unroll(names[row][1])
     return out.separate(names[row][0]).separate(names[col][0])
