@@ -14,8 +14,8 @@ from polyopt import dtypes, ir, lang
 from polyopt.errors import OptionError, PolyoptWarning, ShapeError, SizesRequiredError
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
-from polyopt.pipeline import Lowered, base_schedule, check_options, lower
-from polyopt.poly import analyze
+from polyopt.pipeline import Lowered, base_schedule, check_options, lower, lower_program
+from polyopt.poly import analyze, build_poly, check_bounds
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.schedule import Schedule
 
@@ -82,13 +82,20 @@ class Kernel:
         self._lock = threading.Lock()
         self._plans: dict[tuple[tuple[int, ...], ...], _CallPlan] = {}
         self._scratch = threading.local()
-        # Compile now what can be compiled now, so errors show at compile time.
+        # Check now what can be checked now, so errors show at compile time; lower now only
+        # what a call will use (a size-generic lowering is costly and per-shape calls
+        # lower their own specialized variants).
         self._static: Lowered | None = None
         try:
-            self._static = lower(source, self.name, sizes, options, schedule)
+            program = lang.build_program(source, self.name, sizes)
         except SizesRequiredError:
             if parametric:  # a size-generic kernel is impossible for this def
                 raise
+            return
+        if parametric or not program.sizes or isinstance(schedule, Schedule):
+            self._static = lower_program(program, options, schedule)  # a user's: check it
+        else:
+            check_bounds(build_poly(program))
 
     # -- introspection -------------------------------------------------------------------
     @property
@@ -109,11 +116,13 @@ class Kernel:
         return self._lowered()
 
     def _lowered(self) -> Lowered:
-        if self._static is None:
-            # Re-raise the reason it could not be built without sizes.
-            lower(self._source_text, self.name, self._sizes, self._options, self._schedule_arg)
-        assert self._static is not None
-        return self._static
+        with self._lock:
+            if self._static is None:  # raises the reason when it cannot be built
+                with warnings.catch_warnings():  # shown at compile time already
+                    warnings.simplefilter("ignore", PolyoptWarning)
+                    self._static = lower(self._source_text, self.name, self._sizes,
+                                         self._options, self._schedule_arg)
+            return self._static
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *inputs: Any, outputs: Sequence[np.ndarray] | None = None) -> Any:
@@ -171,9 +180,8 @@ class Kernel:
                     assert self._static is not None
                     lowered = self._static
                 else:
-                    with warnings.catch_warnings():
-                        if self._static is not None:  # its warnings were shown at compile
-                            warnings.simplefilter("ignore", PolyoptWarning)
+                    with warnings.catch_warnings():  # a def's warnings show at compile
+                        warnings.simplefilter("ignore", PolyoptWarning)
                         lowered = lower(self._source_text, self.name, sizes, self._options,
                                         self._schedule_arg)
                 flags = flags_for(self._options["openmp"], self._options["cflags"])
