@@ -64,16 +64,35 @@ def pack_output_program(program: ir.Program, tensor: str, dim: int, factor: int,
     shape = [e for d, e in enumerate(t.shape) if d != dim]
     shape.insert(outer, f"floor(({t.shape[dim]} + {factor - 1})/{factor})")
     packed = ir.Tensor(name, t.dtype, (*shape, str(factor)), "local")
+    epilogue = _epilogue(program, t)
     stmts: list[ir.Stmt] = []
     k = 0
     for st in program.stmts:
         st = _rewrite(st, tensor, name, dim, factor, outer)
-        if st.tensor == tensor:
+        if st.tensor == tensor and st.name != epilogue:
             st = _strip_mine(program, st, name, k, (dim, factor, outer))
             k += 1
         stmts.append(st)
-    stmts.append(_unpack_stmt(program, t, packed, (dim, factor, outer)))
+    if epilogue is None:
+        stmts.append(_unpack_stmt(program, t, packed, (dim, factor, outer)))
     return replace(program, locals=(*program.locals, packed), stmts=tuple(stmts)), name
+
+
+def _epilogue(program: ir.Program, t: ir.Tensor) -> str | None:
+    """The statement that can write the output from the blocked local itself (so no
+    separate unpack pass runs): the last one writing it, an elementwise ``=`` over the
+    whole output that reads it at no other point (a bias + ReLU after a convolution)."""
+    writers = [st for st in program.stmts if st.tensor == t.name]
+    last = writers[-1]
+    if len(writers) < 2 or last.op != "=" or last.init or last.reduction_iters:
+        return None
+    own = tuple(ir.Var("int32", i, "index") for i in last.lhs)
+    reads = [e for e in last.rhs.walk() if isinstance(e, ir.Read) and e.tensor == t.name]
+    if any(r.indices != own or r.pad is not None for r in reads):
+        return None
+    box = " and ".join(f"0 <= {i} < {e}" for i, e in zip(last.lhs, t.shape, strict=True))
+    whole = isl.Set(f"{program.params} -> {{ {last.name}[{', '.join(last.lhs)}] : {box} }}")
+    return last.name if isl.Set(last.domain).is_equal(whole) else None
 
 
 def _strip_mine(program: ir.Program, st: ir.Stmt, name: str, k: int,

@@ -66,3 +66,19 @@ def test_auto_pipeline_blocks_conv_outputs(shape: tuple[int, ...], pad: int,
         check_conv(kernel, shape, pad)
     finally:
         machine.host.cache_clear()
+
+
+@cc
+def test_an_elementwise_epilogue_writes_the_output_from_the_blocked_local() -> None:
+    src = kernels.source("conv2d_bias_relu")
+    sizes = {"PH": 1, "PW": 1}
+    s = polyopt.schedule(src, "conv2d_bias_relu", auto=False, sizes=sizes).pack("O", 1, 4, 1)
+    # bias + ReLU reads O_pack and writes O: no separate unpack pass
+    assert s.stmts[-1] == "O_1" and "O_0" not in s.stmts
+    kernel = polyopt.compile(src, "conv2d_bias_relu", schedule=s, sizes=sizes)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 5, 6, 7)).astype(np.float32)
+    wt = rng.standard_normal((8, 5, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    want = np.maximum(conv_reference(x, wt, 1) + bias[None, :, None, None], 0)
+    np.testing.assert_allclose(kernel(x, wt, bias), want, rtol=1e-4, atol=1e-4 * np.sqrt(45))
