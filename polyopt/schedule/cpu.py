@@ -172,6 +172,10 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                                    -_vector_rows(s, its[n], its[col]), min(trips[n], mr),
                                    -_stride_rank(s, its[n]), trips[n]))
     red = max(reds, key=lambda n: trips[n])
+    program = schedule.poly.program
+    if any(_uses(r.read, its[row]) and program.tensors[r.read.tensor].role != "input"
+           for r in s.reads):  # an operand that cannot be packed: avoid partial row tiles
+        mr = _dividing_rows(mr, trips[row])
     mr, kc = min(mr, trips[row]), min(b.kc, trips[red])
     if nr < b.lanes or mr < 1 or kc < 1:
         return None
@@ -180,6 +184,15 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     if trips[red] >= PACK_MIN_REDUCTION and trips[row] >= 2 * mr:
         out = pack_operands(out, s, its[col], its[row], mr, nr)
     return out
+
+
+def _dividing_rows(mr: int, rows: int) -> int:
+    """Fewer rows (down to half) when that makes every row tile full: partial tiles of an
+    operand that is not packed run as plain loops."""
+    if rows >= UNKNOWN_TRIP or rows % mr == 0:
+        return mr
+    fits = [m for m in range(mr - 1, max(3, mr // 2) - 1, -1) if rows % m == 0]
+    return fits[0] if fits else mr
 
 
 def _register_shape(b: Blocking, machine: Machine, cols: int) -> tuple[int, int]:
