@@ -49,13 +49,23 @@ def _plan(program: ir.Program, s: PolyStmt,
     extents = [ir.extent_value(e, {}) for e in t.shape]
     if extents[-1] % lanes == 0 and extents[-1] >= 4 * lanes and _unit_stride(s):
         return None  # the natural layout vectorizes well
-    # A channel: an output index that some operand (the weights) is indexed by directly.
+    # A channel: an output index that some operand (the weights) is indexed by directly,
+    # and no operand that moves with the output's last index is (a depthwise input would
+    # need a blocked copy of its own: one more pass than the blocking saves).
+    last = s.stmt.lhs[-1]
     plain = {ix.name for r in s.reads for ix in r.read.indices if isinstance(ix, ir.Var)}
-    fits = [d for d in range(t.rank - 1)
-            if extents[d] % lanes == 0 and s.stmt.lhs[d] in plain]
+    streamed = {ix.name for r in s.reads if _moves(r.read, last) for ix in r.read.indices
+                if isinstance(ix, ir.Var)}
+    fits = [d for d in range(t.rank - 1) if extents[d] % lanes == 0
+            and s.stmt.lhs[d] in plain and s.stmt.lhs[d] not in streamed]
     if not fits:
         return None
     return t.name, max(fits, key=lambda d: extents[d]), lanes
+
+
+def _moves(read: ir.Read, it: str) -> bool:
+    return any(isinstance(v, ir.Var) and v.kind == "index" and v.name == it
+               for ix in read.indices for v in ix.walk())
 
 
 def _unit_stride(s: PolyStmt) -> bool:
