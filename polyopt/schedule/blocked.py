@@ -33,8 +33,11 @@ def block_outputs(schedule: Schedule, machine: Machine) -> Schedule:
         tensor, dim, lanes = plan
         with contextlib.suppress(ScheduleError):
             blocked = schedule.pack(tensor, dim, lanes, dim)
-            schedule = _pack_operands(blocked, s, s.stmt.lhs[dim], lanes)
+            return _pack_operands(blocked, s, s.stmt.lhs[dim], lanes)
         break  # one output per def: its statements were rewritten
+    for s in schedule.poly.stmts:  # unblocked convolutions: copy padded inputs, so the
+        if s.kind == "update" and s.stmt.op == "+" and s.stmt.reduction_iters and not s.guarded:
+            schedule = _pack_operands(schedule, s, "", 1)  # partial tiles can run packed
     return schedule
 
 

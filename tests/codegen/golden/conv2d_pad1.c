@@ -2,6 +2,7 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
   const float *restrict t_I = (const float *)bufs[0];
   const float *restrict t_Wt = (const float *)bufs[1];
   float *restrict t_O = (float *)bufs[2];
+  float *restrict t_I_pack = (float *)bufs[3];
   const long e_I_0 = 1L;
   const long e_I_1 = 3L;
   const long e_I_2 = 8L;
@@ -14,6 +15,71 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
   const long e_O_1 = 4L;
   const long e_O_2 = 8L;
   const long e_O_3 = 8L;
+  const long e_I_pack_0 = 1L;
+  const long e_I_pack_1 = 3L;
+  const long e_I_pack_2 = 10L;
+  const long e_I_pack_3 = 10L;
+  const long e_I_pack_4 = 1L;
+  for (long c1 = 0L; c1 <= 2L; c1 += 1L) {  /* ip1 */
+    for (long c2 = 1L; c2 <= 8L; c2 += 1L) {  /* ip2 */
+      for (long c3 = 1L; c3 <= 8L; c3 += 1L) {  /* ip3 */
+        { /* I_pack_0 */
+          const long i_ip0 = 0L;
+          const long i_ip1 = c1;
+          const long i_ip2 = c2;
+          const long i_ip3 = c3;
+          const long i_ip4 = 0L;
+          t_I_pack[(((((i_ip0) * e_I_pack_1 + (i_ip1)) * e_I_pack_2 + (i_ip2)) * e_I_pack_3 + (i_ip3)) * e_I_pack_4 + (i_ip4))] = t_I[((((((1L * i_ip0) + i_ip4)) * e_I_1 + (i_ip1)) * e_I_2 + ((i_ip2 - 1L))) * e_I_3 + ((i_ip3 - 1L)))];
+        }
+      }
+    }
+  }
+  for (long c1 = 0L; c1 <= 2L; c1 += 1L) {  /* ip12 */
+    for (long c2 = 0L; c2 <= 9L; c2 += 1L) {  /* ip22 */
+      if ((c2 >= 1L) && (c2 <= 8L)) {
+        { /* I_pack_0_border */
+          const long i_ip0 = 0L;
+          const long i_ip1 = c1;
+          const long i_ip2 = c2;
+          const long i_ip3 = 0L;
+          const long i_ip4 = 0L;
+          t_I_pack[(((((i_ip0) * e_I_pack_1 + (i_ip1)) * e_I_pack_2 + (i_ip2)) * e_I_pack_3 + (i_ip3)) * e_I_pack_4 + (i_ip4))] = ((0 <= ((1L * i_ip0) + i_ip4) && ((1L * i_ip0) + i_ip4) < e_I_0 && 0 <= i_ip1 && i_ip1 < e_I_1 && 0 <= (i_ip2 - 1L) && (i_ip2 - 1L) < e_I_2 && 0 <= (i_ip3 - 1L) && (i_ip3 - 1L) < e_I_3) ? t_I[((((((1L * i_ip0) + i_ip4)) * e_I_1 + (i_ip1)) * e_I_2 + ((i_ip2 - 1L))) * e_I_3 + ((i_ip3 - 1L)))] : 0.0f);
+        }
+        { /* I_pack_0_border */
+          const long i_ip0 = 0L;
+          const long i_ip1 = c1;
+          const long i_ip2 = c2;
+          const long i_ip3 = 9L;
+          const long i_ip4 = 0L;
+          t_I_pack[(((((i_ip0) * e_I_pack_1 + (i_ip1)) * e_I_pack_2 + (i_ip2)) * e_I_pack_3 + (i_ip3)) * e_I_pack_4 + (i_ip4))] = ((0 <= ((1L * i_ip0) + i_ip4) && ((1L * i_ip0) + i_ip4) < e_I_0 && 0 <= i_ip1 && i_ip1 < e_I_1 && 0 <= (i_ip2 - 1L) && (i_ip2 - 1L) < e_I_2 && 0 <= (i_ip3 - 1L) && (i_ip3 - 1L) < e_I_3) ? t_I[((((((1L * i_ip0) + i_ip4)) * e_I_1 + (i_ip1)) * e_I_2 + ((i_ip2 - 1L))) * e_I_3 + ((i_ip3 - 1L)))] : 0.0f);
+        }
+      } else {
+        if (c2 == 9L) {
+          for (long c3 = 0L; c3 <= 9L; c3 += 1L) {  /* ip32 */
+            { /* I_pack_0_border */
+              const long i_ip0 = 0L;
+              const long i_ip1 = c1;
+              const long i_ip2 = 9L;
+              const long i_ip3 = c3;
+              const long i_ip4 = 0L;
+              t_I_pack[(((((i_ip0) * e_I_pack_1 + (i_ip1)) * e_I_pack_2 + (i_ip2)) * e_I_pack_3 + (i_ip3)) * e_I_pack_4 + (i_ip4))] = ((0 <= ((1L * i_ip0) + i_ip4) && ((1L * i_ip0) + i_ip4) < e_I_0 && 0 <= i_ip1 && i_ip1 < e_I_1 && 0 <= (i_ip2 - 1L) && (i_ip2 - 1L) < e_I_2 && 0 <= (i_ip3 - 1L) && (i_ip3 - 1L) < e_I_3) ? t_I[((((((1L * i_ip0) + i_ip4)) * e_I_1 + (i_ip1)) * e_I_2 + ((i_ip2 - 1L))) * e_I_3 + ((i_ip3 - 1L)))] : 0.0f);
+            }
+          }
+        } else {
+          for (long c3 = 0L; c3 <= 9L; c3 += 1L) {  /* ip32 */
+            { /* I_pack_0_border */
+              const long i_ip0 = 0L;
+              const long i_ip1 = c1;
+              const long i_ip2 = 0L;
+              const long i_ip3 = c3;
+              const long i_ip4 = 0L;
+              t_I_pack[(((((i_ip0) * e_I_pack_1 + (i_ip1)) * e_I_pack_2 + (i_ip2)) * e_I_pack_3 + (i_ip3)) * e_I_pack_4 + (i_ip4))] = ((0 <= ((1L * i_ip0) + i_ip4) && ((1L * i_ip0) + i_ip4) < e_I_0 && 0 <= i_ip1 && i_ip1 < e_I_1 && 0 <= (i_ip2 - 1L) && (i_ip2 - 1L) < e_I_2 && 0 <= (i_ip3 - 1L) && (i_ip3 - 1L) < e_I_3) ? t_I[((((((1L * i_ip0) + i_ip4)) * e_I_1 + (i_ip1)) * e_I_2 + ((i_ip2 - 1L))) * e_I_3 + ((i_ip3 - 1L)))] : 0.0f);
+            }
+          }
+        }
+      }
+    }
+  }
 #pragma omp parallel for
   for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f */
     for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h */
@@ -30,11 +96,11 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
     }
   }
 #pragma omp parallel for
-  for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f3 */
-    for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h3 */
-      for (long c2 = 0L; c2 <= 7L; c2 += 1L) {  /* w3 */
+  for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f2 */
+    for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h2 */
+      for (long c2 = 0L; c2 <= 7L; c2 += 1L) {  /* w2 */
         for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c */
-          for (long c4 = po_max_int64(0L, ((-c1) + 1L)); c4 <= po_min_int64(2L, ((-c1) + 8L)); c4 += 1L) {  /* kh */
+          for (long c4 = 0L; c4 <= 2L; c4 += 1L) {  /* kh */
             { /* reduction of O_0 */
               const long i_n = 0L;
               const long i_f = c0;
@@ -42,169 +108,15 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
               const long i_w = c2;
               float po_acc = t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))];
             #pragma omp simd reduction(+:po_acc)
-              for (long c5 = po_max_int64(0L, ((-c2) + 1L)); c5 <= po_min_int64(2L, ((-c2) + 8L)); c5 += 1L) {
+              for (long c5 = 0L; c5 <= 2L; c5 += 1L) {
                 { /* O_0 */
                   const long i_r_c = c3;
                   const long i_r_kh = c4;
                   const long i_r_kw = c5;
-                  po_acc = ((float)(po_acc + ((float)(t_I[((((i_n) * e_I_1 + (i_r_c)) * e_I_2 + ((((1L * i_h) + (1L * i_r_kh)) - 1L))) * e_I_3 + ((((1L * i_w) + (1L * i_r_kw)) - 1L)))] * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
+                  po_acc = ((float)(po_acc + ((float)(t_I_pack[((((((i_n / 1L)) * e_I_pack_1 + (i_r_c)) * e_I_pack_2 + (((((1L * i_h) + (1L * i_r_kh)) - 1L) + 1L))) * e_I_pack_3 + (((((1L * i_w) + (1L * i_r_kw)) - 1L) + 1L))) * e_I_pack_4 + ((i_n % 1L)))] * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
                 }
               }
               t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = po_acc;
-            }
-          }
-        }
-      }
-    }
-  }
-#pragma omp parallel for
-  for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f2 */
-    for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h2 */
-      if (c1 <= 6L) {
-        for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c2 */
-          for (long c4 = 0L; c4 <= 2L; c4 += 1L) {  /* kh2 */
-            if ((c1 + c4) >= 1L) {
-              { /* O_0_border */
-                const long i_n = 0L;
-                const long i_f = c0;
-                const long i_h = c1;
-                const long i_w = 0L;
-                const long i_r_c = c3;
-                const long i_r_kh = c4;
-                const long i_r_kw = 0L;
-                t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = ((float)(t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] + ((float)(((0 <= i_n && i_n < e_I_0 && 0 <= i_r_c && i_r_c < e_I_1 && 0 <= (((1L * i_h) + (1L * i_r_kh)) - 1L) && (((1L * i_h) + (1L * i_r_kh)) - 1L) < e_I_2 && 0 <= (((1L * i_w) + (1L * i_r_kw)) - 1L) && (((1L * i_w) + (1L * i_r_kw)) - 1L) < e_I_3) ? t_I[((((i_n) * e_I_1 + (i_r_c)) * e_I_2 + ((((1L * i_h) + (1L * i_r_kh)) - 1L))) * e_I_3 + ((((1L * i_w) + (1L * i_r_kw)) - 1L)))] : 0.0f) * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
-              }
-            } else {
-              { /* reduction of O_0_border */
-                const long i_n = 0L;
-                const long i_f = c0;
-                const long i_h = 0L;
-                const long i_w = 0L;
-                float po_acc = t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))];
-              #pragma omp simd reduction(+:po_acc)
-                for (long c5 = 0L; c5 <= 2L; c5 += 1L) {
-                  { /* O_0_border */
-                    const long i_r_c = c3;
-                    const long i_r_kh = 0L;
-                    const long i_r_kw = c5;
-                    po_acc = ((float)(po_acc + ((float)(((0 <= i_n && i_n < e_I_0 && 0 <= i_r_c && i_r_c < e_I_1 && 0 <= (((1L * i_h) + (1L * i_r_kh)) - 1L) && (((1L * i_h) + (1L * i_r_kh)) - 1L) < e_I_2 && 0 <= (((1L * i_w) + (1L * i_r_kw)) - 1L) && (((1L * i_w) + (1L * i_r_kw)) - 1L) < e_I_3) ? t_I[((((i_n) * e_I_1 + (i_r_c)) * e_I_2 + ((((1L * i_h) + (1L * i_r_kh)) - 1L))) * e_I_3 + ((((1L * i_w) + (1L * i_r_kw)) - 1L)))] : 0.0f) * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
-                  }
-                }
-                t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = po_acc;
-              }
-            }
-          }
-        }
-        if (c1 == 0L) {
-          for (long c2 = 1L; c2 <= 6L; c2 += 1L) {  /* w2 */
-            for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c2 */
-              { /* reduction of O_0_border */
-                const long i_n = 0L;
-                const long i_f = c0;
-                const long i_h = 0L;
-                const long i_w = c2;
-                float po_acc = t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))];
-              #pragma omp simd reduction(+:po_acc)
-                for (long c5 = 0L; c5 <= 2L; c5 += 1L) {
-                  { /* O_0_border */
-                    const long i_r_c = c3;
-                    const long i_r_kh = 0L;
-                    const long i_r_kw = c5;
-                    po_acc = ((float)(po_acc + ((float)(((0 <= i_n && i_n < e_I_0 && 0 <= i_r_c && i_r_c < e_I_1 && 0 <= (((1L * i_h) + (1L * i_r_kh)) - 1L) && (((1L * i_h) + (1L * i_r_kh)) - 1L) < e_I_2 && 0 <= (((1L * i_w) + (1L * i_r_kw)) - 1L) && (((1L * i_w) + (1L * i_r_kw)) - 1L) < e_I_3) ? t_I[((((i_n) * e_I_1 + (i_r_c)) * e_I_2 + ((((1L * i_h) + (1L * i_r_kh)) - 1L))) * e_I_3 + ((((1L * i_w) + (1L * i_r_kw)) - 1L)))] : 0.0f) * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
-                  }
-                }
-                t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = po_acc;
-              }
-            }
-          }
-        }
-      } else {
-        for (long c2 = 0L; c2 <= 6L; c2 += 1L) {  /* w2 */
-          for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c2 */
-            if (c2 == 0L) {
-              for (long c4 = 0L; c4 <= 1L; c4 += 1L) {  /* kh2 */
-                { /* O_0_border */
-                  const long i_n = 0L;
-                  const long i_f = c0;
-                  const long i_h = 7L;
-                  const long i_w = 0L;
-                  const long i_r_c = c3;
-                  const long i_r_kh = c4;
-                  const long i_r_kw = 0L;
-                  t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = ((float)(t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] + ((float)(((0 <= i_n && i_n < e_I_0 && 0 <= i_r_c && i_r_c < e_I_1 && 0 <= (((1L * i_h) + (1L * i_r_kh)) - 1L) && (((1L * i_h) + (1L * i_r_kh)) - 1L) < e_I_2 && 0 <= (((1L * i_w) + (1L * i_r_kw)) - 1L) && (((1L * i_w) + (1L * i_r_kw)) - 1L) < e_I_3) ? t_I[((((i_n) * e_I_1 + (i_r_c)) * e_I_2 + ((((1L * i_h) + (1L * i_r_kh)) - 1L))) * e_I_3 + ((((1L * i_w) + (1L * i_r_kw)) - 1L)))] : 0.0f) * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
-                }
-              }
-            }
-            { /* reduction of O_0_border */
-              const long i_n = 0L;
-              const long i_f = c0;
-              const long i_h = 7L;
-              const long i_w = c2;
-              float po_acc = t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))];
-            #pragma omp simd reduction(+:po_acc)
-              for (long c5 = 0L; c5 <= 2L; c5 += 1L) {
-                { /* O_0_border */
-                  const long i_r_c = c3;
-                  const long i_r_kh = 2L;
-                  const long i_r_kw = c5;
-                  po_acc = ((float)(po_acc + ((float)(((0 <= i_n && i_n < e_I_0 && 0 <= i_r_c && i_r_c < e_I_1 && 0 <= (((1L * i_h) + (1L * i_r_kh)) - 1L) && (((1L * i_h) + (1L * i_r_kh)) - 1L) < e_I_2 && 0 <= (((1L * i_w) + (1L * i_r_kw)) - 1L) && (((1L * i_w) + (1L * i_r_kw)) - 1L) < e_I_3) ? t_I[((((i_n) * e_I_1 + (i_r_c)) * e_I_2 + ((((1L * i_h) + (1L * i_r_kh)) - 1L))) * e_I_3 + ((((1L * i_w) + (1L * i_r_kw)) - 1L)))] : 0.0f) * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
-                }
-              }
-              t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = po_acc;
-            }
-          }
-        }
-      }
-      for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c2 */
-        for (long c4 = 0L; c4 <= 2L; c4 += 1L) {  /* kh2 */
-          if (((c1 + c4) >= 1L) && ((c1 + c4) <= 8L)) {
-            { /* O_0_border */
-              const long i_n = 0L;
-              const long i_f = c0;
-              const long i_h = c1;
-              const long i_w = 7L;
-              const long i_r_c = c3;
-              const long i_r_kh = c4;
-              const long i_r_kw = 2L;
-              t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = ((float)(t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] + ((float)(((0 <= i_n && i_n < e_I_0 && 0 <= i_r_c && i_r_c < e_I_1 && 0 <= (((1L * i_h) + (1L * i_r_kh)) - 1L) && (((1L * i_h) + (1L * i_r_kh)) - 1L) < e_I_2 && 0 <= (((1L * i_w) + (1L * i_r_kw)) - 1L) && (((1L * i_w) + (1L * i_r_kw)) - 1L) < e_I_3) ? t_I[((((i_n) * e_I_1 + (i_r_c)) * e_I_2 + ((((1L * i_h) + (1L * i_r_kh)) - 1L))) * e_I_3 + ((((1L * i_w) + (1L * i_r_kw)) - 1L)))] : 0.0f) * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
-            }
-          } else {
-            if ((c1 == 7L) && (c4 == 2L)) {
-              { /* reduction of O_0_border */
-                const long i_n = 0L;
-                const long i_f = c0;
-                const long i_h = 7L;
-                const long i_w = 7L;
-                float po_acc = t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))];
-              #pragma omp simd reduction(+:po_acc)
-                for (long c5 = 0L; c5 <= 2L; c5 += 1L) {
-                  { /* O_0_border */
-                    const long i_r_c = c3;
-                    const long i_r_kh = 2L;
-                    const long i_r_kw = c5;
-                    po_acc = ((float)(po_acc + ((float)(((0 <= i_n && i_n < e_I_0 && 0 <= i_r_c && i_r_c < e_I_1 && 0 <= (((1L * i_h) + (1L * i_r_kh)) - 1L) && (((1L * i_h) + (1L * i_r_kh)) - 1L) < e_I_2 && 0 <= (((1L * i_w) + (1L * i_r_kw)) - 1L) && (((1L * i_w) + (1L * i_r_kw)) - 1L) < e_I_3) ? t_I[((((i_n) * e_I_1 + (i_r_c)) * e_I_2 + ((((1L * i_h) + (1L * i_r_kh)) - 1L))) * e_I_3 + ((((1L * i_w) + (1L * i_r_kw)) - 1L)))] : 0.0f) * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
-                  }
-                }
-                t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = po_acc;
-              }
-            } else {
-              { /* reduction of O_0_border */
-                const long i_n = 0L;
-                const long i_f = c0;
-                const long i_h = 0L;
-                const long i_w = 7L;
-                float po_acc = t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))];
-              #pragma omp simd reduction(+:po_acc)
-                for (long c5 = 0L; c5 <= 2L; c5 += 1L) {
-                  { /* O_0_border */
-                    const long i_r_c = c3;
-                    const long i_r_kh = 0L;
-                    const long i_r_kw = c5;
-                    po_acc = ((float)(po_acc + ((float)(((0 <= i_n && i_n < e_I_0 && 0 <= i_r_c && i_r_c < e_I_1 && 0 <= (((1L * i_h) + (1L * i_r_kh)) - 1L) && (((1L * i_h) + (1L * i_r_kh)) - 1L) < e_I_2 && 0 <= (((1L * i_w) + (1L * i_r_kw)) - 1L) && (((1L * i_w) + (1L * i_r_kw)) - 1L) < e_I_3) ? t_I[((((i_n) * e_I_1 + (i_r_c)) * e_I_2 + ((((1L * i_h) + (1L * i_r_kh)) - 1L))) * e_I_3 + ((((1L * i_w) + (1L * i_r_kw)) - 1L)))] : 0.0f) * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
-                  }
-                }
-                t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = po_acc;
-              }
             }
           }
         }
