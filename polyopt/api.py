@@ -134,7 +134,8 @@ class Kernel:
             outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
         else:
             outs = self._outputs(plan.program, plan.sizes, outputs)
-        buffers = [*arrays, *outs, *self._locals(plan.program, plan.sizes)]
+        buffers = [*arrays, *outs,
+                   *self._locals(plan.program, plan.sizes, plan.kernel.source.slices)]
         plan.kernel.run(buffers, plan.dims)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -153,20 +154,22 @@ class Kernel:
         self._plans[tuple(a.shape for a in arrays)] = plan
         return plan
 
-    def _locals(self, program: ir.Program, sizes: dict[str, int]) -> list[np.ndarray]:
+    def _locals(self, program: ir.Program, sizes: dict[str, int],
+                slices: tuple[str, ...] = ()) -> list[np.ndarray]:
         """Scratch tensors (locals, packed operands), kept per thread and shape: fresh pages
-        on every call would cost more than a small kernel's work."""
+        on every call would cost more than a small kernel's work. A local the kernel keeps
+        as slices of its own gets a one-element placeholder."""
         if not program.locals:
             return []
         cache = self._scratch.__dict__.setdefault("buffers", {})
-        key = (id(program), tuple(sorted(sizes.items())))
+        key = (id(program), tuple(sorted(sizes.items())), slices)
         if key not in cache:
             if len(cache) >= 4:  # a few shapes at a time; a long-lived kernel may see many
                 cache.clear()
             # Zeroed once: packed copies never write their blocks' padding, which register
             # tiles on partial blocks read (and discard).
-            cache[key] = [np.zeros(_shape(t, sizes), dtypes.DTYPES[t.dtype].np)
-                          for t in program.locals]
+            cache[key] = [np.zeros(_shape(t, sizes) if t.name not in slices else (1,),
+                                   dtypes.DTYPES[t.dtype].np) for t in program.locals]
         return cache[key]  # type: ignore[no-any-return]
 
     def _variant(self, sizes: dict[str, int]) -> tuple[Lowered, CpuKernel]:

@@ -28,6 +28,7 @@ class Ast:
     tags: dict[str, frozenset[str]]  # loop name (an AST mark "loop <name>") -> its tags
     trips: dict[str, int | None]  # loop name -> its largest trip count, when constant
     padded: frozenset[str] = frozenset()  # tensors allocated (zeroed) in whole blocks
+    contractions: tuple[tuple[str, str, int], ...] = ()  # (local, loop, dim): one slice
 
     def __str__(self) -> str:
         return self.root.to_C_str()
@@ -58,7 +59,7 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
     tagged = [lp for lp in loops(schedule.root) if lp.tags]
     return Ast(root, pp, {lp.name: lp.tags for lp in tagged},
                {lp.name: trip_count(lp, pp.domain) for lp in tagged},
-               frozenset(schedule.buffers))
+               frozenset(schedule.buffers), schedule.contractions)
 
 
 def _is_parallel(sched: isl.UnionMap, deps: isl.UnionMap) -> bool:

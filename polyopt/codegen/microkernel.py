@@ -21,7 +21,7 @@ from typing import Any
 import islpy as isl
 
 from polyopt import ir
-from polyopt.codegen.exprs import AstExprPrinter, cname, ctype, literal
+from polyopt.codegen.exprs import AstExprPrinter, ctype, literal
 from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitute, text
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule.tree import MARK_PREFIX
@@ -240,7 +240,7 @@ class Emitter:
     def _address(self, tensor: str, dims: list[Lin]) -> str:
         t = self.sp.ctx.poly.program.tensors[tensor]
         index = [text(d, self.ast_expr.ident) for d in dims]
-        return f"&{cname('tensor', tensor)}[{self.sp._flat(t, index)}]"
+        return f"&{self.sp.ref(t)}[{self.sp._flat(t, index)}]"
 
     def edge_lines(self, pad: str, padded: frozenset[str]) -> list[str] | None:
         """The register tile on a partial tile: accumulators go through a zeroed scratch
@@ -275,7 +275,7 @@ class Emitter:
         names = {"po_r": "po_r", "po_j": "po_j"}
         index = [text(d or {}, lambda k: names.get(k) or self.ast_expr.ident(k)) for d in dims]
         t = self.sp.ctx.poly.program.tensors[s.tensor]
-        elem = f"{cname('tensor', s.tensor)}[{self.sp._flat(t, index)}]"
+        elem = f"{self.sp.ref(t)}[{self.sp._flat(t, index)}]"
         head = (f"for (long po_r = 0; po_r < {rows}; po_r++) "
                 f"for (long po_j = 0; po_j < {cols}; po_j++) ")
         return ([head + f"po_tile[po_r][po_j] = {elem};"],

@@ -22,9 +22,10 @@ from polyopt.codegen.ast import Ast, loop_is_parallel
 from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.exprs import AstExprPrinter, RhsPrinter, cname, ctype, literal
 from polyopt.codegen.linear import ast_lin
-from polyopt.dtypes import identity
+from polyopt.dtypes import DTYPES, identity
 from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyProgram, PolyStmt, affine_text
+from polyopt.schedule.contraction import MAX_SLICE_BYTES, slice_bytes
 from polyopt.schedule.machine import host
 from polyopt.schedule.tree import MARK_PREFIX
 
@@ -41,6 +42,7 @@ class KernelSource:
     gathers: tuple[str, ...]  # error id → the checked read, for run-time messages
     specialized: bool
     target: str = "c"
+    slices: tuple[str, ...] = ()  # locals the kernel keeps as per-iteration slices (unused)
 
     def __str__(self) -> str:
         return self.text
@@ -74,6 +76,7 @@ class _Context:
     poly: PolyProgram
     values: dict[str, int] | None  # concrete sizes and extents when specialized
     gathers: list[str] = field(default_factory=list)
+    contracted: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (loop, dim)
 
 
 def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> KernelSource:
@@ -86,6 +89,7 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
     dims = tuple(program.sizes) + tuple(
         f"{t.name}.{d}" for t in program.tensors.values() for d in range(t.rank))
     ctx = _Context(pp, _specialized_values(program) if specialized else None)
+    ctx.contracted = _slices(ast, ctx)
     body = _Body(ctx, dialect, ast.tags, ast.trips, ast.padded).node(ast.root, 1,
                                                                      in_parallel=False)
     lines = [dialect.prelude, dialect.function_header(symbol) + " {"]
@@ -93,7 +97,7 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
     lines += body
     lines += ["  (void)dims; (void)err;", "  return 0;", "}", ""]
     return KernelSource(program.name, symbol, "\n".join(lines), buffers, dims,
-                        tuple(ctx.gathers), specialized, dialect.name)
+                        tuple(ctx.gathers), specialized, dialect.name, tuple(ctx.contracted))
 
 
 def _specialized_values(program: ir.Program) -> dict[str, int]:
@@ -102,6 +106,14 @@ def _specialized_values(program: ir.Program) -> dict[str, int]:
                            f"{', '.join(program.sizes)} are unbound")
     return {f"{t.name}.{d}": ir.extent_value(e, {})
             for t in program.tensors.values() for d, e in enumerate(t.shape)}
+
+
+def _slices(ast: Ast, ctx: _Context) -> dict[str, tuple[str, int]]:
+    """The contractions that fit: a specialized kernel, a slice small enough for a stack."""
+    if ctx.values is None:
+        return {}
+    return {tensor: (loop, dim) for tensor, loop, dim in ast.contractions
+            if slice_bytes(ctx.poly, tensor, dim, ctx.values) <= MAX_SLICE_BYTES}
 
 
 def _declarations(ctx: _Context, dialect: Dialect, dims: tuple[str, ...]) -> list[str]:
@@ -186,11 +198,23 @@ class _Body:
         if simd:
             hoisted, inner = self._hoisted(node, depth)
         out.append(f"{pad}for (long {it} = {init}; {cond}; {it} += {inc}) {{{note}")
+        out += self._slice_decls(loop, depth + 1)
         out += inner if inner is not None else self.node(node.for_get_body(), depth + 1,
                                                           in_parallel or parallel)
         out.append(f"{pad}}}")
         if hoisted:  # the pragma must stay right above its loop
             return [f"{pad}{{", *hoisted, *out, f"{pad}}}"]
+        return out
+
+    def _slice_decls(self, loop: str, depth: int) -> list[str]:
+        """The slices of contracted locals that this loop keeps, one per iteration."""
+        out = []
+        for tensor, (owner, dim) in self.ctx.contracted.items():
+            if owner == loop and loop:
+                t = self.ctx.poly.program.tensors[tensor]
+                size = slice_bytes(self.ctx.poly, tensor, dim, self.ctx.values or {})
+                elems = size // DTYPES[t.dtype].np.itemsize
+                out.append(f"{'  ' * depth}{ctype(t.dtype)} po_slice_{tensor}[{elems}];")
         return out
 
     def _hoisted(self, node: isl.AstNode, depth: int) -> tuple[list[str], list[str] | None]:
@@ -212,7 +236,7 @@ class _Body:
             t = self.ctx.poly.program.tensors[read.tensor]
             index = [linear.text(d, self.ast_expr.ident) for d in dims]
             lines.append(f"{pad}const {ctype(t.dtype)} po_h{n} = "
-                         f"{cname('tensor', t.name)}[{sp._flat(t, index)}];")
+                         f"{sp.ref(t)}[{sp._flat(t, index)}];")
             sp.preloaded[id(read)] = f"po_h{n}"
         texts = [self.ast_expr.expr(a, top=True) for a in args]
         return lines, sp.lines(texts, "  " * (depth + 1))
@@ -306,7 +330,7 @@ class StmtPrinter:
     def target(self, t: ir.Tensor) -> str:
         """The element this statement writes, over its bound LHS iterators."""
         lhs = [cname("index", i) for i in self.s.stmt.lhs]
-        return f"{cname('tensor', t.name)}[{self._flat(t, lhs)}]"
+        return f"{self.ref(t)}[{self._flat(t, lhs)}]"
 
     def lines(self, args: list[str], pad: str, accumulator: str | None = None) -> list[str]:
         """One instance; with ``accumulator``, an update combines into that local instead
@@ -338,12 +362,19 @@ class StmtPrinter:
         return f"(({ctype(dtype)})({target} {stmt.op} {rhs}))"
 
     def _flat(self, t: ir.Tensor, index: list[str]) -> str:
-        if not index:
+        dims = list(range(t.rank))
+        if t.name in self.ctx.contracted:  # one slice: the contracted index is implicit
+            dims.remove(self.ctx.contracted[t.name][1])
+        if not dims:
             return "0"
-        flat = f"({index[0]})"
-        for d in range(1, t.rank):
+        flat = f"({index[dims[0]]})"
+        for d in dims[1:]:
             flat = f"({flat} * {cname('extent', t.name)}_{d} + ({index[d]}))"
         return flat
+
+    def ref(self, t: ir.Tensor) -> str:
+        """The C array holding ``t``: its buffer, or the slice a loop keeps of it."""
+        return f"po_slice_{t.name}" if t.name in self.ctx.contracted else cname("tensor", t.name)
 
     def _load(self, read: ir.Read) -> str:
         if id(read) in self.preloaded:
@@ -352,7 +383,7 @@ class StmtPrinter:
         index = [self._index(ix) for ix in read.indices]
         if not self._affine(read):
             index = self._checked(read, t, index, read.pad)
-        access = f"{cname('tensor', t.name)}[{self._flat(t, index)}]"
+        access = f"{self.ref(t)}[{self._flat(t, index)}]"
         if read.pad is not None and self.s.guarded:
             cond = " && ".join(f"0 <= {ix} && {ix} < {cname('extent', t.name)}_{d}"
                                for d, ix in enumerate(index))

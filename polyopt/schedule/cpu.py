@@ -50,6 +50,17 @@ def optimize(schedule: Schedule, *, openmp: bool = True,
         schedule = tile_nest(schedule, name, machine)
     if openmp:
         schedule = parallelize(schedule, machine.cores)
+    return contract_locals(schedule)
+
+
+def contract_locals(schedule: Schedule) -> Schedule:
+    """Keep each local that lives within one iteration of its nest's outer loop as a slice
+    (a row of softmax's ``E``) instead of a whole tensor in memory."""
+    for t in schedule.poly.program.locals:
+        for top in nests(schedule.root):
+            with contextlib.suppress(ScheduleError):
+                schedule = schedule.contract(t.name, top.name)
+                break
     return schedule
 
 

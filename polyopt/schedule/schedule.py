@@ -23,6 +23,7 @@ from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.schedule import layout
 from polyopt.schedule import transform as tf
+from polyopt.schedule.contraction import contracted_dim
 from polyopt.schedule.legality import carried, check_legal
 from polyopt.schedule.tree import (
     Leaf,
@@ -40,7 +41,8 @@ from polyopt.schedule.tree import (
 )
 
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
-         "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate", "pack")
+         "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate", "pack",
+         "contract")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class Schedule:
     fusion: str = "smart"
     steps: tuple[Step, ...] = ()
     buffers: tuple[str, ...] = ()  # packed copies of inputs (zero-padded to whole blocks)
+    # (local, loop, dim): the local keeps only one slice, private to each iteration of loop
+    contractions: tuple[tuple[str, str, int], ...] = ()
 
     # -- views ---------------------------------------------------------------------------
     @property
@@ -218,6 +222,18 @@ class Schedule:
         check_legal(new.map, deps, f"pack{step.python()[4:]}")
         return new
 
+    def contract(self, tensor: str, loop: str) -> Schedule:
+        """Keep local ``tensor`` as one slice per iteration of ``loop`` (a stack array in
+        the generated code): every access must sit under ``loop``, index one dimension
+        by its value, and read only what the same iteration wrote."""
+        lp = tf.find(self.root, loop)
+        dim = contracted_dim(self.root, lp, self.poly, tensor, self.tree)
+        if any(c[0] == tensor for c in self.contractions):
+            raise ScheduleError(f"contract: {tensor} is already contracted")
+        step = Step("contract", (tensor, loop))
+        return replace(self, steps=(*self.steps, step),
+                       contractions=(*self.contractions, (tensor, loop, dim)))
+
     def _with_copies(self, poly: PolyProgram) -> Schedule:
         """The copies (and their padding pieces) first, each in a nest of its own; reads no
         longer through padding lose their border pieces."""
@@ -290,6 +306,12 @@ class Schedule:
         what = Step(verb, _plain(args), kw).python()
         if not _same_order(self.root, root):  # a tag alone leaves the execution order
             check_legal(new.map, self.deps, what)
+            for tensor, loop, _ in self.contractions:  # a slice must still suffice
+                try:
+                    contracted_dim(root, tf.find(root, loop), self.poly, tensor, new.tree)
+                except ScheduleError as e:
+                    raise ScheduleError(f"{what} breaks contract({tensor!r}, {loop!r}): "
+                                        f"{e}") from e
         new._check_tags(what, self.root)
         return new
 

@@ -82,3 +82,25 @@ def test_an_elementwise_epilogue_writes_the_output_from_the_blocked_local() -> N
     bias = rng.standard_normal(8).astype(np.float32)
     want = np.maximum(conv_reference(x, wt, 1) + bias[None, :, None, None], 0)
     np.testing.assert_allclose(kernel(x, wt, bias), want, rtol=1e-4, atol=1e-4 * np.sqrt(45))
+
+
+@cc
+def test_contracted_locals_live_in_per_iteration_slices() -> None:
+    src = kernels.get("softmax")
+    sizes = {"N": 9, "D": 13}
+    s = polyopt.schedule(src, "softmax", sizes=sizes)
+    assert ("E", "n", 0) in s.contractions  # the automatic pipeline contracts the row
+    kernel = polyopt.compile(src, "softmax", sizes=sizes)
+    assert "float po_slice_E[13];" in kernel.source
+    x = np.random.default_rng(2).standard_normal((9, 13)).astype(np.float32)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(kernel(x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_contraction_refuses_what_crosses_iterations() -> None:
+    src = kernels.get("softmax")
+    s = polyopt.schedule(src, "softmax", auto=False)
+    with pytest.raises(ScheduleError, match="E is used outside loop n2"):
+        s.contract("E", "n2")  # program order: E's reader runs in another nest
+    with pytest.raises(ScheduleError, match="'X' is not a local"):
+        s.contract("X", "n")

@@ -14,13 +14,16 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
   const long e_den_0 = 16L;
 #pragma omp parallel for
   for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n */
+    float po_slice_mx[1];
+    float po_slice_E[10];
+    float po_slice_den[1];
     { /* mx_0_init */
       const long i_n = c0;
-      t_mx[(i_n)] = (-INFINITY);
+      po_slice_mx[0] = (-INFINITY);
     }
     { /* reduction of mx_0 */
       const long i_n = c0;
-      float po_acc = t_mx[(i_n)];
+      float po_acc = po_slice_mx[0];
     #pragma omp simd reduction(max:po_acc)
       for (long c1 = 0L; c1 <= 9L; c1 += 1L) {
         { /* mx_0 */
@@ -28,43 +31,43 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
           po_acc = po_max_float32(po_acc, t_X[((i_n) * e_X_1 + (i_r_d))]);
         }
       }
-      t_mx[(i_n)] = po_acc;
+      po_slice_mx[0] = po_acc;
     }
     {
-      const float po_h0 = t_mx[((c0))];
+      const float po_h0 = po_slice_mx[0];
 #pragma omp simd
     for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d2 */
       { /* E_0 */
         const long i_n = c0;
         const long i_d = c1;
-        t_E[((i_n) * e_E_1 + (i_d))] = ((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_d))] - po_h0))))));
+        po_slice_E[(i_d)] = ((float)expf(((float)(((float)(t_X[((i_n) * e_X_1 + (i_d))] - po_h0))))));
       }
     }
     }
     { /* den_0_init */
       const long i_n = c0;
-      t_den[(i_n)] = 0.0f;
+      po_slice_den[0] = 0.0f;
     }
     { /* reduction of den_0 */
       const long i_n = c0;
-      float po_acc = t_den[(i_n)];
+      float po_acc = po_slice_den[0];
     #pragma omp simd reduction(+:po_acc)
       for (long c1 = 0L; c1 <= 9L; c1 += 1L) {
         { /* den_0 */
           const long i_r_d = c1;
-          po_acc = ((float)(po_acc + t_E[((i_n) * e_E_1 + (i_r_d))]));
+          po_acc = ((float)(po_acc + po_slice_E[(i_r_d)]));
         }
       }
-      t_den[(i_n)] = po_acc;
+      po_slice_den[0] = po_acc;
     }
     {
-      const float po_h0 = t_den[((c0))];
+      const float po_h0 = po_slice_den[0];
 #pragma omp simd
     for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d4 */
       { /* Y_0 */
         const long i_n = c0;
         const long i_d = c1;
-        t_Y[((i_n) * e_Y_1 + (i_d))] = ((float)(t_E[((i_n) * e_E_1 + (i_d))] / po_h0));
+        t_Y[((i_n) * e_Y_1 + (i_d))] = ((float)(po_slice_E[(i_d)] / po_h0));
       }
     }
     }

@@ -1,0 +1,106 @@
+"""Array contraction: a local temporary that lives within one iteration of a loop.
+
+When every access to local ``T`` sits under loop ``L``, indexes ``T``'s dimension ``d``
+by ``L``'s own value, and every value read from ``T`` was written in the same iteration of
+``L``, then each iteration needs only its slice of ``T``: the generated code keeps that
+slice in a local array declared inside ``L`` (private to each thread when ``L`` runs in
+parallel) instead of the whole tensor in memory. Dependences are those of the whole
+tensor; only storage changes (the slice is reused from one iteration to the next, which
+the flow check above makes safe).
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from polyopt.dtypes import DTYPES
+from polyopt.errors import ScheduleError
+from polyopt.poly.model import PolyProgram
+from polyopt.schedule.tree import Loop, Node, filter_domain, stmts_of
+
+# A contracted slice lives on the stack of each thread.
+MAX_SLICE_BYTES = 64 * 1024
+
+
+def contracted_dim(root: Node, loop: Loop, poly: PolyProgram, tensor: str,
+                   schedule: isl.Schedule) -> int:
+    """The dimension of local ``tensor`` that ``loop`` can contract; ScheduleError when it
+    cannot (the message says why)."""
+    t = poly.program.tensors.get(tensor)
+    if t is None or t.role != "local":
+        locals_ = ", ".join(x.name for x in poly.program.locals) or "none"
+        raise ScheduleError(f"contract: {tensor!r} is not a local of def "
+                            f"'{poly.program.name}'; locals: {locals_}")
+    inside = set(stmts_of(loop))
+    writes, reads = _accesses(poly, tensor)
+    users = {m.get_tuple_name(isl.dim_type.in_) for m in _maps(writes.union(reads))}
+    if not users <= inside:
+        raise ScheduleError(f"contract: {tensor} is used outside loop {loop.name} "
+                            f"(by {', '.join(sorted(users - inside))})")
+    value = isl.UnionMap.from_union_pw_aff(
+        loop.expr.intersect_domain_union_set(filter_domain(poly.domain, tuple(inside))))
+    dims = [d for d in range(t.rank) if _follows(writes.union(reads), value, d)]
+    if not dims:
+        raise ScheduleError(f"contract: no dimension of {tensor} is indexed by loop "
+                            f"{loop.name}'s value in every access")
+    _check_flow(reads, writes, value, schedule, tensor, loop.name)
+    return dims[0]
+
+
+def _accesses(poly: PolyProgram, tensor: str) -> tuple[isl.UnionMap, isl.UnionMap]:
+    space = poly.context.get_space()
+    writes = isl.UnionMap.empty(space)
+    reads = isl.UnionMap.empty(space)
+    for s in poly.stmts:
+        if s.write.get_tuple_name(isl.dim_type.out) == tensor:
+            writes = writes.union(isl.UnionMap.from_map(s.write))
+            if s.accumulates:
+                reads = reads.union(isl.UnionMap.from_map(s.write))
+        for r in s.reads:
+            if r.read.tensor == tensor:
+                if not r.affine:
+                    raise ScheduleError(f"contract: {s.name} reads {tensor} at a "
+                                        f"data-dependent index")
+                reads = reads.union(isl.UnionMap.from_map(r.relation))
+    return writes, reads
+
+
+def _maps(umap: isl.UnionMap) -> list[isl.Map]:
+    out: list[isl.Map] = []
+    umap.foreach_map(out.append)
+    return out
+
+
+def _follows(accesses: isl.UnionMap, value: isl.UnionMap, d: int) -> bool:
+    """Does every access index dimension ``d`` with the loop's value?"""
+    for m in _maps(accesses):
+        n = m.dim(isl.dim_type.out)
+        index = m.project_out(isl.dim_type.out, d + 1, n - d - 1).project_out(
+            isl.dim_type.out, 0, d)
+        mine = value.intersect_domain(isl.UnionSet.from_set(m.domain()))
+        if not isl.UnionMap.from_map(index.reset_tuple_id(isl.dim_type.out)).is_equal(mine):
+            return False
+    return True
+
+
+def _check_flow(reads: isl.UnionMap, writes: isl.UnionMap, value: isl.UnionMap,
+                schedule: isl.Schedule, tensor: str, loop: str) -> None:
+    info = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
+    flow = info.set_schedule(schedule).compute_flow()
+    if not flow.get_may_no_source().is_empty():
+        raise ScheduleError(f"contract: some reads of {tensor} see no write under loop "
+                            f"{loop}")
+    pairs = flow.get_may_dependence()
+    across = pairs.apply_domain(value).apply_range(value).deltas()
+    if not across.subtract(isl.UnionSet("{ [0] }")).is_empty():
+        raise ScheduleError(f"contract: a value of {tensor} flows from one iteration of "
+                            f"loop {loop} to another")
+
+
+def slice_bytes(poly: PolyProgram, tensor: str, dim: int, values: dict[str, int]) -> int:
+    t = poly.program.tensors[tensor]
+    size = 1
+    for d in range(t.rank):
+        if d != dim:
+            size *= values[f"{tensor}.{d}"]
+    return size * int(DTYPES[t.dtype].np.itemsize)
