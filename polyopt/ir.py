@@ -76,6 +76,11 @@ class Read(Expr):
     def children(self) -> tuple[Expr, ...]:
         return self.indices
 
+    def uses(self, index: str) -> bool:
+        """Does index variable ``index`` appear in this read's indices?"""
+        return any(isinstance(v, Var) and v.kind == "index" and v.name == index
+                   for ix in self.indices for v in ix.walk())
+
     def __str__(self) -> str:
         pad = "" if self.pad is None else f" pad{list(self.pad)}={self.fill}"
         return f"{self.tensor}({', '.join(map(str, self.indices))}){pad}"

@@ -57,18 +57,13 @@ def _plan(program: ir.Program, s: PolyStmt,
     # need a blocked copy of its own: one more pass than the blocking saves).
     last = s.stmt.lhs[-1]
     plain = {ix.name for r in s.reads for ix in r.read.indices if isinstance(ix, ir.Var)}
-    streamed = {ix.name for r in s.reads if _moves(r.read, last) for ix in r.read.indices
+    streamed = {ix.name for r in s.reads if r.read.uses(last) for ix in r.read.indices
                 if isinstance(ix, ir.Var)}
     fits = [d for d in range(t.rank - 1) if extents[d] % lanes == 0
             and s.stmt.lhs[d] in plain and s.stmt.lhs[d] not in streamed]
     if not fits:
         return None
     return t.name, max(fits, key=lambda d: extents[d]), lanes
-
-
-def _moves(read: ir.Read, it: str) -> bool:
-    return any(isinstance(v, ir.Var) and v.kind == "index" and v.name == it
-               for ix in read.indices for v in ix.walk())
 
 
 def _unit_stride(s: PolyStmt) -> bool:

@@ -184,7 +184,7 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                                    -_stride_rank(s, its[n]), trips[n]))
     red = max(reds, key=lambda n: trips[n])
     program = schedule.poly.program
-    if any(_uses(r.read, its[row]) and program.tensors[r.read.tensor].role != "input"
+    if any(r.read.uses(its[row]) and program.tensors[r.read.tensor].role != "input"
            for r in s.reads):  # an operand that cannot be packed: avoid partial row tiles
         mr = _dividing_rows(mr, trips[row])
     mr, kc = min(mr, trips[row]), min(b.kc, trips[red])
@@ -281,12 +281,7 @@ def _parts(loop: str) -> tuple[str, str]:
 def _vector_rows(s: PolyStmt, row: str, col: str) -> int:
     """Operands that move with both the rows and the columns: each row then needs vector
     loads of its own (better that rows only move broadcast operands)."""
-    return sum(1 for r in s.reads if _uses(r.read, row) and _uses(r.read, col))
-
-
-def _uses(read: ir.Read, it: str) -> bool:
-    return any(isinstance(v, ir.Var) and v.kind == "index" and v.name == it
-               for ix in read.indices for v in ix.walk())
+    return sum(1 for r in s.reads if r.read.uses(row) and r.read.uses(col))
 
 
 def _stride_rank(s: PolyStmt, it: str) -> int:
@@ -300,9 +295,7 @@ def _stride_rank(s: PolyStmt, it: str) -> int:
 
 def _invariant_reads(s: PolyStmt, it: str) -> int:
     """How many operands do not move with iterator ``it`` (reused across its values)."""
-    return sum(1 for r in s.reads if not any(
-        isinstance(v, ir.Var) and v.kind == "index" and v.name == it
-        for ix in r.read.indices for v in ix.walk()))
+    return sum(1 for r in s.reads if not r.read.uses(it))
 
 
 def parallelize(schedule: Schedule, cores: int) -> Schedule:
