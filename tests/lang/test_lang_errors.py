@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
+
+import polyopt
 
 from polyopt.errors import (
     LanguageError,
@@ -212,3 +215,17 @@ def test_messages_are_single_language_errors():
     with pytest.raises(LanguageError) as info:
         build_program(A + "B(i) = A(i*i) }")
     assert len(re.findall(r"\^", str(info.value))) == 1
+
+
+def test_statements_that_feed_no_output_are_dropped_with_a_warning() -> None:
+    src = """def f(float(N) x) -> (y) local (t, u) {
+    t(i) = x(i) * 2
+    u(i) = t(i) + 1
+    y(i) = x(i) + 3
+}"""
+    with pytest.warns(PolyoptWarning, match=r"local\(s\) t, u feed no output; "
+                                                    r"statement\(s\) t_0, u_0 are dropped"):
+        kernel = polyopt.compile(src)
+    assert [s.name for s in kernel.program.stmts] == ["y_0"]
+    assert kernel.program.locals == ()
+    np.testing.assert_array_equal(kernel(np.ones(4, np.float32)), np.full(4, 4, np.float32))
