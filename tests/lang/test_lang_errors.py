@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import polyopt
-
 from polyopt.errors import (
     LanguageError,
     OptionError,
