@@ -16,15 +16,20 @@ import islpy as isl
 
 from polyopt import config, ir, lang
 from polyopt.codegen import Ast, KernelSource, build_ast, render
+from polyopt.codegen.printer import dialect_for
 from polyopt.errors import OptionError, PolyoptError, ScheduleError
 from polyopt.poly import Deps, PolyProgram, analyze
 from polyopt.schedule import FUSION, Schedule, compute_schedule, program_order
 from polyopt.schedule.cpu import optimize
+from polyopt.schedule.machine import configured
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
     "openmp": "parallelize the outermost parallel loop with OpenMP (default True)",
     "cflags": "extra C compiler flags, a list of strings",
+    "machine": "machine-model overrides for tile sizes and vector width, e.g. "
+               "{'l2_bytes': 1 << 20} or 'vector_bytes=32' (default: the host, see "
+               "POLYOPT_MACHINE)",
 }
 TARGETS = ("c",)
 # POLYOPT_DEBUG level at which each stage is dumped to stderr.
@@ -69,6 +74,7 @@ def check_options(options: Mapping[str, Any] | None, target: str) -> dict[str, A
         raise OptionError("option cflags must be a list of strings")
     opts["cflags"] = tuple(opts["cflags"])
     opts["openmp"] = bool(opts["openmp"])
+    opts["machine"] = configured(opts.get("machine"))
     return opts
 
 
@@ -86,7 +92,7 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
         # Layout steps (pack) add tensors and statements: later stages see the schedule's.
         pp, deps = sched.poly, sched.deps
         ast = build_ast(pp, sched, deps)
-        src = render(ast, specialized=not program.sizes)
+        src = render(ast, dialect_for(options["machine"]), specialized=not program.sizes)
     except isl.Error as e:  # every isl failure reaches the user with context
         raise PolyoptError(f"internal isl error while compiling '{program.name}': {e}") from e
     lowered = Lowered(pp.program, pp, deps, sched, ast, src)
@@ -105,7 +111,7 @@ def base_schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
         return sched
     if auto is not True:
         raise OptionError(f"auto must be True, False or 'isl', not {auto!r}")
-    return optimize(sched, openmp=options["openmp"])
+    return optimize(sched, openmp=options["openmp"], machine=options["machine"])
 
 
 def _schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],

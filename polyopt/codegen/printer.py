@@ -26,7 +26,7 @@ from polyopt.dtypes import DTYPES, identity
 from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyProgram, PolyStmt, affine_text
 from polyopt.schedule.contraction import MAX_SLICE_BYTES, slice_bytes
-from polyopt.schedule.machine import host
+from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.tree import MARK_PREFIX
 
 
@@ -66,8 +66,13 @@ class Dialect:
 
 def host_dialect() -> Dialect:
     """C for this machine: register tiles as wide as its vector registers."""
+    return dialect_for(host())
+
+
+def dialect_for(machine: Machine) -> Dialect:
+    """C for ``machine``: register tiles as wide as its vector registers."""
     out = Dialect()
-    out.vector_bytes = host().vector_bytes
+    out.vector_bytes = machine.vector_bytes
     return out
 
 

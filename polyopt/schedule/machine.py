@@ -36,6 +36,7 @@ import functools
 import os
 import platform
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,24 +167,24 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _override(machine: Machine, spec: str) -> Machine:
+def _override(machine: Machine, spec: str, what: str = ENV_VAR) -> Machine:
     """``machine`` with the ``key=value`` fields of a comma list replaced (values may be ``1M``)."""
     valid = [f.name for f in dataclasses.fields(Machine)]
     changes: dict[str, int] = {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
         key, eq, value = (s.strip() for s in item.partition("="))
         if key not in valid or not eq:
-            raise OptionError(f"{ENV_VAR}: unknown field {key!r} in {item!r}; "
+            raise OptionError(f"{what}: unknown field {key!r} in {item!r}; "
                               f"valid fields: {', '.join(valid)}")
         try:
             changes[key] = parse_cache_size(value)
         except ValueError:
-            raise OptionError(f"{ENV_VAR}: {key}={value!r} is not a non-negative integer; "
+            raise OptionError(f"{what}: {key}={value!r} is not a non-negative integer; "
                               f"valid fields: {', '.join(valid)}") from None
     try:
         return dataclasses.replace(machine, **changes)
     except ValueError as err:
-        raise OptionError(f"{ENV_VAR}: {err}; valid fields: {', '.join(valid)}") from None
+        raise OptionError(f"{what}: {err}; valid fields: {', '.join(valid)}") from None
 
 
 @functools.cache
@@ -192,6 +193,18 @@ def host() -> Machine:
     vector_bytes, registers = _vector_shape(platform.machine(), _cpu_flags(CPUINFO))
     machine = Machine(vector_bytes, registers, cores=_cores(), **_read_caches(SYSFS_CACHE))
     return _override(machine, os.environ.get(ENV_VAR, ""))
+
+
+def configured(spec: str | Mapping[str, int] | None) -> Machine:
+    """The host's model with the overrides of a compile option: a ``POLYOPT_MACHINE``-style
+    string or a mapping of field names to values."""
+    if spec is None:
+        return host()
+    if isinstance(spec, Mapping):
+        spec = ",".join(f"{k}={v}" for k, v in spec.items())
+    if not isinstance(spec, str):
+        raise OptionError(f"option machine must be a string or a mapping, not {spec!r}")
+    return _override(host(), spec, "option machine")
 
 
 def _check_elem(elem_bytes: int) -> None:
