@@ -96,6 +96,8 @@ def fuse_outer(schedule: Schedule) -> Schedule:
         fused = False
         tops = nests(schedule.root)
         for a, b in itertools.pairwise(tops):
+            if tf.trip_count(a, schedule.poly.domain) == 1:
+                continue  # fusing a loop of one iteration gains no locality
             if not (_fusable(schedule, a) and _fusable(schedule, b) and _same_range(
                     schedule, a, b)):
                 continue
@@ -306,16 +308,27 @@ def _invariant_reads(s: PolyStmt, it: str) -> int:
 
 def parallelize(schedule: Schedule, cores: int) -> Schedule:
     """In each top-level nest, run the outermost dependence-free loop with at least
-    ``2 * cores`` iterations (else the one with the most) in parallel."""
+    ``2 * cores`` iterations in parallel; when the nest's outer loops have fewer (a batch of
+    one), look inside the nests below them instead (else take the one with the most)."""
     for top in nests(schedule.root):
-        chain = _chain(tf.find(schedule.root, top.name))
-        free = [lp for lp in chain if _free(schedule, lp)]
-        if not free:
-            continue
-        trips = {lp.name: tf.trip_count(lp, schedule.poly.domain) for lp in free}
-        many = [lp for lp in free if (trips[lp.name] or 2 * cores) >= 2 * cores]
-        pick = many[0] if many else max(free, key=lambda lp: trips[lp.name] or 0)
-        schedule = schedule.parallel(pick.name)
+        schedule = _parallelize_nest(schedule, top.name, cores)
+    return schedule
+
+
+def _parallelize_nest(schedule: Schedule, top: str, cores: int) -> Schedule:
+    chain = _chain(tf.find(schedule.root, top))
+    free = [lp for lp in chain if _free(schedule, lp)]
+    trips = {lp.name: tf.trip_count(lp, schedule.poly.domain) for lp in free}
+    many = [lp for lp in free if (trips[lp.name] or 2 * cores) >= 2 * cores]
+    if many:
+        return schedule.parallel(many[0].name)
+    below = chain[-1].child
+    if isinstance(below, Sequence):
+        for name in [c.name for c in below.children if isinstance(c, Loop)]:
+            schedule = _parallelize_nest(schedule, name, cores)
+        return schedule
+    if free:
+        return schedule.parallel(max(free, key=lambda lp: trips[lp.name] or 0).name)
     return schedule
 
 
