@@ -1,0 +1,67 @@
+"""Register-tile micro-kernels: full tiles, partial tiles (scratch tile or plain loops),
+float64, size-generic kernels, and the shapes they must refuse, against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt.schedule import machine
+
+pytestmark = pytest.mark.cc
+
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+MM64 = "def mm(double(M,K) A, double(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+AVX512 = "vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576"
+
+
+@pytest.fixture(autouse=True)
+def fixed_machine(monkeypatch: pytest.MonkeyPatch) -> object:
+    monkeypatch.setenv("POLYOPT_MACHINE", AVX512)
+    machine.host.cache_clear()
+    yield
+    machine.host.cache_clear()
+
+
+def operands(m: int, k: int, n: int, dtype: type = np.float32) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(m * 10007 + k * 101 + n)
+    return tuple(rng.standard_normal(s).astype(dtype) for s in ((m, k), (k, n)))
+
+
+@pytest.mark.parametrize("shape", [(28, 70, 64), (37, 70, 45), (100, 130, 90)])
+def test_specialized_register_tiles_match_numpy(shape: tuple[int, int, int]) -> None:
+    m, k, n = shape
+    kernel = polyopt.compile(MM, sizes={"M": m, "K": k, "N": n})
+    assert "register tile" in kernel.source
+    a, b = operands(m, k, n)
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_partial_tiles_of_packed_operands_use_a_scratch_tile() -> None:
+    kernel = polyopt.compile(MM, sizes={"M": 100, "K": 130, "N": 90})
+    assert "po_tile[" in kernel.source  # the edge tiles run the micro-kernel too
+
+
+def test_float64_register_tiles() -> None:
+    kernel = polyopt.compile(MM64, sizes={"M": 30, "K": 70, "N": 40})
+    assert "po_v8_float64" in kernel.source
+    a, b = operands(30, 70, 40, np.float64)
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-12, atol=1e-12 * np.sqrt(70))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (13, 5, 17), (64, 80, 96), (65, 81, 97)])
+def test_size_generic_kernels_guard_every_tile(shape: tuple[int, int, int]) -> None:
+    kernel = polyopt.compile(MM, parametric=True)
+    assert "register tile" in kernel.source
+    m, k, n = shape
+    a, b = operands(m, k, n)
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def test_one_operand_read_twice_broadcast_and_as_vectors() -> None:
+    # A(m, k) is a broadcast along the rows and A(n, k) a vector along the columns.
+    src = "def f(float(M,K) A) -> (C) { C(m,n) +=! A(m,r_k) * A(n,r_k) }"
+    kernel = polyopt.compile(src, sizes={"M": 40, "K": 50})
+    a = np.random.default_rng(0).standard_normal((40, 50)).astype(np.float32)
+    np.testing.assert_allclose(kernel(a), a @ a.T, rtol=1e-4, atol=1e-3)
