@@ -153,6 +153,8 @@ class Emitter:
         self.u_it, self.v_it = (n.for_get_iterator().get_id().get_name()
                                 for n in (tile.u, tile.v))
         self.nv = tile.cols // self.lanes if self.lanes else 0
+        self.plan: dict[int, dict[tuple[int, int], list[Lin]]] | None = None  # set by lines()
+        self.target: dict[tuple[int, int], list[Lin]] | None = None
 
     def full_tile(self) -> str | None:
         """The C condition under which this instance is a full tile (None: cannot tell)."""
@@ -240,15 +242,15 @@ class Emitter:
     def _address(self, tensor: str, dims: list[Lin]) -> str:
         t = self.sp.ctx.poly.program.tensors[tensor]
         index = [text(d, self.ast_expr.ident) for d in dims]
-        return f"&{self.sp.ref(t)}[{self.sp._flat(t, index)}]"
+        return f"&{self.sp.ref(t)}[{self.sp.flat(t, index)}]"
 
     def edge_lines(self, pad: str, padded: frozenset[str]) -> list[str] | None:
         """The register tile on a partial tile: accumulators go through a zeroed scratch
         tile, of which only the valid rows and columns are read from and written back to
         the target. Operands that move with the rows or lanes must be whole-block (packed)
         copies, so the extra rows and lanes read padding, never outside an allocation."""
-        plan, target = getattr(self, "plan", None), getattr(self, "target", None)
-        if plan is None or target is None:
+        plan, target = self.plan, self.target
+        if plan is None or target is None:  # lines() found no register tile
             return None
         reads = {id(r.read): r.read for r in self.t.stmt.reads}
         for rid, grid in plan.items():
@@ -275,7 +277,7 @@ class Emitter:
         names = {"po_r": "po_r", "po_j": "po_j"}
         index = [text(d or {}, lambda k: names.get(k) or self.ast_expr.ident(k)) for d in dims]
         t = self.sp.ctx.poly.program.tensors[s.tensor]
-        elem = f"{self.sp.ref(t)}[{self.sp._flat(t, index)}]"
+        elem = f"{self.sp.ref(t)}[{self.sp.flat(t, index)}]"
         head = (f"for (long po_r = 0; po_r < {rows}; po_r++) "
                 f"for (long po_j = 0; po_j < {cols}; po_j++) ")
         return ([head + f"po_tile[po_r][po_j] = {elem};"],

@@ -241,7 +241,7 @@ class _Body:
             t = self.ctx.poly.program.tensors[read.tensor]
             index = [linear.text(d, self.ast_expr.ident) for d in dims]
             lines.append(f"{pad}const {ctype(t.dtype)} po_h{n} = "
-                         f"{sp.ref(t)}[{sp._flat(t, index)}];")
+                         f"{sp.ref(t)}[{sp.flat(t, index)}];")
             sp.preloaded[id(read)] = f"po_h{n}"
         texts = [self.ast_expr.expr(a, top=True) for a in args]
         return lines, sp.lines(texts, "  " * (depth + 1))
@@ -335,7 +335,7 @@ class StmtPrinter:
     def target(self, t: ir.Tensor) -> str:
         """The element this statement writes, over its bound LHS iterators."""
         lhs = [cname("index", i) for i in self.s.stmt.lhs]
-        return f"{self.ref(t)}[{self._flat(t, lhs)}]"
+        return f"{self.ref(t)}[{self.flat(t, lhs)}]"
 
     def lines(self, args: list[str], pad: str, accumulator: str | None = None) -> list[str]:
         """One instance; with ``accumulator``, an update combines into that local instead
@@ -366,7 +366,7 @@ class StmtPrinter:
             return f"po_{stmt.op}_{dtype}({target}, {rhs})"
         return f"(({ctype(dtype)})({target} {stmt.op} {rhs}))"
 
-    def _flat(self, t: ir.Tensor, index: list[str]) -> str:
+    def flat(self, t: ir.Tensor, index: list[str]) -> str:
         dims = list(range(t.rank))
         if t.name in self.ctx.contracted:  # one slice: the contracted index is implicit
             dims.remove(self.ctx.contracted[t.name][1])
@@ -388,7 +388,7 @@ class StmtPrinter:
         index = [self._index(ix) for ix in read.indices]
         if not self._affine(read):
             index = self._checked(read, t, index, read.pad)
-        access = f"{self.ref(t)}[{self._flat(t, index)}]"
+        access = f"{self.ref(t)}[{self.flat(t, index)}]"
         if read.pad is not None and self.s.guarded:
             cond = " && ".join(f"0 <= {ix} && {ix} < {cname('extent', t.name)}_{d}"
                                for d, ix in enumerate(index))
