@@ -255,18 +255,21 @@ def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: s
 def pack_operands(schedule: Schedule, s: PolyStmt, col_it: str, row_it: str,
                   mr: int, nr: int) -> Schedule:
     """Copy each input operand of ``s`` into panels the micro-kernel streams through:
-    ``B(k, n)`` → ``B_pack(n/NR, k, n%NR)`` when it moves with the columns, ``A(m, k)`` →
-    ``A_pack(m/MR, k, m%MR)`` when it moves with the rows only."""
+    ``B(k, n)`` (or ``B(n, k)``) → ``B_pack(n/NR, k, n%NR)`` when it moves with the columns,
+    ``A(m, k)`` → ``A_pack(m/MR, k, m%MR)`` when it moves with the rows only."""
     program = schedule.poly.program
+    readers = [r.read.tensor for r in s.reads]
     for r in s.reads:
         read = r.read
         t = program.tensors[read.tensor]
         if t.role != "input" or read.pad is not None or not r.affine:
             continue
+        if readers.count(read.tensor) > 1:
+            continue  # read in two roles (A(i,k) and A(j,k)): one layout cannot serve both
         plain = [i for i, ix in enumerate(read.indices) if isinstance(ix, ir.Var)]
         where = {read.indices[i].name: i for i in plain}  # type: ignore[attr-defined]
         uses = {v.name for ix in read.indices for v in ix.walk() if isinstance(v, ir.Var)}
-        if col_it in where and where[col_it] == t.rank - 1 and t.rank > 1:
+        if col_it in where and t.rank > 1:  # B(n, k) as well as B(k, n): lanes along n
             schedule = _try_pack(schedule, read.tensor, where[col_it], nr)
         elif row_it in where and col_it not in uses and t.rank > 1:
             schedule = _try_pack(schedule, read.tensor, where[row_it], mr)

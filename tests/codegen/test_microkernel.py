@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import polyopt
+from polyopt import kernels
 from polyopt.schedule import machine
 
 pytestmark = pytest.mark.cc
@@ -65,3 +66,20 @@ def test_one_operand_read_twice_broadcast_and_as_vectors() -> None:
     kernel = polyopt.compile(src, sizes={"M": 40, "K": 50})
     a = np.random.default_rng(0).standard_normal((40, 50)).astype(np.float32)
     np.testing.assert_allclose(kernel(a), a @ a.T, rtol=1e-4, atol=1e-3)
+
+
+def test_transposed_and_triangular_operands() -> None:
+    nt = polyopt.compile(kernels.get("matmul_nt"), "matmul_nt", sizes={"M": 40, "N": 70,
+                                                                        "K": 90})
+    assert "B_pack" in nt.source  # B(n, k) is packed so its columns are contiguous lanes
+    a, bt = operands(40, 90, 70)
+    b = np.ascontiguousarray(bt.T)
+    np.testing.assert_allclose(nt(a, b), a @ b.T, rtol=1e-4, atol=1e-3)
+    syrk = polyopt.compile(kernels.get("polybench_syrk"), "polybench_syrk",
+                           sizes={"N": 70, "M": 80})
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((70, 80)).astype(np.float32)
+    c = rng.standard_normal((70, 70)).astype(np.float32)
+    want = np.where(np.tri(70, dtype=bool), 0.5 * c + 1.5 * (x @ x.T), c)
+    got = syrk(np.float32(1.5), np.float32(0.5), x, c)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)

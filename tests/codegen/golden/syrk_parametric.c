@@ -4,7 +4,6 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
   const float *restrict t_A = (const float *)bufs[2];
   const float *restrict t_C = (const float *)bufs[3];
   float *restrict t_Co = (float *)bufs[4];
-  float *restrict t_A_pack = (float *)bufs[5];
   const long s_N = dims[0];
   const long s_M = dims[1];
   const long e_A_0 = dims[2];
@@ -13,22 +12,6 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
   const long e_C_1 = dims[5];
   const long e_Co_0 = dims[6];
   const long e_Co_1 = dims[7];
-  const long e_A_pack_0 = dims[8];
-  const long e_A_pack_1 = dims[9];
-  const long e_A_pack_2 = dims[10];
-#pragma omp parallel for
-  for (long c0 = 0L; c0 <= po_floord((s_N - 1L), 14L); c0 += 1L) {  /* ap0 */
-    for (long c1 = 0L; c1 < s_M; c1 += 1L) {  /* ap1 */
-      for (long c2 = 0L; c2 <= po_min_int64(13L, ((s_N - (14L * c0)) - 1L)); c2 += 1L) {  /* ap2 */
-        { /* A_pack_0 */
-          const long i_ap0 = c0;
-          const long i_ap1 = c1;
-          const long i_ap2 = c2;
-          t_A_pack[(((i_ap0) * e_A_pack_1 + (i_ap1)) * e_A_pack_2 + (i_ap2))] = t_A[((((14L * i_ap0) + i_ap2)) * e_A_1 + (i_ap1))];
-        }
-      }
-    }
-  }
 #pragma omp parallel for
   for (long c0 = 0L; c0 < s_N; c0 += 1L) {  /* i */
 #pragma omp simd
@@ -59,13 +42,14 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
           for (long c4 = po_max_int64(0L, ((32L * c1) - (14L * c2))); c4 <= po_min_int64(13L, ((s_N - (14L * c2)) - 1L)); c4 += 1L) {  /* i3_i */
             {
               const float po_h0 = t_alpha[0];
+              const float po_h1 = t_A[(((14L * c2 + c4)) * e_A_1 + ((88L * c0 + c3)))];
 #pragma omp simd
             for (long c5 = 0L; c5 <= po_min_int64(31L, (((-32L * c1) + (14L * c2)) + c4)); c5 += 1L) {  /* j3_i */
               { /* Co_2 */
                 const long i_i = (14L * c2) + c4;
                 const long i_j = (32L * c1) + c5;
                 const long i_r_k = (88L * c0) + c3;
-                t_Co[((i_i) * e_Co_1 + (i_j))] = ((float)(t_Co[((i_i) * e_Co_1 + (i_j))] + ((float)(((float)(po_h0 * t_A_pack[((((i_i / 14L)) * e_A_pack_1 + (i_r_k)) * e_A_pack_2 + ((i_i % 14L)))])) * t_A_pack[((((i_j / 14L)) * e_A_pack_1 + (i_r_k)) * e_A_pack_2 + ((i_j % 14L)))]))));
+                t_Co[((i_i) * e_Co_1 + (i_j))] = ((float)(t_Co[((i_i) * e_Co_1 + (i_j))] + ((float)(((float)(po_h0 * po_h1)) * t_A[((i_j) * e_A_1 + (i_r_k))]))));
               }
             }
             }
