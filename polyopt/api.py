@@ -134,8 +134,7 @@ class Kernel:
             outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
         else:
             outs = self._outputs(plan.program, plan.sizes, outputs)
-        buffers = [*arrays, *outs,
-                   *self._locals(plan.program, plan.sizes, plan.kernel.source.slices)]
+        buffers = [*arrays, *outs, *self._locals(plan)]
         plan.kernel.run(buffers, plan.dims)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -148,28 +147,29 @@ class Kernel:
         dims = [sizes[n] for n in program.sizes]
         dims += [d for t in program.tensors.values() for d in _shape(t, sizes)]
         outs = tuple((_shape(t, sizes), dtypes.DTYPES[t.dtype].np) for t in program.outputs)
-        plan = _CallPlan(sizes, program, kernel, outs, kernel.dims_array(dims))
+        slices = kernel.source.slices
+        scratch = tuple((_shape(t, sizes) if t.name not in slices else (1,),
+                         dtypes.DTYPES[t.dtype].np) for t in program.locals)
+        plan = _CallPlan(sizes, program, kernel, outs, kernel.dims_array(dims), scratch)
         if len(self._plans) >= 64:  # a long-lived kernel may see many shapes
             self._plans.clear()
         self._plans[tuple(a.shape for a in arrays)] = plan
         return plan
 
-    def _locals(self, program: ir.Program, sizes: dict[str, int],
-                slices: tuple[str, ...] = ()) -> list[np.ndarray]:
+    def _locals(self, plan: _CallPlan) -> list[np.ndarray]:
         """Scratch tensors (locals, packed operands), kept per thread and shape: fresh pages
         on every call would cost more than a small kernel's work. A local the kernel keeps
         as slices of its own gets a one-element placeholder."""
-        if not program.locals:
+        if not plan.locals:
             return []
         cache = self._scratch.__dict__.setdefault("buffers", {})
-        key = (id(program), tuple(sorted(sizes.items())), slices)
+        key = (id(plan.program), plan.locals)
         if key not in cache:
             if len(cache) >= 4:  # a few shapes at a time; a long-lived kernel may see many
                 cache.clear()
             # Zeroed once: packed copies never write their blocks' padding, which register
             # tiles on partial blocks read (and discard).
-            cache[key] = [np.zeros(_shape(t, sizes) if t.name not in slices else (1,),
-                                   dtypes.DTYPES[t.dtype].np) for t in program.locals]
+            cache[key] = [np.zeros(shape, dtype) for shape, dtype in plan.locals]
         return cache[key]  # type: ignore[no-any-return]
 
     def _variant(self, sizes: dict[str, int]) -> tuple[Lowered, CpuKernel]:
@@ -248,6 +248,7 @@ class _CallPlan:
     kernel: CpuKernel
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
     dims: Any  # the kernel's dims[] argument, built once
+    locals: tuple[tuple[tuple[int, ...], np.dtype], ...]  # scratch shapes (slices: one element)
 
 
 def _find_def(source: str, name: str | None) -> syntax.Def:

@@ -16,8 +16,8 @@ Everything here is checked, typed and range-inferred already:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import islpy as isl
@@ -199,6 +199,21 @@ class Stmt:
         op = "=" if self.op == "=" else f"{self.op}={'!' if self.init else ''}"
         lhs = ", ".join(self.lhs)
         return f"{self.name}: {self.tensor}({lhs}) {op} {self.rhs}\n    {self.domain}"
+
+
+def rewrite(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:
+    """``e`` rebuilt bottom-up with ``fn`` applied to every node (children first)."""
+    if isinstance(e, Read):
+        e = replace(e, indices=tuple(rewrite(i, fn) for i in e.indices))
+    elif isinstance(e, (Unary, Cast)):
+        e = replace(e, x=rewrite(e.x, fn))
+    elif isinstance(e, Binary):
+        e = replace(e, a=rewrite(e.a, fn), b=rewrite(e.b, fn))
+    elif isinstance(e, Select):
+        e = replace(e, cond=rewrite(e.cond, fn), a=rewrite(e.a, fn), b=rewrite(e.b, fn))
+    elif isinstance(e, Call):
+        e = replace(e, args=tuple(rewrite(a, fn) for a in e.args))
+    return fn(e)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import islpy as isl
 from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, ctype, literal
 from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitute, text
+from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule.tree import MARK_PREFIX
 
@@ -137,7 +138,7 @@ def vector_type(dtype: str, lanes: int) -> tuple[str, str]:
     """(typedef line, type name) for ``lanes`` elements of ``dtype``."""
     c = ctype(dtype)
     name = f"po_v{lanes}_{dtype}"
-    size = lanes * (8 if dtype == "float64" else 4)
+    size = lanes * DTYPES[dtype].np.itemsize
     return f"typedef {c} {name} __attribute__((vector_size({size})));", name
 
 
@@ -148,7 +149,7 @@ class Emitter:
     def __init__(self, tile: Tile, sp: Any, ast_expr: AstExprPrinter, dtype: str,
                  vector_bytes: int) -> None:
         self.t, self.sp, self.ast_expr, self.dtype = tile, sp, ast_expr, dtype
-        self.lanes = vector_bytes // (8 if dtype == "float64" else 4)
+        self.lanes = vector_bytes // DTYPES[dtype].np.itemsize
         self.k_its = [n.for_get_iterator().get_id().get_name() for n in tile.ks]
         self.u_it, self.v_it = (n.for_get_iterator().get_id().get_name()
                                 for n in (tile.u, tile.v))

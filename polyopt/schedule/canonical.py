@@ -11,23 +11,21 @@ always a legal order (the dependences were computed from it); ``Schedule`` check
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import islpy as isl
 
 from polyopt.schedule.tree import (
     Leaf,
     Loop,
     Node,
-    Sequence,
     bare_iterator,
     fresh_name,
-    items,
     loops,
     path_to,
+    pieces,
     restrict,
     sequence,
     stmts_of,
+    substitute,
 )
 
 
@@ -41,7 +39,7 @@ def unshift(root: Node, domain: isl.UnionSet, order: tuple[str, ...]) -> Node:
 
 def _shifted(upa: isl.UnionPwAff) -> bool:
     """Does some statement run this loop at an offset of (or instead of) its iterator?"""
-    for pa in items(upa.get_pw_aff_list()):
+    for pa in pieces(upa):
         if pa.n_piece() != 1:
             return True
         aff = pa.get_pieces()[0][1]
@@ -68,7 +66,7 @@ def _distribute(root: Node, top: Loop, domain: isl.UnionSet,
             given.add(lp.name)
             node = Loop(name, expr, node)
         nests.append(node)
-    return _replace(root, top, sequence(tuple(nests)))
+    return substitute(root, top, sequence(tuple(nests)))
 
 
 def _leaf_of(node: Node, stmt: str) -> Node:
@@ -82,10 +80,10 @@ def _leaf_of(node: Node, stmt: str) -> Node:
 def _plain(upa: isl.UnionPwAff) -> isl.UnionPwAff | None:
     """The statement's iterator this loop runs over, without isl's offset; None when the
     loop is constant for it (or a sum of iterators: then keep the expression)."""
-    pieces = items(upa.get_pw_aff_list())
-    if len(pieces) != 1 or pieces[0].n_piece() != 1:
+    parts = pieces(upa)
+    if len(parts) != 1 or parts[0].n_piece() != 1:
         return upa
-    aff = pieces[0].get_pieces()[0][1]
+    aff = parts[0].get_pieces()[0][1]
     ones = [i for i in range(aff.dim(isl.dim_type.in_))
             if not aff.get_coefficient_val(isl.dim_type.in_, i).is_zero()]
     if not ones:
@@ -97,14 +95,4 @@ def _plain(upa: isl.UnionPwAff) -> isl.UnionPwAff | None:
     space = aff.get_domain_space()
     bare = isl.Aff.var_on_domain(isl.LocalSpace.from_space(space), isl.dim_type.set, ones[0])
     return isl.UnionPwAff.from_pw_aff(isl.PwAff.from_aff(bare)).intersect_domain_union_set(
-        isl.UnionSet.from_set(pieces[0].domain()))
-
-
-def _replace(root: Node, old: Node, new: Node) -> Node:
-    if root is old:
-        return new
-    if isinstance(root, Loop):
-        return replace(root, child=_replace(root.child, old, new))
-    if isinstance(root, Sequence):
-        return sequence(tuple(_replace(c, old, new) for c in root.children))
-    return root
+        isl.UnionSet.from_set(parts[0].domain()))

@@ -38,7 +38,7 @@ from polyopt.schedule.blocked import block_outputs
 from polyopt.schedule.legality import carried
 from polyopt.schedule.machine import Blocking, Machine, gemm_blocking, host
 from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.tree import Leaf, Loop, Node, Sequence
+from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, raw_iterator
 
 # Packing costs a pass over each operand; it pays once the operands are reused this often.
 PACK_MIN_REDUCTION = 64
@@ -171,7 +171,7 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                    machine: Machine) -> Schedule | None:
     if s.kind != "update" or s.stmt.op != "+" or s.guarded or not s.stmt.lhs:
         return None
-    raw = {lp.name: tf.raw_iterator(lp.expr, s.name) for lp in chain}
+    raw = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
     its = {name: it for name, it in raw.items() if it is not None}
     if len(its) != len(raw):
         return None

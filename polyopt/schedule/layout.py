@@ -125,21 +125,9 @@ def _strip_mine(program: ir.Program, st: ir.Stmt, name: str, k: int,
 
 def substitute_index(e: ir.Expr, name: str, value: ir.Expr) -> ir.Expr:
     """``e`` with index variable ``name`` replaced by ``value`` (everywhere, indices too)."""
-    if isinstance(e, ir.Var):
-        return value if e.kind == "index" and e.name == name else e
-    if isinstance(e, ir.Read):
-        return replace(e, indices=tuple(substitute_index(i, name, value) for i in e.indices))
-    if isinstance(e, (ir.Unary, ir.Cast)):
-        return replace(e, x=substitute_index(e.x, name, value))
-    if isinstance(e, ir.Binary):
-        return replace(e, a=substitute_index(e.a, name, value),
-                       b=substitute_index(e.b, name, value))
-    if isinstance(e, ir.Select):
-        return replace(e, cond=substitute_index(e.cond, name, value),
-                       a=substitute_index(e.a, name, value), b=substitute_index(e.b, name, value))
-    if isinstance(e, ir.Call):
-        return replace(e, args=tuple(substitute_index(a, name, value) for a in e.args))
-    return e
+    def sub(x: ir.Expr) -> ir.Expr:
+        return value if isinstance(x, ir.Var) and x.kind == "index" and x.name == name else x
+    return ir.rewrite(e, sub)
 
 
 def _unpack_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
@@ -224,30 +212,13 @@ def _packed_index(index: tuple[ir.Expr, ...], dim: int, factor: int,
 
 
 def _rewrite(s: ir.Stmt, tensor: str, name: str, dim: int, factor: int, outer: int) -> ir.Stmt:
-    def read(e: ir.Read) -> ir.Expr:
-        if e.tensor != tensor:
+    def read(e: ir.Expr) -> ir.Expr:
+        if not isinstance(e, ir.Read) or e.tensor != tensor:
             return e
         index = _shifted(e.indices, e.pad)
         return replace(e, tensor=name, indices=_packed_index(index, dim, factor, outer),
                        pad=None)
-    return replace(s, rhs=map_reads(s.rhs, read))
-
-
-def map_reads(e: ir.Expr, fn: object) -> ir.Expr:
-    """``e`` with every Read (also inside indices) replaced by ``fn(read)``."""
-    if isinstance(e, ir.Read):
-        inner = replace(e, indices=tuple(map_reads(i, fn) for i in e.indices))
-        return fn(inner)  # type: ignore[operator,no-any-return]
-    if isinstance(e, (ir.Unary, ir.Cast)):
-        return replace(e, x=map_reads(e.x, fn))
-    if isinstance(e, ir.Binary):
-        return replace(e, a=map_reads(e.a, fn), b=map_reads(e.b, fn))
-    if isinstance(e, ir.Select):
-        return replace(e, cond=map_reads(e.cond, fn), a=map_reads(e.a, fn),
-                       b=map_reads(e.b, fn))
-    if isinstance(e, ir.Call):
-        return replace(e, args=tuple(map_reads(a, fn) for a in e.args))
-    return e
+    return replace(s, rhs=ir.rewrite(s.rhs, read))
 
 
 def _copy_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,

@@ -34,6 +34,7 @@ from polyopt.schedule.tree import (
     nest_of,
     prune,
     pseudo_code,
+    raw_iterator,
     sequence,
     stmts_of,
     to_isl,
@@ -76,10 +77,6 @@ class Schedule:
     contractions: tuple[tuple[str, str, int], ...] = ()
 
     # -- views ---------------------------------------------------------------------------
-    @property
-    def strategy(self) -> str:
-        return self.base
-
     @cached_property
     def tree(self) -> isl.Schedule:
         """The isl schedule tree (one marked band per loop) for the AST builder."""
@@ -277,7 +274,7 @@ class Schedule:
         s = self.poly.stmt(stmts[0])
         if not s.accumulates or s.stmt.op not in ("+", "*", "min", "max"):
             return False
-        it = tf.raw_iterator(lp.expr, s.name)
+        it = raw_iterator(lp.expr, s.name)
         if it is None or it in s.stmt.lhs or not all(r.affine for r in s.reads):
             return False
         maps: list[isl.Map] = []

@@ -19,9 +19,7 @@ from polyopt.schedule.tree import (
     Loop,
     Node,
     Sequence,
-    bare_iterator,
     fresh_name,
-    items,
     loops,
     path_to,
     restrict,
@@ -77,8 +75,9 @@ def _rebuild(root: Node, old: list[Loop], new: list[Loop]) -> Node:
     return substitute(root, old[0], child)
 
 
-def _check_names(root: Node, names: Seq[str]) -> None:
-    taken = {lp.name for lp in loops(root)}
+def _check_names(root: Node, names: Seq[str], freed: Seq[str] | set[str] = ()) -> None:
+    """New loop names must be identifiers, unused except by the loops ``freed`` replaces."""
+    taken = {lp.name for lp in loops(root)} - set(freed)
     for n in names:
         if not n.isidentifier():
             raise ScheduleError(f"loop name {n!r} is not an identifier")
@@ -101,20 +100,11 @@ def split(root: Node, name: str, factor: int, names: Seq[str] | None = None) -> 
         raise ScheduleError(f"split of {name}: names must be two loop names (outer, inner), "
                             f"not {names!r}")
     outer_name, inner_name = names or (f"{name}_o", f"{name}_i")
-    _check_names(replace_loop_names(root, {name}), (outer_name, inner_name))
+    _check_names(root, (outer_name, inner_name), freed={name})
     val = isl.Val(f)
     inner = Loop(inner_name, lp.expr.mod_val(val), lp.child)
     outer = Loop(outer_name, lp.expr.scale_down_val(val).floor(), inner)
     return substitute(root, lp, outer)
-
-
-def replace_loop_names(root: Node, drop: set[str]) -> Node:
-    """``root`` with the loops in ``drop`` renamed away (for name checks only)."""
-    out = root
-    for lp in loops(root):
-        if lp.name in drop:
-            out = substitute(out, lp, replace(lp, name=""))
-    return out
 
 
 def reorder(root: Node, order: Seq[str]) -> Node:
@@ -152,7 +142,7 @@ def tile(root: Node, names: Seq[str], levels: Seq[Seq[int]],
         raise ScheduleError(f"tile of {', '.join(names)}: names must give each loop "
                             f"{len(suffixes)} names (outermost first), not {new_names!r}")
     labels = new_names or [[f"{n}_{s}" for s in suffixes] for n in names]
-    _check_names(replace_loop_names(root, set(names)), [x for row in labels for x in row])
+    _check_names(root, [x for row in labels for x in row], freed=set(names))
     tiled = [Loop(labels[d][t], parts[d][t], Leaf(()))
              for t in range(len(suffixes)) for d in range(len(names))]
     return _rebuild(root, ch, ch[:idx[0]] + tiled + ch[idx[-1] + 1:])
@@ -284,11 +274,3 @@ def jam(root: Node, name: str) -> Node:
     while isinstance(ch[-1].child, Loop) and "vectorize" not in ch[-1].child.tags:
         ch.append(ch[-1].child)
     return _rebuild(root, ch, [*ch[1:], lp])
-
-
-def raw_iterator(upa: isl.UnionPwAff, stmt: str) -> str | None:
-    """The iterator of ``stmt`` that the loop value ``upa`` equals, if any."""
-    for pa in items(upa.get_pw_aff_list()):
-        if pa.get_domain_space().get_tuple_name(isl.dim_type.set) == stmt:
-            return bare_iterator(pa.get_pieces()[0][1]) if pa.n_piece() == 1 else None
-    return None

@@ -24,7 +24,6 @@ import islpy as isl
 
 from polyopt.errors import ScheduleError
 
-TAGS = ("parallel", "vectorize", "unroll", "separate")
 MARK_PREFIX = "loop "
 
 
@@ -132,7 +131,7 @@ def widen(node: Node) -> Node:
     space (not only on the instances they were computed for)."""
     if isinstance(node, Loop):
         out = isl.UnionPwAff.empty(node.expr.get_space())
-        for pa in items(node.expr.get_pw_aff_list()):
+        for pa in pieces(node.expr):
             if pa.n_piece() == 1:
                 pa = isl.PwAff.from_aff(pa.get_pieces()[0][1])
             out = out.union_add(isl.UnionPwAff.from_pw_aff(pa))
@@ -149,16 +148,23 @@ def restrict(upa: isl.UnionPwAff, domain: isl.UnionSet, stmts: tuple[str, ...]) 
 def filter_domain(domain: isl.UnionSet, stmts: tuple[str, ...]) -> isl.UnionSet:
     keep = set(stmts)
     out = isl.UnionSet.empty(domain.get_space())
-    for s in items(domain.get_set_list()):
+    for s in sets(domain):
         if s.get_tuple_name() in keep:
             out = out.union(isl.UnionSet.from_set(s))
     return out
 
 
-def items(lst: Any) -> list[Any]:
-    """The elements of an isl list (islpy lists are not iterable)."""
-    count = next(getattr(lst, a) for a in dir(lst) if a.startswith("n_"))
-    return [lst.get_at(i) for i in range(count())]
+def pieces(upa: isl.UnionPwAff) -> list[isl.PwAff]:
+    """The per-statement pieces of a loop expression."""
+    out: list[isl.PwAff] = []
+    upa.foreach_pw_aff(out.append)
+    return out
+
+
+def sets(uset: isl.UnionSet) -> list[isl.Set]:
+    out: list[isl.Set] = []
+    uset.foreach_set(out.append)
+    return out
 
 
 # -- isl conversion -------------------------------------------------------------------------
@@ -205,7 +211,7 @@ def _from_node(node: isl.ScheduleNode) -> Node:
     if kind in (isl.schedule_node_type.sequence, isl.schedule_node_type.set):
         return sequence(tuple(_from_node(node.child(i)) for i in range(node.n_children())))
     if kind == isl.schedule_node_type.leaf:
-        return Leaf(tuple(s.get_tuple_name() for s in items(node.get_domain().get_set_list())))
+        return Leaf(tuple(s.get_tuple_name() for s in sets(node.get_domain())))
     if kind in (isl.schedule_node_type.domain, isl.schedule_node_type.filter,
                 isl.schedule_node_type.mark, isl.schedule_node_type.context):
         return _from_node(node.child(0))
@@ -256,17 +262,19 @@ def _rename(node: Node, renames: dict[int, str]) -> Node:
 
 def iterator_of(upa: isl.UnionPwAff, order: tuple[str, ...]) -> str | None:
     """The index a loop runs over: the first statement (in ``order``) whose value is a bare
-    iterator names it."""
-    pieces = {pa.get_domain_space().get_tuple_name(isl.dim_type.set): pa
-              for pa in items(upa.get_pw_aff_list())}
+    iterator names it (``r_k`` → ``k``)."""
     for stmt in order:
-        pa = pieces.get(stmt)
-        if pa is None or pa.n_piece() != 1:
-            continue
-        aff = pa.get_pieces()[0][1]
-        name = bare_iterator(aff)
+        name = raw_iterator(upa, stmt)
         if name is not None:
             return name[2:] if name.startswith("r_") else name
+    return None
+
+
+def raw_iterator(upa: isl.UnionPwAff, stmt: str) -> str | None:
+    """The iterator of ``stmt`` that the loop value ``upa`` equals, if any."""
+    for pa in pieces(upa):
+        if pa.get_domain_space().get_tuple_name(isl.dim_type.set) == stmt:
+            return bare_iterator(pa.get_pieces()[0][1]) if pa.n_piece() == 1 else None
     return None
 
 
@@ -302,7 +310,7 @@ def pseudo_code(root: Node, depth: int = 0) -> list[str]:
 def expr_text(upa: isl.UnionPwAff) -> str:
     """``floor(m/32)`` when every statement agrees, else ``C_0: ..., D_0: ...``."""
     texts: dict[str, list[str]] = {}
-    for pa in items(upa.get_pw_aff_list()):
+    for pa in pieces(upa):
         stmt = pa.get_domain_space().get_tuple_name(isl.dim_type.set)
         match = _PIECE.search(str(pa))
         body = match.group(1) if match and pa.n_piece() == 1 else str(pa)
