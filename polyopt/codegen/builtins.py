@@ -53,9 +53,11 @@ PRELUDE = r"""
 
 #define PO_PI 3.14159265358979323846
 
-/* glibc's vector math library: simd loops may call vector exp, log, sin, cos, pow. */
+/* glibc's vector math library: simd loops may call vector exp, log, sin, cos, pow. These
+   are not builtins then, so say they are pure (we compile with -fno-math-errno): GCC may
+   then share repeated calls and hoist loop-invariant ones. */
 #if defined(POLYOPT_LIBMVEC) && defined(__GNUC__) && !defined(__clang__)
-#define PO_SIMD __attribute__((simd("notinbranch")))
+#define PO_SIMD __attribute__((const, simd("notinbranch")))
 float expf(float) PO_SIMD; double exp(double) PO_SIMD;
 float logf(float) PO_SIMD; double log(double) PO_SIMD;
 float sinf(float) PO_SIMD; double sin(double) PO_SIMD;

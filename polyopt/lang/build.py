@@ -12,6 +12,7 @@ from polyopt import ir
 from polyopt.errors import LanguageError, PolyoptError, ShapeError
 from polyopt.lang import syntax as S
 from polyopt.lang.affine import Lin, always_equal, context, params_text
+from polyopt.lang.cse import eliminate_common
 from polyopt.lang.dead import drop_dead
 from polyopt.lang.infer import Interval, constraints, infer
 from polyopt.lang.parser import parse
@@ -23,7 +24,7 @@ def build_program(source: str, name: str | None = None,
     """Parse, check and range-infer the def ``name`` of ``source`` (see the package doc)."""
     with _guard(source):
         d = _pick(_defs(source), name, source)
-        return drop_dead(_assemble(check_def(d, source, sizes)))
+        return eliminate_common(drop_dead(_assemble(check_def(d, source, sizes))))
 
 
 def def_names(source: str) -> list[str]:

@@ -103,8 +103,8 @@ def test_locals_are_not_returned():
         Y(n,d)  = exp(X(n,d) - mx(n)) / den(n)
     }""")
     assert [t.name for t in p.outputs] == ["Y"]
-    assert [(t.name, t.role, t.shape) for t in p.locals] == [("mx", "local", ("N",)),
-                                                             ("den", "local", ("N",))]
+    assert [(t.name, t.role, t.shape) for t in p.locals] == [
+        ("mx", "local", ("N",)), ("den", "local", ("N",)), ("cse0", "local", ("N", "D"))]
 
 
 def test_triangular_domain():
