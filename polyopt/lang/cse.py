@@ -68,7 +68,7 @@ def _local_signature(program: ir.Program, t: ir.Tensor) -> tuple[object, ...] | 
     for i in idx:
         s = program.stmts[i]
         names = {v: f"#{k}" for k, v in enumerate(s.iters)}
-        rhs = ir.rewrite(s.rhs, lambda e, n=names: _renamed(e, n, t.name))
+        rhs = ir.rewrite(s.rhs, functools.partial(_renamed, names=names, self_name=t.name))
         parts.append((s.op, s.init, tuple(names[v] for v in s.lhs), rhs,
                       _canonical_domain(s.domain)))
     return tuple(parts)
@@ -236,8 +236,8 @@ def _aff_text(aff: isl.Aff) -> str | None:
     const = aff.get_constant_val()
     terms = [] if const.is_zero() else [str(const)]
     for i in range(aff.dim(isl.dim_type.param)):
-        c, name = aff.get_coefficient_val(isl.dim_type.param, i).to_python(), \
-            aff.get_dim_name(isl.dim_type.param, i)
+        c = aff.get_coefficient_val(isl.dim_type.param, i).to_python()
+        name = str(aff.get_dim_name(isl.dim_type.param, i))
         if c:
             terms.append(name if c == 1 else f"{c}*{name}")
     return " + ".join(terms).replace("+ -", "- ") or "0"
