@@ -11,12 +11,14 @@ from typing import Any
 import numpy as np
 
 from polyopt import dtypes, ir, lang
+from polyopt.codegen.printer import KernelSource
 from polyopt.errors import OptionError, PolyoptWarning, ShapeError, SizesRequiredError
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
 from polyopt.pipeline import Lowered, base_schedule, check_options, lower, lower_program
 from polyopt.poly import analyze, build_poly, check_bounds
 from polyopt.runtime.cpu import CpuKernel, flags_for
+from polyopt.runtime.cuda import is_device_array
 from polyopt.schedule import Schedule
 
 
@@ -78,7 +80,7 @@ class Kernel:
         self._options = options
         self._decl = _find_def(source, name)
         self.name = self._decl.name
-        self._variants: dict[tuple[tuple[str, int], ...], tuple[Lowered, CpuKernel]] = {}
+        self._variants: dict[tuple[tuple[str, int], ...], tuple[Lowered, Any]] = {}
         self._lock = threading.Lock()
         self._plans: dict[tuple[tuple[int, ...], ...], _CallPlan] = {}
         self._scratch = threading.local()
@@ -111,6 +113,12 @@ class Kernel:
     def schedule(self) -> Schedule:
         return self._lowered().schedule
 
+    @property
+    def launch(self) -> list[dict[str, Any]]:
+        """CUDA targets: each kernel's name, grid and block (x first), as C expressions of
+        the sizes; empty for C."""
+        return [ln.describe() for ln in self._lowered().source.launches]
+
     def lowered(self) -> Lowered:
         """Every stage's artifact for the compile-time sizes."""
         return self._lowered()
@@ -131,7 +139,9 @@ class Kernel:
         if plan is None:
             plan = self._plan(arrays)
         if outputs is None:
-            outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
+            device = any(is_device_array(a) for a in arrays)  # GPUArrays in, GPUArrays out
+            outs = [plan.kernel.empty(shape, dtype) if device else np.empty(shape, dtype)
+                    for shape, dtype in plan.outputs]
         else:
             outs = self._outputs(plan.program, plan.sizes, outputs)
         buffers = [*arrays, *outs, *self._locals(plan)]
@@ -172,7 +182,7 @@ class Kernel:
             cache[key] = [np.zeros(shape, dtype) for shape, dtype in plan.locals]
         return cache[key]  # type: ignore[no-any-return]
 
-    def _variant(self, sizes: dict[str, int]) -> tuple[Lowered, CpuKernel]:
+    def _variant(self, sizes: dict[str, int]) -> tuple[Lowered, Any]:
         key = () if self._parametric else tuple(sorted(sizes.items()))  # one kernel per shape
         hit = self._variants.get(key)
         if hit is not None:
@@ -187,8 +197,7 @@ class Kernel:
                         warnings.simplefilter("ignore", PolyoptWarning)
                         lowered = lower(self._source_text, self.name, sizes, self._options,
                                         self._schedule_arg)
-                flags = flags_for(self._options["openmp"], self._options["cflags"])
-                self._variants[key] = (lowered, CpuKernel(lowered.source, flags))
+                self._variants[key] = (lowered, _load(lowered.source, self._options))
             return self._variants[key]
 
     def _reuses_static(self, sizes: dict[str, int]) -> bool:
@@ -203,7 +212,8 @@ class Kernel:
             names = ", ".join(d.name for d in decls)
             raise ShapeError(f"def '{self.name}' takes {len(decls)} input(s) ({names}), "
                              f"got {len(inputs)}")
-        return [_as_input(x, d, self.name) for x, d in zip(inputs, decls, strict=True)]
+        device = self._options["target"] == "cuda"
+        return [_as_input(x, d, self.name, device) for x, d in zip(inputs, decls, strict=True)]
 
     def _bind_sizes(self, arrays: list[np.ndarray]) -> dict[str, int]:
         sizes: dict[str, int] = {}
@@ -241,11 +251,22 @@ class Kernel:
         return f"<polyopt.Kernel {self.name} sizes={self._sizes} parametric={self._parametric}>"
 
 
+def _load(source: KernelSource, options: Mapping[str, Any]) -> Any:
+    """The runtime kernel for ``source``'s target (CpuKernel, EmulatedKernel...)."""
+    if source.target == "cuda" and options["target"] == "cuda-emulated":
+        from polyopt.runtime.emulated import EmulatedKernel  # C++ toolchain only when used
+        return EmulatedKernel(source)
+    if source.target == "cuda":
+        from polyopt.runtime.cuda import CudaKernel  # imports PyCUDA
+        return CudaKernel(source)
+    return CpuKernel(source, flags_for(options["openmp"], options["cflags"]))
+
+
 @dataclass(frozen=True, eq=False)
 class _CallPlan:
     sizes: dict[str, int]
     program: ir.Program
-    kernel: CpuKernel
+    kernel: Any  # CpuKernel, EmulatedKernel or CudaKernel
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
     dims: Any  # the kernel's dims[] argument, built once
     locals: tuple[tuple[tuple[int, ...], np.dtype], ...]  # scratch shapes (slices: one element)
@@ -272,30 +293,43 @@ def _shape(t: ir.Tensor, sizes: Mapping[str, int]) -> tuple[int, ...]:
     return shape
 
 
-def _as_input(x: Any, decl: syntax.TensorDecl, def_name: str) -> np.ndarray:
+def _as_input(x: Any, decl: syntax.TensorDecl, def_name: str, device: bool) -> Any:
     assert decl.type is not None
     want = dtypes.get(decl.type.name)
+    if is_device_array(x):
+        if not device:
+            raise ShapeError(f"def '{def_name}': input {decl.name} is a GPU array; compile "
+                             f"with target='cuda' to pass GPU arrays")
+        _check_array(x, decl, def_name, want.np)
+        if not x.flags.c_contiguous:
+            raise ShapeError(f"def '{def_name}': GPU input {decl.name} must be C-contiguous")
+        return x
     if not isinstance(x, np.ndarray | np.generic):
         if isinstance(x, int | float | bool) and not decl.type.dims:
             return np.asarray(x, dtype=want.np)
         raise ShapeError(f"def '{def_name}': input {decl.name} must be a numpy array, "
                          f"not {type(x).__name__}")
     a = np.asarray(x)
-    if a.dtype != want.np:
-        raise ShapeError(f"def '{def_name}': input {decl.name} must have dtype {want.name}, "
-                         f"got {a.dtype}")
-    if a.ndim != len(decl.type.dims):
+    _check_array(a, decl, def_name, want.np)
+    return np.ascontiguousarray(a)
+
+
+def _check_array(a: Any, decl: syntax.TensorDecl, def_name: str, want: np.dtype) -> None:
+    assert decl.type is not None
+    if a.dtype != want:
+        raise ShapeError(f"def '{def_name}': input {decl.name} must have dtype "
+                         f"{np.dtype(want).name}, got {a.dtype}")
+    if len(a.shape) != len(decl.type.dims):
         raise ShapeError(f"def '{def_name}': input {decl.name} must have rank "
                          f"{len(decl.type.dims)}, got shape {a.shape}")
-    return np.ascontiguousarray(a)
 
 
 def _check_output(buf: Any, t: ir.Tensor, shape: tuple[int, ...], def_name: str) -> None:
     want = dtypes.DTYPES[t.dtype].np
-    if not isinstance(buf, np.ndarray):
+    if not isinstance(buf, np.ndarray) and not is_device_array(buf):
         raise ShapeError(f"def '{def_name}': output {t.name} must be a numpy array")
     if buf.shape != shape or buf.dtype != want:
         raise ShapeError(f"def '{def_name}': output {t.name} must be {want} of shape {shape}, "
                          f"got {buf.dtype} of shape {buf.shape}")
-    if not (buf.flags.c_contiguous and buf.flags.writeable):
+    if not (buf.flags.c_contiguous and getattr(buf.flags, "writeable", True)):
         raise ShapeError(f"def '{def_name}': output {t.name} must be C-contiguous and writeable")

@@ -64,6 +64,11 @@ class CompileError(PolyoptError):
         super().__init__(f"{message}{where}{detail}")
 
 
+class EmulationError(PolyoptError):
+    """The CUDA emulator found a race, an uninitialized shared read, barrier divergence or an
+    out-of-bounds shared access; the message is the checker's report."""
+
+
 def format_at(message: str, source: str | None, pos: tuple[int, int] | None) -> str:
     """``message`` followed by the offending source line and a caret under column ``pos``."""
     if source is None or pos is None:

@@ -16,22 +16,26 @@ import islpy as isl
 
 from polyopt import config, ir, lang
 from polyopt.codegen import Ast, KernelSource, build_ast, render
+from polyopt.codegen.cuda import render_cuda
 from polyopt.codegen.printer import dialect_for
 from polyopt.errors import OptionError, PolyoptError, ScheduleError
 from polyopt.poly import Deps, PolyProgram, analyze
 from polyopt.schedule import FUSION, Schedule, compute_schedule, program_order
 from polyopt.schedule.cpu import optimize
+from polyopt.schedule.gpu import GpuMapping, map_to_gpu
 from polyopt.schedule.machine import configured
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
     "openmp": "parallelize the outermost parallel loop with OpenMP (default True)",
     "cflags": "extra C compiler flags, a list of strings",
+    "gpu": "CUDA mapping options: {'block': (x, y)} threads per block (default (32, 8))",
     "machine": "machine-model overrides for tile sizes and vector width, e.g. "
                "{'l2_bytes': 1 << 20} or 'vector_bytes=32' (default: the host, see "
                "POLYOPT_MACHINE)",
 }
-TARGETS = ("c",)
+# "cuda-emulated" is the CUDA source run on the CPU with a race checker (no GPU needed).
+TARGETS = ("c", "cuda", "cuda-emulated")
 # POLYOPT_DEBUG level at which each stage is dumped to stderr.
 DEBUG_STAGES = {"ir": 1, "domains": 2, "deps": 2, "schedule": 3, "c": 4}
 
@@ -60,8 +64,8 @@ def check_options(options: Mapping[str, Any] | None, target: str) -> dict[str, A
     """Validated options with defaults filled in."""
     if target not in TARGETS:
         raise OptionError(f"unknown or unsupported target {target!r}; valid targets: "
-                          f"{', '.join(TARGETS)} (CUDA targets are not implemented yet)")
-    opts: dict[str, Any] = {"fusion": "smart", "openmp": True, "cflags": ()}
+                          f"{', '.join(TARGETS)}")
+    opts: dict[str, Any] = {"fusion": "smart", "openmp": True, "cflags": (), "target": target}
     for key, value in (options or {}).items():
         if key not in OPTIONS:
             valid = "; ".join(f"{k}: {v}" for k, v in OPTIONS.items())
@@ -75,7 +79,12 @@ def check_options(options: Mapping[str, Any] | None, target: str) -> dict[str, A
     opts["cflags"] = tuple(opts["cflags"])
     opts["openmp"] = bool(opts["openmp"])
     opts["machine"] = configured(opts.get("machine"))
+    opts["gpu"] = GpuMapping.from_options(opts.get("gpu"))
     return opts
+
+
+def is_cuda(options: Mapping[str, Any]) -> bool:
+    return str(options.get("target", "c")).startswith("cuda")
 
 
 def lower(source: str, name: str | None, sizes: Mapping[str, int] | None,
@@ -92,7 +101,10 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
         # Layout steps (pack) add tensors and statements: later stages see the schedule's.
         pp, deps = sched.poly, sched.deps
         ast = build_ast(pp, sched, deps)
-        src = render(ast, dialect_for(options["machine"]), specialized=not program.sizes)
+        if is_cuda(options):
+            src = render_cuda(ast, specialized=not program.sizes)
+        else:
+            src = render(ast, dialect_for(options["machine"]), specialized=not program.sizes)
     except isl.Error as e:  # every isl failure reaches the user with context
         raise PolyoptError(f"internal isl error while compiling '{program.name}': {e}") from e
     lowered = Lowered(pp.program, pp, deps, sched, ast, src)
@@ -111,6 +123,8 @@ def base_schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
         return sched
     if auto is not True:
         raise OptionError(f"auto must be True, False or 'isl', not {auto!r}")
+    if is_cuda(options):
+        return map_to_gpu(sched, options["gpu"])
     return optimize(sched, openmp=options["openmp"], machine=options["machine"])
 
 

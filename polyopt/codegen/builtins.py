@@ -44,8 +44,9 @@ def c_function(fn: str, dtype: str) -> tuple[str, str]:
     return f"{fn}f", "float"
 
 
+# The helpers below are ``PO_FN`` functions: ``static inline`` in C, device functions in
+# CUDA (each dialect defines PO_FN before the prelude).
 PRELUDE = r"""
-#define _GNU_SOURCE
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -56,7 +57,7 @@ PRELUDE = r"""
 /* glibc's vector math library: simd loops may call vector exp, log, sin, cos, pow. These
    are not builtins then, so say they are pure (we compile with -fno-math-errno): GCC may
    then share repeated calls and hoist loop-invariant ones. */
-#if defined(POLYOPT_LIBMVEC) && defined(__GNUC__) && !defined(__clang__)
+#if defined(POLYOPT_LIBMVEC) && defined(__GNUC__) && !defined(__clang__) && !defined(__cplusplus)
 #define PO_SIMD __attribute__((const, simd("notinbranch")))
 float expf(float) PO_SIMD; double exp(double) PO_SIMD;
 float logf(float) PO_SIMD; double log(double) PO_SIMD;
@@ -67,16 +68,16 @@ float powf(float, float) PO_SIMD; double pow(double, double) PO_SIMD;
 
 /* Floor division and non-negative modulo (TC semantics); division by zero gives 0. */
 #define PO_INT_OPS(T, S) \
-  static inline T po_div_##S(T a, T b) { \
+  PO_FN T po_div_##S(T a, T b) { \
     if (b == 0) return 0; T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; } \
-  static inline T po_mod_##S(T a, T b) { \
+  PO_FN T po_mod_##S(T a, T b) { \
     if (b == 0) return 0; T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 #define PO_UINT_OPS(T, S) \
-  static inline T po_div_##S(T a, T b) { return b == 0 ? 0 : a / b; } \
-  static inline T po_mod_##S(T a, T b) { return b == 0 ? 0 : a % b; }
+  PO_FN T po_div_##S(T a, T b) { return b == 0 ? 0 : a / b; } \
+  PO_FN T po_mod_##S(T a, T b) { return b == 0 ? 0 : a % b; }
 #define PO_MINMAX(T, S) \
-  static inline T po_min_##S(T a, T b) { return b < a ? b : a; } \
-  static inline T po_max_##S(T a, T b) { return b > a ? b : a; }
+  PO_FN T po_min_##S(T a, T b) { return b < a ? b : a; } \
+  PO_FN T po_max_##S(T a, T b) { return b > a ? b : a; }
 PO_INT_OPS(int8_t, int8) PO_INT_OPS(int16_t, int16) PO_INT_OPS(int32_t, int32)
 PO_INT_OPS(int64_t, int64)
 PO_UINT_OPS(bool, bool) PO_UINT_OPS(uint8_t, uint8) PO_UINT_OPS(uint16_t, uint16)
@@ -84,34 +85,37 @@ PO_UINT_OPS(uint32_t, uint32) PO_UINT_OPS(uint64_t, uint64)
 PO_MINMAX(bool, bool) PO_MINMAX(int8_t, int8) PO_MINMAX(int16_t, int16)
 PO_MINMAX(int32_t, int32) PO_MINMAX(int64_t, int64) PO_MINMAX(uint8_t, uint8)
 PO_MINMAX(uint16_t, uint16) PO_MINMAX(uint32_t, uint32) PO_MINMAX(uint64_t, uint64)
-PO_MINMAX(_Float16, float16) PO_MINMAX(float, float32) PO_MINMAX(double, float64)
-static inline double po_fmod_float64(double a, double b) { return a - floor(a / b) * b; }
-static inline float po_fmod_float32(float a, float b) { return a - floorf(a / b) * b; }
-static inline _Float16 po_fmod_float16(_Float16 a, _Float16 b) {
+PO_MINMAX(float, float32) PO_MINMAX(double, float64)
+PO_FN double po_fmod_float64(double a, double b) { return a - floor(a / b) * b; }
+PO_FN float po_fmod_float32(float a, float b) { return a - floorf(a / b) * b; }
+#ifndef __cplusplus /* C's _Float16; CUDA's half is another type */
+PO_MINMAX(_Float16, float16)
+PO_FN _Float16 po_fmod_float16(_Float16 a, _Float16 b) {
   return (_Float16)po_fmod_float32((float)a, (float)b); }
-static inline long po_floord(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+#endif
+PO_FN long po_floord(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* CUDA math functions that libm lacks. */
-static inline double po_rsqrt(double x) { return 1.0 / sqrt(x); }
-static inline float po_rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline float po_fdividef(float a, float b) { return a / b; }
-static inline double po_rcbrt(double x) { return 1.0 / cbrt(x); }
-static inline double po_cospi(double x) { return cos(PO_PI * x); }
-static inline double po_sinpi(double x) { return sin(PO_PI * x); }
-static inline double po_fdivide(double a, double b) { return a / b; }
-static inline double po_rhypot(double a, double b) { return 1.0 / hypot(a, b); }
-static inline double po_norm3d(double a, double b, double c) { return sqrt(a*a + b*b + c*c); }
-static inline double po_rnorm3d(double a, double b, double c) { return 1.0 / po_norm3d(a, b, c); }
-static inline double po_norm4d(double a, double b, double c, double d) {
+PO_FN double po_rsqrt(double x) { return 1.0 / sqrt(x); }
+PO_FN float po_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+PO_FN float po_fdividef(float a, float b) { return a / b; }
+PO_FN double po_rcbrt(double x) { return 1.0 / cbrt(x); }
+PO_FN double po_cospi(double x) { return cos(PO_PI * x); }
+PO_FN double po_sinpi(double x) { return sin(PO_PI * x); }
+PO_FN double po_fdivide(double a, double b) { return a / b; }
+PO_FN double po_rhypot(double a, double b) { return 1.0 / hypot(a, b); }
+PO_FN double po_norm3d(double a, double b, double c) { return sqrt(a*a + b*b + c*c); }
+PO_FN double po_rnorm3d(double a, double b, double c) { return 1.0 / po_norm3d(a, b, c); }
+PO_FN double po_norm4d(double a, double b, double c, double d) {
   return sqrt(a*a + b*b + c*c + d*d); }
-static inline double po_rnorm4d(double a, double b, double c, double d) {
+PO_FN double po_rnorm4d(double a, double b, double c, double d) {
   return 1.0 / po_norm4d(a, b, c, d); }
-static inline double po_normcdf(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
-static inline double po_erfcx(double x) {
+PO_FN double po_normcdf(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
+PO_FN double po_erfcx(double x) {
   if (x < 25.0) return exp(x * x) * erfc(x);
   double r = 1.0 / (x * x); /* asymptotic series: exp(x^2) erfc(x) ~ 1/(x sqrt(pi)) (...) */
   return (1.0 - 0.5 * r * (1.0 - 1.5 * r * (1.0 - 2.5 * r))) / (x * sqrt(PO_PI)); }
-static inline double po_erfinv(double y) {
+PO_FN double po_erfinv(double y) {
   if (y <= -1.0) return y == -1.0 ? -INFINITY : NAN;
   if (y >= 1.0) return y == 1.0 ? INFINITY : NAN;
   double w = -log((1.0 - y) * (1.0 + y)), x; /* Giles' approximation, then Newton steps */
@@ -125,13 +129,13 @@ static inline double po_erfinv(double y) {
   x *= y;
   for (int k = 0; k < 2; k++) x -= (erf(x) - y) / (2.0 / sqrt(PO_PI) * exp(-x * x));
   return x; }
-static inline double po_erfcinv(double y) { return po_erfinv(1.0 - y); }
-static inline double po_normcdfinv(double p) { return -sqrt(2.0) * po_erfcinv(2.0 * p); }
-static inline double po_cyl_bessel_i0(double x) {
+PO_FN double po_erfcinv(double y) { return po_erfinv(1.0 - y); }
+PO_FN double po_normcdfinv(double p) { return -sqrt(2.0) * po_erfcinv(2.0 * p); }
+PO_FN double po_cyl_bessel_i0(double x) {
   double t = 1.0, s = 1.0, q = 0.25 * x * x;
   for (int k = 1; k < 1000 && t > 1e-17 * s; k++) { t *= q / ((double)k * k); s += t; }
   return s; }
-static inline double po_cyl_bessel_i1(double x) {
+PO_FN double po_cyl_bessel_i1(double x) {
   double t = 0.5 * x, s = t, q = 0.25 * x * x;
   for (int k = 1; k < 1000 && fabs(t) > 1e-17 * fabs(s); k++) {
     t *= q / ((double)k * (k + 1)); s += t; }

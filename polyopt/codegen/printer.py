@@ -13,6 +13,7 @@ A specialized kernel bakes sizes and extents in as constants and ignores ``dims`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import islpy as isl
 
@@ -27,6 +28,7 @@ from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyProgram, PolyStmt, affine_text
 from polyopt.schedule.contraction import MAX_SLICE_BYTES, slice_bytes
 from polyopt.schedule.machine import Machine, host
+from polyopt.schedule.schedule import GPU_AXES
 from polyopt.schedule.tree import MARK_PREFIX
 
 
@@ -43,6 +45,8 @@ class KernelSource:
     specialized: bool
     target: str = "c"
     slices: tuple[str, ...] = ()  # locals the kernel keeps as per-iteration slices (unused)
+    launches: tuple[Any, ...] = ()  # CUDA: one polyopt.codegen.cuda.Launch per kernel
+    roles: tuple[str, ...] = ()  # per buffer: "input", "output" or "local"
 
     def __str__(self) -> str:
         return self.text
@@ -52,7 +56,7 @@ class Dialect:
     """C with OpenMP. Other targets override these attributes and a few methods."""
 
     name = "c"
-    prelude = PRELUDE
+    prelude = "#define _GNU_SOURCE\n#define PO_FN static inline" + PRELUDE
     function_qualifier = ""
     restrict = "restrict"
     parallel_pragma = "#pragma omp parallel for"
@@ -62,6 +66,11 @@ class Dialect:
     def function_header(self, symbol: str) -> str:
         return (f"{self.function_qualifier}int {symbol}(void **bufs, const long *dims, "
                 f"long *err)")
+
+    def loop_header(self, it: str, init: str, cond: str, inc: str,
+                    tags: frozenset[str]) -> str:
+        """The ``for`` line of an AST loop (the loop's ``tags`` may change how it runs)."""
+        return f"for (long {it} = {init}; {cond}; {it} += {inc})"
 
 
 def host_dialect() -> Dialect:
@@ -190,8 +199,10 @@ class _Body:
         inc = self.ast_expr.expr(node.for_get_inc(), top=True)
         out = []
         parallel = not in_parallel and "parallel" in tags
-        if parallel and not loop_is_parallel(node):  # the verb's check and the AST's disagree
-            raise CodegenError(f"loop {loop} is tagged parallel but carries a dependence")
+        bound = tags & set(GPU_AXES)
+        if (parallel or bound) and not loop_is_parallel(node):  # the verb's check and the
+            label = "parallel" if parallel else f"bound to {min(bound)}"  # AST's disagree
+            raise CodegenError(f"loop {loop} is {label} but carries a dependence")
         simd = "vectorize" in tags and self.dialect.simd_pragma
         if parallel and self.dialect.parallel_pragma:
             out.append(self.dialect.parallel_pragma + (" simd" if simd else ""))
@@ -202,7 +213,7 @@ class _Body:
         inner: list[str] | None = None
         if simd:
             hoisted, inner = self._hoisted(node, depth)
-        out.append(f"{pad}for (long {it} = {init}; {cond}; {it} += {inc}) {{{note}")
+        out.append(f"{pad}{self.dialect.loop_header(it, init, cond, inc, tags)} {{{note}")
         out += self._slice_decls(loop, depth + 1)
         out += inner if inner is not None else self.node(node.for_get_body(), depth + 1,
                                                           in_parallel or parallel)

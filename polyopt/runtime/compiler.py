@@ -56,21 +56,26 @@ class _Job:
     identity: str
     flags: tuple[str, ...]
     key: str
+    link_flags: tuple[str, ...] = ()
 
 
-def compile_shared(source: str, *, flags: Sequence[str] | None = None) -> Path:
+def compile_shared(source: str, *, flags: Sequence[str] | None = None,
+                   link_flags: Sequence[str] = ()) -> Path:
     """Compile ``source`` to a shared object (or fetch it from the cache) and return its path.
 
     ``flags`` replaces :data:`DEFAULT_FLAGS` (``-fPIC -shared`` are added if missing, since the
     result must be a shared object); ``POLYOPT_CFLAGS`` is appended and ``-lm`` is linked.
-    Raises :class:`CompileError` with the compiler's log and the saved source on failure.
+    ``link_flags`` (libraries such as ``-lstdc++``) go after the source, where the linker
+    needs them. Raises :class:`CompileError` with the compiler's log and the saved source on
+    failure.
     """
-    return _compile(_prepare(source, flags), source)
+    return _compile(_prepare(source, flags, link_flags), source)
 
 
-def load_library(source: str, *, flags: Sequence[str] | None = None) -> ctypes.CDLL:
+def load_library(source: str, *, flags: Sequence[str] | None = None,
+                 link_flags: Sequence[str] = ()) -> ctypes.CDLL:
     """``compile_shared`` then ``ctypes.CDLL``; an object that fails to load is rebuilt once."""
-    job = _prepare(source, flags)
+    job = _prepare(source, flags, link_flags)
     mem = (str(job.cfg.cache_dir), job.key)
     if not job.cfg.no_cache and mem in _LIBS:
         return _LIBS[mem]
@@ -123,7 +128,7 @@ def _missing(argv: Sequence[str], exc: Exception | None = None) -> CompileError:
                         "set CC to a working C compiler (e.g. CC=gcc)")
 
 
-def _prepare(source: str, flags: Sequence[str] | None) -> _Job:
+def _prepare(source: str, flags: Sequence[str] | None, link_flags: Sequence[str] = ()) -> _Job:
     """Read the config, resolve the compiler and compute the key, all before any build."""
     cfg = config.current()
     identity = compiler_identity(cfg.cc)
@@ -132,8 +137,9 @@ def _prepare(source: str, flags: Sequence[str] | None) -> _Job:
     final = (*chosen, *cfg.cflags)
     # -march=native makes the object depend on this CPU: keep shared caches (NFS homes) apart.
     host = _host_fingerprint() if any(f.endswith("=native") for f in final) else ""
-    key = cache.cache_key(source, f"{identity} | {host}", (*final, *LINK_FLAGS))
-    return _Job(cfg, identity, final, key)
+    link = tuple(link_flags)
+    key = cache.cache_key(source, f"{identity} | {host}", (*final, *LINK_FLAGS, *link))
+    return _Job(cfg, identity, final, key, link)
 
 
 def _compile(job: _Job, source: str) -> Path:
@@ -178,7 +184,7 @@ def _build(job: _Job, source: str) -> bytes:
 
 
 def _run(job: _Job, flags: Sequence[str], src: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    argv = [*job.cfg.cc, *flags, "-o", str(out), str(src), *LINK_FLAGS]
+    argv = [*job.cfg.cc, *flags, "-o", str(out), str(src), *LINK_FLAGS, *job.link_flags]
     _trace(job.cfg, 1, shlex.join(argv))
     try:
         return subprocess.run(argv, capture_output=True, text=True, cwd=src.parent,

@@ -43,7 +43,10 @@ from polyopt.schedule.tree import (
 
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
          "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate", "pack",
-         "contract")
+         "contract", "bind")
+# CUDA grid and block dimensions a loop can be bound to.
+GPU_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+            "threadIdx.z")
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,20 @@ class Schedule:
     def parallel(self, loop: str) -> Schedule:
         """Run ``loop``'s iterations in parallel (OpenMP); it must carry no dependence."""
         return self._step("parallel", lambda r: self._tag_free(r, loop, "parallel"), (loop,))
+
+    def bind(self, loop: str, axis: str) -> Schedule:
+        """Run ``loop``'s iterations on different CUDA blocks or threads (TVM's ``bind``):
+        ``axis`` is one of ``blockIdx.x/y/z`` or ``threadIdx.x/y/z``. The loop must carry no
+        dependence; in each kernel (top-level nest) block loops enclose thread loops."""
+        if axis not in GPU_AXES:
+            raise ScheduleError(f"bind: unknown axis {axis!r}; valid: {', '.join(GPU_AXES)}")
+
+        def fn(r: Node) -> Node:
+            bound = tf.find(r, loop).tags & set(GPU_AXES)
+            if bound:
+                raise ScheduleError(f"bind: loop {loop} is already bound to {min(bound)}")
+            return self._tag_free(r, loop, axis)
+        return self._step("bind", fn, (loop, axis))
 
     def vectorize(self, loop: str) -> Schedule:
         """Vectorize the innermost ``loop``; it must carry no dependence."""
@@ -317,7 +334,7 @@ class Schedule:
         loop must stay innermost) after a later step moved, fused or shifted them."""
         old = {lp.name: lp for lp in loops(before)}
         for lp in loops(self.root):
-            for label in sorted(lp.tags & {"parallel", "vectorize"}):
+            for label in sorted(lp.tags & {"parallel", "vectorize", *GPU_AXES}):
                 if label == "vectorize" and loops(lp.child):
                     raise ScheduleError(f"{what}: loop {lp.name} is vectorized, so it must "
                                         f"stay innermost")

@@ -375,17 +375,17 @@ def _source(case: Case, shape: dict[str, int]) -> str:
 
 
 @functools.cache
-def _compiled(src: str, name: str, sizes: tuple[tuple[str, int], ...]) -> Any:
-    return polyopt.compile(src, name, sizes=dict(sizes) or None)
+def _compiled(src: str, name: str, sizes: tuple[tuple[str, int], ...], target: str) -> Any:
+    return polyopt.compile(src, name, sizes=dict(sizes) or None, target=target)
 
 
-def run_case(case: Case, shape: dict[str, int], seed: int) -> None:
+def run_case(case: Case, shape: dict[str, int], seed: int, target: str = "c") -> None:
     rng = np.random.default_rng(seed)
     inputs, want, red = case.make(rng, shape)
     src = _source(case, shape)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PolyoptWarning)
-        kernel = _compiled(src, case.kernel, tuple(sorted((case.sizes or {}).items())))
+        kernel = _compiled(src, case.kernel, tuple(sorted((case.sizes or {}).items())), target)
         got = kernel(*inputs)
     got = got if isinstance(got, tuple) else (got,)
     assert len(got) == len(want), f"{len(got)} outputs, want {len(want)}"

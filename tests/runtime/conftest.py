@@ -1,21 +1,12 @@
-"""Shared fixtures for the runtime tests: an isolated cache dir and the ``cc`` skip."""
+"""Shared fixtures for the runtime tests: an isolated cache dir."""
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
 from pathlib import Path
 
 import pytest
 
 from polyopt.runtime import cache
-
-
-def have_cc() -> bool:
-    """Whether the compiler the runtime would use (``CC`` or ``cc``) is on PATH."""
-    words = shlex.split(os.environ.get("CC", "")) or ["cc"]
-    return shutil.which(words[0]) is not None
 
 
 @pytest.fixture(autouse=True)
@@ -27,9 +18,3 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     cache.clear_memory()
     return root
-
-
-@pytest.fixture(autouse=True)
-def _skip_without_cc(request: pytest.FixtureRequest) -> None:
-    if request.node.get_closest_marker("cc") and not have_cc():
-        pytest.skip("needs the system C compiler: `cc` (or $CC) is not on PATH")

@@ -1,0 +1,274 @@
+"""isl AST → CUDA C: the C printer with a CUDA dialect, one ``__global__`` kernel per
+top-level nest of the schedule (see ``polyopt.schedule.gpu``).
+
+A loop bound to ``blockIdx.x`` prints as a grid-stride loop, ``for (c = lb + blockIdx.x;
+c <= ub; c += gridDim.x)``, and one bound to ``threadIdx.x`` as a block-stride loop: any
+launch shape is then correct, and the launch we pick (``Launch``: as many blocks and threads
+as the loops have values) gives each thread one iteration. A statement outside some bound
+loop of its kernel runs on thread (and block) 0 of that axis only.
+
+Kernels take their tensors as pointers, ``err`` (run-time index errors, as in C) and, when
+size-generic, every ``dims`` entry by value. Each kernel also gets an entry for the CPU
+emulator (``polyopt.runtime.emulator``), compiled only there.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polyopt.codegen.ast import Ast
+from polyopt.codegen.builtins import PRELUDE
+from polyopt.codegen.exprs import cname, ctype
+from polyopt.codegen.printer import Dialect, KernelSource, _Body, _Context, _specialized_values
+from polyopt.errors import CodegenError
+from polyopt.schedule.gpu import MAX_THREADS
+from polyopt.schedule.schedule import GPU_AXES
+from polyopt.schedule.tree import MARK_PREFIX
+
+# CUDA's launch limits: gridDim.x up to 2^31 - 1, y and z up to 65535 (grid-stride loops
+# cover any rest).
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+_STRIDE = {"blockIdx": "gridDim", "threadIdx": "blockDim"}
+
+
+class CudaDialect(Dialect):
+    """CUDA C: bound loops stride over blocks or threads; no OpenMP, no vector types."""
+
+    name = "cuda"
+    prelude = ("#define PO_FN __device__ __forceinline__\n"
+               "#ifndef POLYOPT_SHARED\n"
+               "#define POLYOPT_SHARED(T, name, n) __shared__ T name[n]\n"
+               "#endif" + PRELUDE)
+    restrict = "__restrict__"
+    parallel_pragma = ""
+    simd_pragma = ""
+    vector_bytes = 0
+
+    def loop_header(self, it: str, init: str, cond: str, inc: str,
+                    tags: frozenset[str]) -> str:
+        axis = _axis(tags)
+        if axis is None:
+            return super().loop_header(it, init, cond, inc, tags)
+        kind, dim = axis.split(".")
+        step = "" if inc == "1L" else f" * {inc}"
+        start = f"(long){axis}{step}" if init == "0L" else f"{init} + (long){axis}{step}"
+        return (f"for (long {it} = {start}; {cond}; "
+                f"{it} += (long){_STRIDE[kind]}.{dim}{step})")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel of a CUDA ``KernelSource`` and its launch shape, x first. The extents are
+    isl piecewise affine text over the sizes (``grid_c``/``block_c``: the same as C, for
+    people); ``threads`` bounds the block for every size (``__launch_bounds__``)."""
+
+    symbol: str
+    grid: tuple[str, str, str]
+    block: tuple[str, str, str]
+    grid_c: tuple[str, str, str]
+    block_c: tuple[str, str, str]
+    threads: int | None
+
+    def shape(self, sizes: Mapping[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(grid, block) at ``sizes``; a zero extent means there is nothing to run."""
+        grid = tuple(min(_evaluate(g, sizes), lim) for g, lim in zip(self.grid, GRID_LIMITS,
+                                                                         strict=True))
+        return grid, tuple(_evaluate(b, sizes) for b in self.block)
+
+    def describe(self) -> dict[str, object]:
+        return {"kernel": self.symbol, "grid": self.grid_c, "block": self.block_c}
+
+
+def render_cuda(ast: Ast, *, specialized: bool) -> KernelSource:
+    """The CUDA source of every kernel of ``ast`` and how to launch each."""
+    dialect = CudaDialect()
+    program = ast.poly.program
+    if any(t.dtype == "float16" for t in program.tensors.values()):
+        raise CodegenError(f"def '{program.name}': float16 tensors are not supported on CUDA "
+                           f"yet")
+    base = cname("tensor", program.name).replace("t_", "polyopt_", 1)
+    buffers = tuple(program.tensors)
+    dims = tuple(program.sizes) + tuple(
+        f"{t.name}.{d}" for t in program.tensors.values() for d in range(t.rank))
+    ctx = _Context(ast.poly, _specialized_values(program) if specialized else None)
+    params = _params(ctx, dialect, dims)
+    lines, entries, launches = [dialect.prelude], [], []
+    for k, node in enumerate(_kernels(ast.root)):
+        symbol = f"{base}_k{k}"
+        bound = _bound_loops(node, ast.tags)
+        launch = _launch(symbol, bound, ast)
+        # Up to 256 threads, any register count fits (64K registers per SM): a bound would
+        # only make ptxas trade registers for occupancy, and spill.
+        big = launch.threads is None or launch.threads > 256
+        bounds = f"__launch_bounds__({launch.threads or MAX_THREADS}) " if big else ""
+        body = _CudaBody(ctx, dialect, ast.tags, ast.trips, ast.padded,
+                         frozenset(bound)).node(node, 1, in_parallel=False)
+        lines += [f'extern "C" __global__ void {bounds}{symbol}({", ".join(params)}) {{',
+                  *_extents(ctx, dims), *body, "}", ""]
+        args = ", ".join(p.rsplit(" ", 1)[1] for p in params)
+        entries.append(f"POLYOPT_EMU_ENTRY({symbol}, ({', '.join(params)}), ({args}))")
+        launches.append(launch)
+    lines += ["#ifdef POLYOPT_EMULATED", *entries, "#endif", ""]
+    return KernelSource(program.name, base, "\n".join(lines), buffers, dims,
+                        tuple(ctx.gathers), specialized, "cuda", (), tuple(launches),
+                        tuple(t.role for t in program.tensors.values()))
+
+
+def _kernels(root: isl.AstNode) -> list[isl.AstNode]:
+    """The AST of each top-level nest: the root block's children, or the root alone."""
+    if root.get_type() != isl.ast_node_type.block:
+        return [root]
+    kids = root.block_get_children()
+    return [kids.get_at(i) for i in range(kids.n_ast_node())]
+
+
+def _bound_loops(node: isl.AstNode, tags: dict[str, frozenset[str]]) -> dict[str, str]:
+    """axis -> loop for the loops of one kernel bound to blocks or threads, checking that
+    each axis is bound once and block loops enclose thread loops."""
+    out: dict[str, str] = {}
+    for loop, inside_thread in _marked_loops(node, tags, False):
+        axis = _axis(tags.get(loop, frozenset()))
+        if axis is None:
+            continue
+        if out.get(axis, loop) != loop:
+            raise CodegenError(f"loops {out[axis]} and {loop} are both bound to {axis} in "
+                               f"one kernel (a top-level nest)")
+        if axis.startswith("blockIdx") and inside_thread:
+            raise CodegenError(f"loop {loop} is bound to {axis} inside a thread loop; block "
+                               f"loops must enclose thread loops")
+        out[axis] = loop
+    return out
+
+
+def _marked_loops(node: isl.AstNode, tags: dict[str, frozenset[str]],
+                  inside_thread: bool) -> Iterator[tuple[str, bool]]:
+    kind = node.get_type()
+    if kind == isl.ast_node_type.mark:
+        mark = node.mark_get_id().get_name()
+        if mark.startswith(MARK_PREFIX):
+            loop = mark[len(MARK_PREFIX):]
+            yield loop, inside_thread
+            axis = _axis(tags.get(loop, frozenset()))
+            inside_thread = inside_thread or (axis or "").startswith("threadIdx")
+        yield from _marked_loops(node.mark_get_node(), tags, inside_thread)
+    elif kind == isl.ast_node_type.block:
+        kids = node.block_get_children()
+        for i in range(kids.n_ast_node()):
+            yield from _marked_loops(kids.get_at(i), tags, inside_thread)
+    elif kind == isl.ast_node_type.for_:
+        yield from _marked_loops(node.for_get_body(), tags, inside_thread)
+    elif kind == isl.ast_node_type.if_:
+        yield from _marked_loops(node.if_get_then_node(), tags, inside_thread)
+        if node.if_has_else_node():
+            yield from _marked_loops(node.if_get_else_node(), tags, inside_thread)
+
+
+def _launch(symbol: str, bound: dict[str, str], ast: Ast) -> Launch:
+    build = isl.AstBuild.from_context(ast.poly.context)
+    space = ast.poly.context.get_space()
+    one = isl.PwAff.from_aff(isl.Aff.val_on_domain_space(space, isl.Val(1)))
+    texts: dict[str, tuple[str, str]] = {}
+    threads: int | None = 1
+    for axis in GPU_AXES:
+        extent, most = ast.extents[bound[axis]] if axis in bound else (one, 1)
+        texts[axis] = (str(extent), build.expr_from_pw_aff(extent).to_C_str())
+        if axis.startswith("threadIdx"):
+            threads = None if threads is None or most is None else threads * most
+    grid = tuple(texts[f"blockIdx.{d}"] for d in "xyz")
+    block = tuple(texts[f"threadIdx.{d}"] for d in "xyz")
+    return Launch(symbol, _firsts(grid), _firsts(block), _seconds(grid), _seconds(block),
+                  threads)
+
+
+def _firsts(pairs: tuple[tuple[str, str], ...]) -> tuple[str, str, str]:
+    return pairs[0][0], pairs[1][0], pairs[2][0]
+
+
+def _seconds(pairs: tuple[tuple[str, str], ...]) -> tuple[str, str, str]:
+    return pairs[0][1], pairs[1][1], pairs[2][1]
+
+
+def _params(ctx: _Context, dialect: Dialect, dims: tuple[str, ...]) -> list[str]:
+    program = ctx.poly.program
+    out = []
+    for t in program.tensors.values():
+        const = "const " if t.role == "input" else ""
+        out.append(f"{const}{ctype(t.dtype)} *{dialect.restrict} {cname('tensor', t.name)}")
+    out.append(f"long *{dialect.restrict} err")
+    if ctx.values is None:
+        out += [f"long {_dim_var(d)}" for d in dims]
+    return out
+
+
+def _extents(ctx: _Context, dims: tuple[str, ...]) -> list[str]:
+    """A specialized kernel's extents as constants (a size-generic one takes them)."""
+    if ctx.values is None:
+        return []
+    return [f"  const long {_dim_var(d)} = {ctx.values[d]}L;" for d in dims if "." in d]
+
+
+def _dim_var(d: str) -> str:
+    if "." in d:
+        tensor, k = d.split(".")
+        return f"{cname('extent', tensor)}_{k}"
+    return cname("size", d)
+
+
+def _axis(tags: frozenset[str]) -> str | None:
+    return next((t for t in sorted(tags) if t in GPU_AXES), None)
+
+
+class _CudaBody(_Body):
+    """The C body walker, guarding what a kernel's threads must not all run."""
+
+    def __init__(self, ctx: _Context, dialect: Dialect, tags: dict[str, frozenset[str]],
+                 trips: dict[str, int | None], padded: frozenset[str],
+                 axes: frozenset[str]) -> None:
+        super().__init__(ctx, dialect, tags, trips, padded)
+        self.axes = axes  # bound somewhere in this kernel
+        self.enclosing: list[str] = []  # axes of the loops around the current node
+
+    def _for(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str,
+             plain: bool = False) -> list[str]:
+        axis = _axis(self.tags.get(loop, frozenset()))
+        if axis is None:
+            return super()._for(node, depth, in_parallel, loop, plain)
+        self.enclosing.append(axis)
+        try:
+            if not node.for_is_degenerate():
+                return super()._for(node, depth, in_parallel, loop, plain)
+            # One iteration: printed without a loop, so only that axis' index 0 runs it.
+            pad = "  " * depth
+            inner = super()._for(node, depth + 1, in_parallel, loop, plain)
+            return [f"{pad}if ({axis} == 0) {{", *inner, f"{pad}}}"]
+        finally:
+            self.enclosing.pop()
+
+    def _user(self, call: isl.AstExpr, depth: int) -> list[str]:
+        missing = sorted(self.axes - set(self.enclosing))
+        if not missing:
+            return super()._user(call, depth)
+        pad = "  " * depth
+        cond = " && ".join(f"{a} == 0" for a in missing)
+        return [f"{pad}if ({cond}) {{", *super()._user(call, depth + 1), f"{pad}}}"]
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str) -> isl.PwAff:
+    return isl.PwAff(text)
+
+
+def _evaluate(text: str, sizes: Mapping[str, int]) -> int:
+    """A launch extent at ``sizes``; 0 where it is undefined (no instance runs)."""
+    pa = _parsed(text)
+    space = pa.get_domain_space()
+    point = isl.Point.zero(space)
+    for i in range(space.dim(isl.dim_type.param)):
+        name = str(space.get_dim_name(isl.dim_type.param, i))
+        point = point.set_coordinate_val(isl.dim_type.param, i, isl.Val(int(sizes[name])))
+    value = pa.eval(point)
+    return 0 if value.is_nan() else max(0, int(value.to_python()))

@@ -1,0 +1,109 @@
+"""The CUDA target without a GPU: the mapping, the emitted source, nvcc and ptxas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt import IllegalScheduleError, ScheduleError, kernels
+from polyopt.runtime import nvcc
+
+MATMUL = "def matmul(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+
+
+def cuda(source: str, name: str | None = None, **kw: object) -> polyopt.Kernel:
+    return polyopt.compile(source, name, target="cuda", **kw)  # type: ignore[arg-type]
+
+
+def test_matmul_maps_output_to_blocks_and_threads_with_x_on_stride_one() -> None:
+    k = cuda(MATMUL, sizes={"M": 100, "N": 70, "K": 30})
+    steps = k.schedule.as_python()
+    assert "s.bind('n_o', 'blockIdx.x')" in steps and "s.bind('n_i', 'threadIdx.x')" in steps
+    assert "s.bind('m_o', 'blockIdx.y')" in steps and "s.bind('m_i', 'threadIdx.y')" in steps
+    assert k.launch == [{"kernel": "polyopt_matmul_k0", "grid": ("3", "13", "1"),
+                         "block": ("32", "8", "1")}]
+    src = k.source
+    assert "c0 += (long)gridDim.y" in src
+    assert "POLYOPT_EMU_ENTRY(polyopt_matmul_k0" in src
+
+
+def test_parametric_launch_is_an_expression_of_the_sizes() -> None:
+    k = cuda(MATMUL, parametric=True)
+    (launch,) = k.launch
+    assert launch["grid"] == ("(N + 31) / 32", "(M + 7) / 8", "1")
+    assert launch["block"] == ("N >= 32 ? 32 : N", "M >= 8 ? 8 : M", "1")
+    plan = k.lowered().source.launches[0]
+    assert plan.shape({"M": 100, "N": 70, "K": 3}) == ((3, 13, 1), (32, 8, 1))
+    assert plan.shape({"M": 5, "N": 7, "K": 3}) == ((1, 1, 1), (7, 5, 1))
+
+
+def test_statements_outside_the_thread_loops_run_once() -> None:
+    src = """def f(float(N) A) -> (s, B) {
+        s +=! A(r_i)
+        B(i) = A(i) * 2
+    }"""
+    k = cuda(src, sizes={"N": 40})
+    # The scalar reduction has no parallel loop: its init and its sum run on one thread.
+    assert [ln["block"] for ln in k.launch] == [("1", "1", "1"), ("1", "1", "1"),
+                                                 ("40", "1", "1")]
+    # B's block loop has one value, so isl drops it: B runs on block 0's threads only.
+    last = k.source.split("polyopt_f_k2(")[1]
+    assert "(long)threadIdx.x" in last and "if (blockIdx.x == 0)" in last
+
+
+def test_bind_checks_dependences_and_axes() -> None:
+    s = polyopt.schedule(MATMUL, auto="isl")
+    with pytest.raises(IllegalScheduleError, match="carries a dependence"):
+        s.bind("k", "threadIdx.x")
+    with pytest.raises(ScheduleError, match="unknown axis"):
+        s.bind("m", "warp.x")
+    t = s.bind("m", "blockIdx.x")
+    with pytest.raises(ScheduleError, match="already bound"):
+        t.bind("m", "blockIdx.y")
+    assert polyopt.schedule(MATMUL, auto="isl").steps == ()  # verbs return new schedules
+
+
+def test_user_bound_schedule_runs_emulated() -> None:
+    s = polyopt.schedule(MATMUL, auto="isl").split("m", 4).bind("m_o", "blockIdx.x") \
+        .bind("m_i", "threadIdx.y").bind("n", "threadIdx.x")
+    k = polyopt.compile(MATMUL, schedule=s, target="cuda-emulated")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((9, 5), np.float32), rng.standard_normal((5, 6), np.float32)
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_cuda_without_pycuda_says_what_to_install() -> None:
+    pytest.importorskip("numpy")
+    try:
+        import pycuda  # noqa: F401
+        pytest.skip("PyCUDA is installed here")
+    except ImportError:
+        pass
+    k = cuda(MATMUL)
+    with pytest.raises(polyopt.PolyoptError, match="needs PyCUDA"):
+        k(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))
+    assert "__global__" in k.source  # the source needs no GPU
+
+
+def test_ptxas_report_is_parsed() -> None:
+    text = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'polyopt_f_k0' for 'sm_90'
+ptxas info    : Function properties for polyopt_f_k0
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem, 400 bytes cmem[0]
+"""
+    (r,) = nvcc.parse_report(text).values()
+    assert (r.name, r.registers, r.shared_bytes, r.stack_bytes) == ("polyopt_f_k0", 40, 8192, 8)
+    assert r.spills and (r.spill_stores, r.spill_loads) == (4, 12)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", kernels.names())
+def test_every_library_kernel_compiles_with_nvcc_without_spills(name: str) -> None:
+    k = cuda(kernels.source(name), name, parametric=True)
+    _, report = nvcc.build_cubin(k.source, "sm_90")
+    symbols = [ln["kernel"] for ln in k.launch]
+    assert sorted(report) == sorted(symbols)
+    spilled = {s: r for s, r in report.items() if r.spills}
+    assert not spilled, f"{name}: ptxas spills {spilled}"

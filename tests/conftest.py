@@ -1,0 +1,42 @@
+"""Markers that skip with a reason when a tool is missing: ``cc`` (the system C compiler),
+``cuda`` (nvcc) and ``gpu`` (PyCUDA and an NVIDIA GPU)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import shlex
+import shutil
+
+import pytest
+
+from polyopt.runtime.nvcc import nvcc_path
+
+
+def have_cc() -> bool:
+    """Whether the compiler the runtime would use (``CC`` or ``cc``) is on PATH."""
+    words = shlex.split(os.environ.get("CC", "")) or ["cc"]
+    return shutil.which(words[0]) is not None
+
+
+@functools.cache
+def gpu_missing() -> str | None:
+    """Why the ``gpu`` tests cannot run here, or None."""
+    try:
+        importlib.import_module("pycuda.autoprimaryctx")
+    except ImportError as e:
+        return f"needs PyCUDA (pip install -e '.[cuda]'): {e}"
+    except Exception as e:  # PyCUDA's driver errors: no driver library, no device
+        return f"needs an NVIDIA GPU: {e}"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _skip_without_tools(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("cc") and not have_cc():
+        pytest.skip("needs the system C compiler: `cc` (or $CC) is not on PATH")
+    if request.node.get_closest_marker("cuda") and nvcc_path() is None:
+        pytest.skip("needs nvcc (set NVCC or CUDA_HOME, or put it on PATH)")
+    if request.node.get_closest_marker("gpu") and gpu_missing():
+        pytest.skip(str(gpu_missing()))
