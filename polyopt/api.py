@@ -15,7 +15,14 @@ from polyopt.codegen.printer import KernelSource
 from polyopt.errors import OptionError, PolyoptWarning, ShapeError, SizesRequiredError
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
-from polyopt.pipeline import Lowered, base_schedule, check_options, lower, lower_program
+from polyopt.pipeline import (
+    Lowered,
+    base_schedule,
+    check_options,
+    is_cuda,
+    lower,
+    lower_program,
+)
 from polyopt.poly import analyze, build_poly, check_bounds
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.runtime.cuda import is_device_array
@@ -40,16 +47,17 @@ def compile(source: str, name: str | None = None, *, target: str = "c",
 
 def schedule(source: str, name: str | None = None, *, auto: bool | str = True,
              sizes: Mapping[str, int] | None = None,
-             options: Mapping[str, Any] | None = None) -> Schedule:
+             options: Mapping[str, Any] | None = None, target: str = "c") -> Schedule:
     """The schedule of def ``name``, to transform and pass to ``compile(schedule=...)``.
 
-    ``auto=True`` is what ``compile`` would use; ``"isl"`` is isl's scheduler before the CPU
-    pipeline; ``False`` is program order. Without ``sizes`` it is size-generic.
+    ``auto=True`` is what ``compile`` would use for ``target``; ``"isl"`` is isl's scheduler
+    before the CPU or GPU pipeline; ``False`` is program order. Without ``sizes`` it is
+    size-generic.
     """
     if not isinstance(source, str):
         raise OptionError(f"source must be a string of TC definitions, not {type(source).__name__}")
-    opts = check_options(options, "c")
-    pp, deps = analyze(lang.build_program(source, name, sizes))
+    opts = check_options(options, target)
+    pp, deps = analyze(lang.build_program(source, name, sizes), borders=not is_cuda(opts))
     return base_schedule(pp, deps, opts, auto)
 
 

@@ -97,7 +97,7 @@ def lower(source: str, name: str | None, sizes: Mapping[str, int] | None,
 def lower_program(program: ir.Program, options: Mapping[str, Any],
                   schedule: Schedule | str | None = None) -> Lowered:
     try:
-        sched = _schedule(*analyze(program), options, schedule)
+        sched = _schedule(*analyze(program, borders=not is_cuda(options)), options, schedule)
         # Layout steps (pack) add tensors and statements: later stages see the schedule's.
         pp, deps = sched.poly, sched.deps
         ast = build_ast(pp, sched, deps)

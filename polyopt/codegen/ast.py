@@ -14,8 +14,8 @@ from polyopt.errors import CodegenError
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.schedule.schedule import GPU_AXES, Schedule
-from polyopt.schedule.transform import trip_count
-from polyopt.schedule.tree import Loop, loops
+from polyopt.schedule.transform import trip_count, value_extent
+from polyopt.schedule.tree import loops
 
 PARALLEL = "parallel"
 SEQUENTIAL = "sequential"
@@ -29,8 +29,9 @@ class Ast:
     trips: dict[str, int | None]  # loop name -> its largest trip count, when constant
     padded: frozenset[str] = frozenset()  # tensors allocated (zeroed) in whole blocks
     contractions: tuple[tuple[str, str, int], ...] = ()  # (local, loop, dim): one slice
-    # Loops bound to CUDA blocks or threads -> (number of values over the sizes, its
-    # largest value when bounded): the launch's grid and block extents.
+    # Loops bound to CUDA blocks or threads, or in a gpu.tile -> (number of values as a
+    # function of the sizes, its largest value over all sizes when bounded): the launch's
+    # grid and block extents, and the tile sizes.
     extents: dict[str, tuple[isl.PwAff, int | None]] = field(default_factory=dict)
 
     def __str__(self) -> str:
@@ -61,21 +62,10 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
         raise CodegenError(f"AST annotation failed: {errors[0]!r}") from errors[0]
     tagged = [lp for lp in loops(schedule.root) if lp.tags]
     extents = {lp.name: value_extent(lp, pp.domain) for lp in tagged
-               if lp.tags & set(GPU_AXES)}
+               if lp.tags & set(GPU_AXES) or any(t.startswith("gpu.tile") for t in lp.tags)}
     return Ast(root, pp, {lp.name: lp.tags for lp in tagged},
                {lp.name: trip_count(lp, pp.domain) for lp in tagged},
                frozenset(schedule.buffers), schedule.contractions, extents)
-
-
-def value_extent(lp: Loop, domain: isl.UnionSet) -> tuple[isl.PwAff, int | None]:
-    """How many values ``lp`` takes over the statement instances (max - min + 1, a function
-    of the sizes), and its largest value over all sizes when that is finite."""
-    umap = isl.UnionMap.from_union_pw_aff(lp.expr).intersect_domain(domain)
-    values = isl.Set.from_union_set(umap.range())
-    extent = values.dim_max(0).sub(values.dim_min(0)).add_constant_val(isl.Val(1))
-    bound = isl.Set.from_pw_aff(extent).dim_max_val(0)
-    most = int(bound.to_python()) if bound.is_int() else None
-    return extent.coalesce(), most
 
 
 def _is_parallel(sched: isl.UnionMap, deps: isl.UnionMap) -> bool:

@@ -23,7 +23,15 @@ import islpy as isl
 from polyopt.codegen.ast import Ast
 from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.exprs import cname, ctype
-from polyopt.codegen.printer import Dialect, KernelSource, _Body, _Context, _specialized_values
+from polyopt.codegen.gputile import TileEmitter, analyze, find_tile
+from polyopt.codegen.printer import (
+    Dialect,
+    KernelSource,
+    StmtPrinter,
+    _Body,
+    _Context,
+    _specialized_values,
+)
 from polyopt.errors import CodegenError
 from polyopt.schedule.gpu import MAX_THREADS
 from polyopt.schedule.schedule import GPU_AXES
@@ -100,13 +108,14 @@ def render_cuda(ast: Ast, *, specialized: bool) -> KernelSource:
     for k, node in enumerate(_kernels(ast.root)):
         symbol = f"{base}_k{k}"
         bound = _bound_loops(node, ast.tags)
-        launch = _launch(symbol, bound, ast)
+        tile = _tile(node, ast, ctx)
+        launch = _launch(symbol, bound, ast, tile[0].t.threads if tile else None)
         # Up to 256 threads, any register count fits (64K registers per SM): a bound would
         # only make ptxas trade registers for occupancy, and spill.
         big = launch.threads is None or launch.threads > 256
         bounds = f"__launch_bounds__({launch.threads or MAX_THREADS}) " if big else ""
-        body = _CudaBody(ctx, dialect, ast.tags, ast.trips, ast.padded,
-                         frozenset(bound)).node(node, 1, in_parallel=False)
+        body = _CudaBody(ctx, dialect, ast.tags, ast.trips, ast.padded, frozenset(bound),
+                         tile).node(node, 1, in_parallel=False)
         lines += [f'extern "C" __global__ void {bounds}{symbol}({", ".join(params)}) {{',
                   *_extents(ctx, dims), *body, "}", ""]
         args = ", ".join(p.rsplit(" ", 1)[1] for p in params)
@@ -167,14 +176,60 @@ def _marked_loops(node: isl.AstNode, tags: dict[str, frozenset[str]],
             yield from _marked_loops(node.if_get_else_node(), tags, inside_thread)
 
 
-def _launch(symbol: str, bound: dict[str, str], ast: Ast) -> Launch:
+def _tile(node: isl.AstNode, ast: Ast,
+          ctx: _Context) -> tuple[TileEmitter, str, str] | None:
+    """The kernel's ``gpu.tile``: its emitter, its loop and the loop that holds the
+    accumulators (the first loop on the way to the tile below every block loop)."""
+    mark = find_tile(node, ast.tags)
+    if mark is None:
+        return None
+    tile = analyze(mark, ast.tags, ast.extents, ctx.poly.stmt)
+    path = _path_to(node, mark.mark_get_id().get_name()) or []
+    blocks = [i for i, n in enumerate(path)
+              if (_axis(ast.tags.get(n, frozenset())) or "").startswith("blockIdx")]
+    acc_root = path[blocks[-1] + 1 if blocks else 0]
+    emitter = TileEmitter(tile, StmtPrinter(ctx, tile.stmt), frozenset(ctx.poly.program.sizes))
+    return emitter, path[-1], acc_root
+
+
+def _path_to(node: isl.AstNode, target: str) -> list[str] | None:
+    """The names of the marked loops from ``node`` down to the mark named ``target``."""
+    kind = node.get_type()
+    if kind == isl.ast_node_type.mark:
+        mark = node.mark_get_id().get_name()
+        name = mark[len(MARK_PREFIX):]
+        if mark == target:
+            return [name]
+        below = _path_to(node.mark_get_node(), target)
+        return None if below is None else [name, *below]
+    kids: list[isl.AstNode] = []
+    if kind == isl.ast_node_type.block:
+        ch = node.block_get_children()
+        kids = [ch.get_at(i) for i in range(ch.n_ast_node())]
+    elif kind == isl.ast_node_type.for_:
+        kids = [node.for_get_body()]
+    elif kind == isl.ast_node_type.if_:
+        kids = [node.if_get_then_node()]
+    for kid in kids:
+        found = _path_to(kid, target)
+        if found is not None:
+            return found
+    return None
+
+
+def _launch(symbol: str, bound: dict[str, str], ast: Ast,
+            tile_threads: tuple[int, int] | None = None) -> Launch:
     build = isl.AstBuild.from_context(ast.poly.context)
     space = ast.poly.context.get_space()
     one = isl.PwAff.from_aff(isl.Aff.val_on_domain_space(space, isl.Val(1)))
     texts: dict[str, tuple[str, str]] = {}
     threads: int | None = 1
+    fixed = {"threadIdx.x": tile_threads[0], "threadIdx.y": tile_threads[1]} \
+        if tile_threads else {}
     for axis in GPU_AXES:
         extent, most = ast.extents[bound[axis]] if axis in bound else (one, 1)
+        if axis in fixed:
+            extent, most = one.scale_val(isl.Val(fixed[axis])), fixed[axis]
         texts[axis] = (str(extent), build.expr_from_pw_aff(extent).to_C_str())
         if axis.startswith("threadIdx"):
             threads = None if threads is None or most is None else threads * most
@@ -227,13 +282,28 @@ class _CudaBody(_Body):
 
     def __init__(self, ctx: _Context, dialect: Dialect, tags: dict[str, frozenset[str]],
                  trips: dict[str, int | None], padded: frozenset[str],
-                 axes: frozenset[str]) -> None:
+                 axes: frozenset[str], tile: tuple[TileEmitter, str, str] | None) -> None:
         super().__init__(ctx, dialect, tags, trips, padded)
         self.axes = axes  # bound somewhere in this kernel
         self.enclosing: list[str] = []  # axes of the loops around the current node
+        self.tile = tile
 
     def _for(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str,
              plain: bool = False) -> list[str]:
+        if self.tile is not None and loop in self.tile[1:]:
+            emitter, tile_loop, acc_root = self.tile
+            pad = "  " * depth
+            lines = emitter.step(pad + "  ") if loop == tile_loop else \
+                self._bound_for(node, depth + 1, in_parallel, loop, plain)
+            if loop != acc_root:
+                return lines
+            return [f"{pad}{{ /* accumulators of {emitter.t.stmt.name} in registers */",
+                    *emitter.prologue(pad + "  "), *lines, *emitter.epilogue(pad + "  "),
+                    f"{pad}}}"]
+        return self._bound_for(node, depth, in_parallel, loop, plain)
+
+    def _bound_for(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str,
+                   plain: bool = False) -> list[str]:
         axis = _axis(self.tags.get(loop, frozenset()))
         if axis is None:
             return super()._for(node, depth, in_parallel, loop, plain)

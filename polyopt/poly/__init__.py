@@ -8,9 +8,10 @@ from polyopt.poly.deps import Deps, compute_deps
 from polyopt.poly.model import PolyProgram, PolyStmt, ReadAccess, affine_text, build_poly
 
 
-def analyze(program: ir.Program) -> tuple[PolyProgram, Deps]:
-    """The polyhedral model of ``program`` (bounds proven) and its exact dependences."""
-    pp = build_poly(program)
+def analyze(program: ir.Program, borders: bool = True) -> tuple[PolyProgram, Deps]:
+    """The polyhedral model of ``program`` (bounds proven) and its exact dependences
+    (``borders``: see ``build_poly``)."""
+    pp = build_poly(program, borders)
     check_bounds(pp)
     return pp, compute_deps(pp)
 

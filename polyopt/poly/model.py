@@ -58,6 +58,9 @@ class PolyProgram:
     program: ir.Program
     stmts: tuple[PolyStmt, ...]  # in program order
     context: isl.Set  # admissible sizes: non-negative, every extent non-negative
+    # Padded reads split their statement into an unguarded interior and a guarded border
+    # piece (the C pipeline); without borders the whole statement guards them (CUDA).
+    borders: bool = True
 
     @cached_property
     def domain(self) -> isl.UnionSet:
@@ -111,8 +114,9 @@ def _union(maps: list[isl.Map], context: isl.Set) -> isl.UnionMap:
     return out
 
 
-def build_poly(program: ir.Program) -> PolyProgram:
-    """The polyhedral model of ``program`` (statements in program order)."""
+def build_poly(program: ir.Program, borders: bool = True) -> PolyProgram:
+    """The polyhedral model of ``program`` (statements in program order); ``borders``:
+    split statements with padded reads into interior and border pieces."""
     try:
         context = _context(program)
         stmts: list[PolyStmt] = []
@@ -120,8 +124,8 @@ def build_poly(program: ir.Program) -> PolyProgram:
         for stmt in program.stmts:
             is_first = stmt.tensor not in first_writer
             first_writer.add(stmt.tensor)
-            stmts += _lower_stmt(program, stmt, context, is_first)
-        return PolyProgram(program, tuple(stmts), context)
+            stmts += _lower_stmt(program, stmt, context, is_first, borders)
+        return PolyProgram(program, tuple(stmts), context, borders)
     except isl.Error as e:
         raise PolyoptError(f"isl failed while modelling def '{program.name}': {e}") from e
 
@@ -147,15 +151,15 @@ def tensor_box(program: ir.Program, name: str, pad: tuple[tuple[str, str], ...] 
                    if cons else f"{program.params} -> {{ {name}[] }}")
 
 
-def _lower_stmt(program: ir.Program, stmt: ir.Stmt, context: isl.Set, is_first: bool
-                ) -> list[PolyStmt]:
+def _lower_stmt(program: ir.Program, stmt: ir.Stmt, context: isl.Set, is_first: bool,
+                borders: bool = True) -> list[PolyStmt]:
     domain = isl.Set(stmt.domain).intersect_params(context)
     out = []
     if stmt.init:
         out.append(_init_stmt(program, stmt, domain, context, is_first))
     reads = _read_accesses(program, stmt, domain)
     padded = [r for r in reads if r.read.pad is not None]
-    if not padded or not all(r.affine for r in padded):
+    if not padded or not borders or not all(r.affine for r in padded):
         # A data-dependent padded read cannot split the domain: guard it everywhere.
         out.append(_update(program, stmt, stmt.name, bool(padded), domain, reads))
         return out

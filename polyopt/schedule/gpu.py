@@ -16,45 +16,175 @@ A nest with no such loop runs on one thread. Every step is a recorded, checked v
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from polyopt.errors import OptionError
+from polyopt.errors import OptionError, ScheduleError
+from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
+from polyopt.schedule.cpu import (
+    _invariant_reads,
+    _vector_rows,
+)
 from polyopt.schedule.legality import carried
 from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.tree import Loop, Node, Sequence, raw_iterator, stmts_of
+from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, raw_iterator, stmts_of
 
 MAX_THREADS = 1024  # per block, on every CUDA GPU since compute capability 2.0
 
 
+UNKNOWN = 1 << 30  # the trip count of a loop whose extent is a size
+
+
 @dataclass(frozen=True)
 class GpuMapping:
-    """Mapping options: threads per block along x and y (x is the stride-1 loop)."""
+    """Mapping options: threads per block along x and y (x is the stride-1 loop) for plain
+    nests; for contractions, whether to tile them (``tiles``), the block tile
+    ``tile = (rows, columns, reduction)`` and each thread's ``regs = (rows, columns)``
+    (default: 128 x 128 x 8 with 8 x 8, or 64 x 64 x 8 with 4 x 4 for outputs under 128
+    on a side; both give 16 x 16 threads)."""
 
     block: tuple[int, int] = (32, 8)
+    tiles: bool = True
+    tile: tuple[int, int, int] | None = None
+    regs: tuple[int, int] | None = None
+
+    def tile_for(self, rows: int, cols: int) -> tuple[int, int, int, int, int]:
+        big = rows >= 128 and cols >= 128
+        bm, bn, bk = self.tile or ((128, 128, 8) if big else (64, 64, 8))
+        rm, rn = self.regs or ((8, 8) if self.tile is None and big else (4, 4))
+        return bm, bn, bk, rm, rn
 
     @staticmethod
     def from_options(value: Any) -> GpuMapping:
         if value is None:
             return GpuMapping()
-        if not isinstance(value, Mapping) or set(value) - {"block"}:
-            raise OptionError(f"option gpu must be a dict with key 'block' (threads per block, "
-                              f"x first, e.g. {{'block': (32, 8)}}), not {value!r}")
+        keys = {"block", "tiles", "tile", "regs"}
+        if not isinstance(value, Mapping) or set(value) - keys:
+            raise OptionError(f"option gpu must be a dict with keys {sorted(keys)}, e.g. "
+                              f"{{'block': (32, 8), 'tile': (64, 64, 8), 'regs': (4, 4)}}, "
+                              f"not {value!r}")
         block = tuple(value.get("block", (32, 8)))
         if (len(block) not in (1, 2) or not all(isinstance(b, int) and b > 0 for b in block)
                 or _product(block) > MAX_THREADS):
             raise OptionError(f"option gpu block={block!r}: one or two positive thread "
                               f"counts whose product is at most {MAX_THREADS}")
-        return GpuMapping((block[0], block[1] if len(block) > 1 else 1))
+        tile, regs = value.get("tile"), value.get("regs")
+        if tile is not None and (len(tile) != 3 or not all(
+                isinstance(t, int) and t > 0 for t in tile)):
+            raise OptionError(f"option gpu tile={tile!r}: three positive sizes (rows, "
+                              f"columns, reduction)")
+        if regs is not None and (len(regs) != 2 or not all(
+                isinstance(r, int) and r > 0 for r in regs)):
+            raise OptionError(f"option gpu regs={regs!r}: two positive sizes (rows, columns)")
+        if tile is not None:
+            rm, rn = regs or (4, 4)
+            if tile[0] % rm or tile[1] % rn or (tile[0] // rm) * (tile[1] // rn) > MAX_THREADS:
+                raise OptionError(f"option gpu: regs {(rm, rn)} must divide the tile's rows "
+                                  f"and columns {tile[:2]}, leaving at most {MAX_THREADS} "
+                                  f"threads")
+        return GpuMapping((block[0], block[1] if len(block) > 1 else 1),
+                          bool(value.get("tiles", True)),
+                          tuple(tile) if tile else None, tuple(regs) if regs else None)
 
 
 def map_to_gpu(sched: Schedule, mapping: GpuMapping = GpuMapping()) -> Schedule:
-    """``sched`` with each top-level nest's outer parallel band bound to blocks and threads."""
+    """``sched`` with each contraction nest register-tiled through shared memory, and every
+    other top-level nest's outer parallel band bound to blocks and threads."""
+    if mapping.tiles:
+        sched = _split_inits(sched)
     for top in [n.name for n in _nests(sched.root) if isinstance(n, Loop)]:
-        sched = _map_nest(sched, top, mapping)
+        tiled = _map_contraction(sched, top, mapping) if mapping.tiles else None
+        sched = tiled if tiled is not None else _map_nest(sched, top, mapping)
     return sched
+
+
+def _map_contraction(sched: Schedule, top: str, mapping: GpuMapping) -> Schedule | None:
+    """A nest of one ``+=`` contraction over a box: rows and columns of the output tiled
+    onto blocks, the largest reduction tiled by BK, other reductions outside the tiles,
+    the tile staged through shared memory with a register tile per thread (``gpu_tile``).
+    None when the nest does not qualify or a step is illegal."""
+    chain = _chain(tf.find(sched.root, top))
+    below = chain[-1].child
+    if not isinstance(below, Leaf) or len(below.stmts) != 1:
+        return None
+    s = sched.poly.stmt(below.stmts[0])
+    if not _gpu_contraction(s) or not all(r.affine for r in s.reads) or not s.domain.is_box():
+        return None
+    its = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
+    by_iter = {it: name for name, it in its.items() if it is not None}
+    if len(by_iter) != len(chain) or s.stmt.lhs[-1] not in by_iter:
+        return None
+    trips = {lp.name: tf.trip_count(lp, sched.poly.domain) or UNKNOWN for lp in chain}
+    col = by_iter[s.stmt.lhs[-1]]
+    rows = [by_iter[i] for i in s.stmt.lhs[:-1] if i in by_iter]
+    reds = [by_iter[i] for i in s.stmt.reduction_iters if i in by_iter]
+    if not rows or not reds:
+        return None
+    row = max(rows, key=lambda n: (_invariant_reads(s, its[n] or ""),
+                                   -_vector_rows(s, its[n] or "", its[col] or ""), trips[n]))
+    red = max(reds, key=lambda n: trips[n])
+    bm, bn, bk, rm, rn = mapping.tile_for(trips[row], trips[col])
+    try:
+        return _tile_contraction(sched, chain, (row, col, red), (bm, bn, bk, rm, rn))
+    except ScheduleError:
+        return None
+
+
+def _split_inits(sched: Schedule) -> Schedule:
+    """A contraction gets a nest of its own (its init runs as a kernel before it)."""
+    for top in _nests(sched.root):
+        if not isinstance(top, Loop):
+            continue
+        stmts = [sched.poly.stmt(s) for s in stmts_of(top)]
+        if len(stmts) > 1 and any(_gpu_contraction(s) for s in stmts):
+            with contextlib.suppress(ScheduleError):  # illegal: keep the nest whole
+                sched = sched.distribute(top.name)
+    return sched
+
+
+def _gpu_contraction(s: PolyStmt) -> bool:
+    """A ``+=`` with reductions into a tensor of rank 2 or more (padded reads may be
+    guarded: the tile stages them with their zero fill)."""
+    return (s.kind == "update" and s.stmt.op == "+" and len(s.stmt.lhs) >= 2
+            and bool(s.stmt.reduction_iters))
+
+
+def _tile_contraction(sched: Schedule, chain: list[Loop], loops: tuple[str, str, str],
+                      sizes: tuple[int, int, int, int, int]) -> Schedule:
+    row, col, red = loops
+    bm, bn, bk, rm, rn = sizes
+    out = sched.split(row, bm).split(col, bn).split(red, bk)
+    others = [lp.name for lp in chain if lp.name not in loops]
+    outer = [n for n in others if n not in _reductions(sched, chain)]
+    inner = [n for n in others if n not in outer]
+    out = out.reorder(*outer, f"{row}_o", f"{col}_o", *inner, f"{red}_o", f"{row}_i",
+                      f"{col}_i", f"{red}_i")
+    out = out.bind(f"{col}_o", "blockIdx.x").bind(f"{row}_o", "blockIdx.y")
+    free = [n for n in outer if carried(out.root, tf.find(out.root, n), out.deps,
+                                        out.poly.domain).is_empty()]
+    if free:
+        out = out.bind(free[-1], "blockIdx.z")
+    return out.gpu_tile(f"{row}_i", (rm, rn))
+
+
+def _reductions(sched: Schedule, chain: list[Loop]) -> set[str]:
+    names = set()
+    for lp in chain:
+        for st in stmts_of(lp):
+            it = raw_iterator(lp.expr, st)
+            if it is not None and it in sched.poly.stmt(st).stmt.reduction_iters:
+                names.add(lp.name)
+    return names
+
+
+def _chain(top: Loop) -> list[Loop]:
+    out = [top]
+    while isinstance(out[-1].child, Loop):
+        out.append(out[-1].child)
+    return out
 
 
 def _nests(root: Node) -> tuple[Node, ...]:

@@ -43,7 +43,7 @@ from polyopt.schedule.tree import (
 
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
          "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate", "pack",
-         "contract", "bind")
+         "contract", "bind", "gpu_tile")
 # CUDA grid and block dimensions a loop can be bound to.
 GPU_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
             "threadIdx.z")
@@ -177,6 +177,32 @@ class Schedule:
             return self._tag_free(r, loop, axis)
         return self._step("bind", fn, (loop, axis))
 
+    def gpu_tile(self, loop: str, regs: Seq[int] = (4, 4)) -> Schedule:
+        """CUDA: run the tile at ``loop`` (rows, with the perfectly nested columns and one
+        reduction below it, over one ``+=`` statement) on a block's threads: the operands
+        that move with only the rows or only the columns are staged through shared memory
+        one reduction tile at a time, and each thread keeps ``regs`` = (rows, columns)
+        outputs in registers across the reduction loops below the innermost block loop."""
+        rm, rn = (int(r) for r in regs)
+
+        def fn(r: Node) -> Node:
+            lp = tf.find(r, loop)
+            col = lp.child
+            red = col.child if isinstance(col, Loop) else None
+            if not isinstance(col, Loop) or not isinstance(red, Loop) or not isinstance(
+                    red.child, Leaf) or len(red.child.stmts) != 1:
+                raise ScheduleError(f"gpu_tile: {loop} must hold a column loop, then one "
+                                    f"reduction loop, then one statement")
+            for name, n in ((loop, rm), (col.name, rn)):
+                _, most = tf.value_extent(tf.find(r, name), self.poly.domain)
+                if n < 1 or most is None or most % n:
+                    raise ScheduleError(f"gpu_tile: loop {name} needs a bounded number of "
+                                        f"values that {n} divides (it has {most})")
+                self._tag_free(r, name, "gpu.threads")
+            r = tf.tag(tf.tag(r, col.name, "gpu.tile.cols"), red.name, "gpu.tile.reduction")
+            return tf.tag(r, loop, f"gpu.tile {rm}x{rn}")
+        return self._step("gpu_tile", fn, (loop, (rm, rn)))
+
     def vectorize(self, loop: str) -> Schedule:
         """Vectorize the innermost ``loop``; it must carry no dependence."""
         def fn(r: Node) -> Node:
@@ -225,7 +251,7 @@ class Schedule:
         is NCHW16c); its statements change, so pack outputs before other steps, and the
         nests restart from program order."""
         program, name = layout.pack(self.poly.program, tensor, dim, factor, outer)
-        poly, deps = analyze(program)
+        poly, deps = analyze(program, self.poly.borders)
         step = Step("pack", (tensor, dim, factor, outer))
         if self.poly.program.tensors[tensor].role == "output":
             base = self._rebased(poly, deps, tensor)
@@ -399,7 +425,7 @@ class Schedule:
             program = poly.program
             for args in packs:
                 program, _ = layout.pack(program, *args)
-            poly, deps = analyze(program)
+            poly, deps = analyze(program, self.poly.borders)
         root = _fix_params(self.root, bound)
         out = replace(self, root=root, poly=poly, deps=deps)
         if not poly.domain.is_subset(out.map.domain()):

@@ -266,6 +266,17 @@ def trip_count(lp: Loop, domain: isl.UnionSet) -> int | None:
     return int(hi.to_python()) - int(lo.to_python()) + 1
 
 
+def value_extent(lp: Loop, domain: isl.UnionSet) -> tuple[isl.PwAff, int | None]:
+    """How many values ``lp`` takes over the statement instances (max - min + 1, a function
+    of the sizes), and the most it takes for any sizes when that is finite (a tile loop's
+    size)."""
+    umap = isl.UnionMap.from_union_pw_aff(lp.expr).intersect_domain(domain)
+    values = isl.Set.from_union_set(umap.range())
+    extent = values.dim_max(0).sub(values.dim_min(0)).add_constant_val(isl.Val(1))
+    bound = isl.Set.from_pw_aff(extent).dim_max_val(0)
+    return extent.coalesce(), int(bound.to_python()) if bound.is_int() else None
+
+
 def jam(root: Node, name: str) -> Node:
     """Sink loop ``name`` through the perfectly nested loops below it, stopping above a
     vectorized loop (the register tile's columns stay innermost)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -16,26 +18,71 @@ def cuda(source: str, name: str | None = None, **kw: object) -> polyopt.Kernel:
     return polyopt.compile(source, name, target="cuda", **kw)  # type: ignore[arg-type]
 
 
-def test_matmul_maps_output_to_blocks_and_threads_with_x_on_stride_one() -> None:
-    k = cuda(MATMUL, sizes={"M": 100, "N": 70, "K": 30})
+def test_plain_mapping_puts_x_on_the_stride_one_index() -> None:
+    k = cuda(MATMUL, sizes={"M": 100, "N": 70, "K": 30}, options={"gpu": {"tiles": False}})
     steps = k.schedule.as_python()
     assert "s.bind('n_o', 'blockIdx.x')" in steps and "s.bind('n_i', 'threadIdx.x')" in steps
     assert "s.bind('m_o', 'blockIdx.y')" in steps and "s.bind('m_i', 'threadIdx.y')" in steps
     assert k.launch == [{"kernel": "polyopt_matmul_k0", "grid": ("3", "13", "1"),
                          "block": ("32", "8", "1")}]
-    src = k.source
-    assert "c0 += (long)gridDim.y" in src
-    assert "POLYOPT_EMU_ENTRY(polyopt_matmul_k0" in src
+    assert "c0 += (long)gridDim.y" in k.source
+    assert "POLYOPT_EMU_ENTRY(polyopt_matmul_k0" in k.source
+
+
+def test_matmul_is_register_tiled_through_shared_memory() -> None:
+    k = cuda(MATMUL, sizes={"M": 100, "N": 70, "K": 30})
+    assert "s.gpu_tile('m2_i', (4, 4))" in k.schedule.as_python()
+    _, tiled = k.launch  # the init runs first, as a kernel of its own
+    assert tiled == {"kernel": "polyopt_matmul_k1", "grid": ("2", "2", "1"),
+                     "block": ("16", "16", "1")}
+    body = k.source.split("polyopt_matmul_k1(")[1]
+    assert body.count("__syncthreads();") == 2 and "po_acc[4][4]" in body
+    assert "POLYOPT_SHARED(float, po_As0, 512)" in body
+    big = cuda(MATMUL, sizes={"M": 512, "N": 256, "K": 64})
+    assert "s.gpu_tile('m2_i', (8, 8))" in big.schedule.as_python()
+    assert big.launch[1]["grid"] == ("2", "4", "1")
 
 
 def test_parametric_launch_is_an_expression_of_the_sizes() -> None:
-    k = cuda(MATMUL, parametric=True)
+    k = cuda(MATMUL, parametric=True, options={"gpu": {"tiles": False}})
     (launch,) = k.launch
     assert launch["grid"] == ("(N + 31) / 32", "(M + 7) / 8", "1")
     assert launch["block"] == ("N >= 32 ? 32 : N", "M >= 8 ? 8 : M", "1")
     plan = k.lowered().source.launches[0]
     assert plan.shape({"M": 100, "N": 70, "K": 3}) == ((3, 13, 1), (32, 8, 1))
     assert plan.shape({"M": 5, "N": 7, "K": 3}) == ((1, 1, 1), (7, 5, 1))
+    tiled = cuda(MATMUL, parametric=True).launch[1]
+    assert tiled["grid"] == ("(N + 127) / 128", "(M + 127) / 128", "1")
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("size", [(37, 29, 45), (130, 129, 17)])
+def test_tiled_matmul_runs_emulated_on_partial_tiles(size: tuple[int, int, int]) -> None:
+    m, k_, n = size
+    k = polyopt.compile(MATMUL, target="cuda-emulated")
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((m, k_), np.float32), rng.standard_normal((k_, n), np.float32)
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_removed_barrier_is_reported(which: int) -> None:
+    from polyopt.runtime import emulated
+
+    k = cuda(MATMUL, sizes={"M": 40, "N": 40, "K": 20})
+    source = k.lowered().source
+    head, sep, tail = source.text.partition("polyopt_matmul_k1(")
+    parts = tail.split("__syncthreads();")
+    assert len(parts) == 3
+    cut = sep.join([head, "".join([parts[0], "__syncthreads();" if which else "",
+                                    parts[1], "" if which else "__syncthreads();", parts[2]])])
+    kernel = emulated.EmulatedKernel(replace(source, text=cut))
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((40, 20), np.float32), rng.standard_normal((20, 40), np.float32)
+    c = np.zeros((40, 40), np.float32)
+    with pytest.raises(polyopt.EmulationError, match=r"race on shared array 'po_[AB]s0'"):
+        kernel.run([a, b, c], [])
 
 
 def test_statements_outside_the_thread_loops_run_once() -> None:
@@ -96,6 +143,19 @@ ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem, 400 bytes c
     (r,) = nvcc.parse_report(text).values()
     assert (r.name, r.registers, r.shared_bytes, r.stack_bytes) == ("polyopt_f_k0", 40, 8192, 8)
     assert r.spills and (r.spill_stores, r.spill_loads) == (4, 12)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", ["matmul", "conv2d"])
+def test_default_matmul_and_conv_use_shared_memory_and_register_tiles(name: str) -> None:
+    sizes = {"matmul": {"M": 256, "N": 256, "K": 256},
+             "conv2d": {"N": 1, "C": 64, "H": 56, "W": 56, "F": 64, "KH": 3, "KW": 3}}[name]
+    k = cuda(kernels.get(name, padding=1) if name == "conv2d" else kernels.source(name),
+             name, sizes=sizes)
+    _, report = nvcc.build_cubin(k.source, "sm_90")
+    tiled = k.launch[-1]["kernel"]
+    assert report[tiled].shared_bytes > 0 and "po_acc[" in k.source
+    assert not report[tiled].spills
 
 
 @pytest.mark.cuda
