@@ -29,7 +29,11 @@ OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
     "openmp": "parallelize the outermost parallel loop with OpenMP (default True)",
     "cflags": "extra C compiler flags, a list of strings",
-    "gpu": "CUDA mapping options: {'block': (x, y)} threads per block (default (32, 8))",
+    "gpu": "CUDA mapping options (polyopt.schedule.gpu.GpuMapping): 'block' (threads per "
+           "block, x first, default (32, 8)), 'tiles' (register-tile contractions, default "
+           "True), 'tile' (rows, columns, reduction), 'regs' (rows, columns per thread), "
+           "'shared' (stage tile operands in shared memory, default True), 'unroll' (the "
+           "tile's reduction loop), 'grid' (most blocks per dimension)",
     "machine": "machine-model overrides for tile sizes and vector width, e.g. "
                "{'l2_bytes': 1 << 20} or 'vector_bytes=32' (default: the host, see "
                "POLYOPT_MACHINE)",
@@ -102,7 +106,7 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
         pp, deps = sched.poly, sched.deps
         ast = build_ast(pp, sched, deps)
         if is_cuda(options):
-            src = render_cuda(ast, specialized=not program.sizes)
+            src = render_cuda(ast, specialized=not program.sizes, grid_cap=options["gpu"].grid)
         else:
             src = render(ast, dialect_for(options["machine"]), specialized=not program.sizes)
     except isl.Error as e:  # every isl failure reaches the user with context

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -75,24 +75,27 @@ class Launch:
     people); ``threads`` bounds the block for every size (``__launch_bounds__``)."""
 
     symbol: str
-    grid: tuple[str, str, str]
+    grid: tuple[str, str, str]  # isl text
     block: tuple[str, str, str]
     grid_c: tuple[str, str, str]
     block_c: tuple[str, str, str]
     threads: int | None
+    grid_cap: tuple[int, int, int] = GRID_LIMITS  # grid-stride loops cover the rest
 
     def shape(self, sizes: Mapping[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(grid, block) at ``sizes``; a zero extent means there is nothing to run."""
-        grid = tuple(min(_evaluate(g, sizes), lim) for g, lim in zip(self.grid, GRID_LIMITS,
-                                                                         strict=True))
+        grid = tuple(min(_evaluate(g, sizes), lim, cap) for g, lim, cap in zip(
+            self.grid, GRID_LIMITS, self.grid_cap, strict=True))
         return grid, tuple(_evaluate(b, sizes) for b in self.block)
 
     def describe(self) -> dict[str, object]:
         return {"kernel": self.symbol, "grid": self.grid_c, "block": self.block_c}
 
 
-def render_cuda(ast: Ast, *, specialized: bool) -> KernelSource:
-    """The CUDA source of every kernel of ``ast`` and how to launch each."""
+def render_cuda(ast: Ast, *, specialized: bool,
+                grid_cap: tuple[int, int, int] | None = None) -> KernelSource:
+    """The CUDA source of every kernel of ``ast`` and how to launch each (at most
+    ``grid_cap`` blocks per grid dimension)."""
     dialect = CudaDialect()
     program = ast.poly.program
     if any(t.dtype == "float16" for t in program.tensors.values()):
@@ -110,6 +113,8 @@ def render_cuda(ast: Ast, *, specialized: bool) -> KernelSource:
         bound = _bound_loops(node, ast.tags)
         tile = _tile(node, ast, ctx)
         launch = _launch(symbol, bound, ast, tile[0].t.threads if tile else None)
+        if grid_cap is not None:
+            launch = replace(launch, grid_cap=grid_cap)
         # Up to 256 threads, any register count fits (64K registers per SM): a bound would
         # only make ptxas trade registers for occupancy, and spill.
         big = launch.threads is None or launch.threads > 256

@@ -51,6 +51,8 @@ class Tile:
     col: TileLoop
     red: TileLoop
     regs: tuple[int, int]
+    shared: bool  # stage operands through shared memory
+    unroll: int | None  # of the reduction loop; None: fully
     stmt: PolyStmt
     args: list[isl.AstExpr]  # the statement's iterators over the AST's loop variables
 
@@ -88,12 +90,14 @@ def analyze(mark: isl.AstNode, tags: dict[str, frozenset[str]],
     regs = tile_regs(tags[name])
     assert regs is not None
     loops: list[TileLoop] = []
+    names: list[str] = []
     node = mark
     for _ in range(3):
         if node.get_type() != isl.ast_node_type.mark:
             raise CodegenError(f"gpu_tile {name}: isl split the tile's loops; expected three "
                                f"plain nested loops")
         loop = node.mark_get_id().get_name()[len(MARK_PREFIX):]
+        names.append(loop)
         node = node.mark_get_node()
         extent = extents[loop][1] if loop in extents else None
         if node.get_type() != isl.ast_node_type.for_ or extent is None or \
@@ -109,7 +113,10 @@ def analyze(mark: isl.AstNode, tags: dict[str, frozenset[str]],
     call = node.user_get_expr()
     stmt = stmt_of(call.get_op_arg(0).get_id().get_name())  # type: ignore[operator]
     args = [call.get_op_arg(i + 1) for i in range(call.get_op_n_arg() - 1)]
-    return Tile(loops[0], loops[1], loops[2], regs, stmt, args)
+    red_tags = tags.get(names[2], frozenset())
+    unroll = next((int(t.split()[1]) for t in red_tags if t.startswith("gpu.unroll ")), None)
+    return Tile(loops[0], loops[1], loops[2], regs, "gpu.tile.global" not in tags[name],
+                unroll, stmt, args)
 
 
 class TileEmitter:
@@ -131,7 +138,7 @@ class TileEmitter:
         self.rows_of = {it for it, lin in moves.items() if lin.get(tile.row.var)}
         self.cols_of = {it for it, lin in moves.items() if lin.get(tile.col.var)}
         self.row_reads, self.col_reads = [], []
-        for r in s.reads:
+        for r in s.reads if tile.shared else ():
             on_row = any(r.read.uses(it) for it in self.rows_of)
             on_col = any(r.read.uses(it) for it in self.cols_of)
             if on_row and not on_col:
@@ -195,10 +202,9 @@ class TileEmitter:
             out += self._stage(inner, f"po_As{n}", read, t.row, "po_r")
         for n, read in enumerate(self.col_reads):
             out += self._stage(inner, f"po_Bs{n}", read, t.col, "po_c")
-        out.append(f"{inner}__syncthreads();")
-        out += self._accumulate(inner)
-        out += [f"{inner}__syncthreads();", f"{pad}}}"]
-        return out
+        staged = bool(self.row_reads or self.col_reads)
+        sync = [f"{inner}__syncthreads();"] if staged else []
+        return [*out, *sync, *self._accumulate(inner), *sync, f"{pad}}}"]
 
     def _stage(self, pad: str, array: str, read: object, loop: TileLoop,
                var: str) -> list[str]:
@@ -223,7 +229,8 @@ class TileEmitter:
         t = self.t
         rm, rn = t.regs
         tx, ty = t.threads
-        lines = [f"{pad}#pragma unroll", f"{pad}for (long po_k = 0; po_k < {t.red.extent}L; "
+        unroll = "#pragma unroll" + (f" {t.unroll}" if t.unroll else "")
+        lines = [f"{pad}{unroll}", f"{pad}for (long po_k = 0; po_k < {t.red.extent}L; "
                  f"po_k++) {{", f"{pad}  if (!({self._ok(t.red, 'po_k')})) break;"]
         inner = pad + "  "
         for n, _ in enumerate(self.row_reads):

@@ -50,6 +50,9 @@ class GpuMapping:
     tiles: bool = True
     tile: tuple[int, int, int] | None = None
     regs: tuple[int, int] | None = None
+    shared: bool = True  # stage tile operands through shared memory
+    unroll: int | None = None  # the tile's reduction loop; None: fully
+    grid: tuple[int, int, int] | None = None  # most blocks per grid dimension
 
     def tile_for(self, rows: int, cols: int) -> tuple[int, int, int, int, int]:
         big = rows >= 128 and cols >= 128
@@ -61,7 +64,7 @@ class GpuMapping:
     def from_options(value: Any) -> GpuMapping:
         if value is None:
             return GpuMapping()
-        keys = {"block", "tiles", "tile", "regs"}
+        keys = {"block", "tiles", "tile", "regs", "shared", "unroll", "grid"}
         if not isinstance(value, Mapping) or set(value) - keys:
             raise OptionError(f"option gpu must be a dict with keys {sorted(keys)}, e.g. "
                               f"{{'block': (32, 8), 'tile': (64, 64, 8), 'regs': (4, 4)}}, "
@@ -85,9 +88,18 @@ class GpuMapping:
                 raise OptionError(f"option gpu: regs {(rm, rn)} must divide the tile's rows "
                                   f"and columns {tile[:2]}, leaving at most {MAX_THREADS} "
                                   f"threads")
+        unroll, grid = value.get("unroll"), value.get("grid")
+        if unroll is not None and (not isinstance(unroll, int) or unroll < 1):
+            raise OptionError(f"option gpu unroll={unroll!r}: a positive int")
+        if grid is not None and (len(grid) != 3 or not all(
+                isinstance(g, int) and g > 0 for g in grid)):
+            raise OptionError(f"option gpu grid={grid!r}: three positive block counts "
+                              f"(x, y, z); grid-stride loops cover the rest")
         return GpuMapping((block[0], block[1] if len(block) > 1 else 1),
                           bool(value.get("tiles", True)),
-                          tuple(tile) if tile else None, tuple(regs) if regs else None)
+                          tuple(tile) if tile else None, tuple(regs) if regs else None,
+                          bool(value.get("shared", True)), unroll,
+                          tuple(grid) if grid else None)
 
 
 def map_to_gpu(sched: Schedule, mapping: GpuMapping = GpuMapping()) -> Schedule:
@@ -128,7 +140,7 @@ def _map_contraction(sched: Schedule, top: str, mapping: GpuMapping) -> Schedule
     red = max(reds, key=lambda n: trips[n])
     bm, bn, bk, rm, rn = mapping.tile_for(trips[row], trips[col])
     try:
-        return _tile_contraction(sched, chain, (row, col, red), (bm, bn, bk, rm, rn))
+        return _tile_contraction(sched, chain, (row, col, red), (bm, bn, bk, rm, rn), mapping)
     except ScheduleError:
         return None
 
@@ -153,7 +165,7 @@ def _gpu_contraction(s: PolyStmt) -> bool:
 
 
 def _tile_contraction(sched: Schedule, chain: list[Loop], loops: tuple[str, str, str],
-                      sizes: tuple[int, int, int, int, int]) -> Schedule:
+                      sizes: tuple[int, int, int, int, int], mapping: GpuMapping) -> Schedule:
     row, col, red = loops
     bm, bn, bk, rm, rn = sizes
     out = sched.split(row, bm).split(col, bn).split(red, bk)
@@ -167,7 +179,7 @@ def _tile_contraction(sched: Schedule, chain: list[Loop], loops: tuple[str, str,
                                         out.poly.domain).is_empty()]
     if free:
         out = out.bind(free[-1], "blockIdx.z")
-    return out.gpu_tile(f"{row}_i", (rm, rn))
+    return out.gpu_tile(f"{row}_i", (rm, rn), shared=mapping.shared, unroll=mapping.unroll)
 
 
 def _reductions(sched: Schedule, chain: list[Loop]) -> set[str]:

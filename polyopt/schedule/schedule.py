@@ -177,13 +177,18 @@ class Schedule:
             return self._tag_free(r, loop, axis)
         return self._step("bind", fn, (loop, axis))
 
-    def gpu_tile(self, loop: str, regs: Seq[int] = (4, 4)) -> Schedule:
+    def gpu_tile(self, loop: str, regs: Seq[int] = (4, 4), shared: bool = True,
+                 unroll: int | None = None) -> Schedule:
         """CUDA: run the tile at ``loop`` (rows, with the perfectly nested columns and one
         reduction below it, over one ``+=`` statement) on a block's threads: the operands
         that move with only the rows or only the columns are staged through shared memory
         one reduction tile at a time, and each thread keeps ``regs`` = (rows, columns)
-        outputs in registers across the reduction loops below the innermost block loop."""
+        outputs in registers across the reduction loops below the innermost block loop.
+        ``shared=False`` reads the operands from global memory instead; ``unroll`` unrolls
+        the tile's reduction loop by that factor (default: fully)."""
         rm, rn = (int(r) for r in regs)
+        if unroll is not None and (not isinstance(unroll, int) or unroll < 1):
+            raise ScheduleError(f"gpu_tile: unroll must be a positive int, not {unroll!r}")
 
         def fn(r: Node) -> Node:
             lp = tf.find(r, loop)
@@ -200,8 +205,13 @@ class Schedule:
                                         f"values that {n} divides (it has {most})")
                 self._tag_free(r, name, "gpu.threads")
             r = tf.tag(tf.tag(r, col.name, "gpu.tile.cols"), red.name, "gpu.tile.reduction")
+            if not shared:
+                r = tf.tag(r, loop, "gpu.tile.global")
+            if unroll is not None:
+                r = tf.tag(r, red.name, f"gpu.unroll {unroll}")
             return tf.tag(r, loop, f"gpu.tile {rm}x{rn}")
-        return self._step("gpu_tile", fn, (loop, (rm, rn)))
+        kw = {"shared": None if shared else False, "unroll": unroll}
+        return self._step("gpu_tile", fn, (loop, (rm, rn)), **kw)
 
     def vectorize(self, loop: str) -> Schedule:
         """Vectorize the innermost ``loop``; it must carry no dependence."""

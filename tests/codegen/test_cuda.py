@@ -167,3 +167,25 @@ def test_every_library_kernel_compiles_with_nvcc_without_spills(name: str) -> No
     assert sorted(report) == sorted(symbols)
     spilled = {s: r for s, r in report.items() if r.spills}
     assert not spilled, f"{name}: ptxas spills {spilled}"
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("gpu", [{"shared": False}, {"unroll": 2}, {"grid": (1, 1, 1)},
+                                 {"tile": (32, 32, 4), "regs": (2, 4)}, {"tiles": False},
+                                 {"block": (64,)}])
+def test_mapping_options_keep_results(gpu: dict) -> None:
+    k = polyopt.compile(MATMUL, target="cuda-emulated", options={"gpu": gpu})
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((70, 33), np.float32), rng.standard_normal((33, 90), np.float32)
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    if "shared" in gpu:
+        assert "POLYOPT_SHARED(" not in k.source.split("#endif", 1)[1]
+        assert "__syncthreads" not in k.source
+
+
+@pytest.mark.parametrize("gpu", [{"tile": (32, 32)}, {"regs": (3, 4), "tile": (32, 32, 8)},
+                                 {"block": (64, 64)}, {"unroll": 0}, {"grid": (0, 1, 1)},
+                                 {"warps": 4}, "fast"])
+def test_bad_mapping_options_are_reported(gpu: object) -> None:
+    with pytest.raises(polyopt.OptionError, match="option gpu"):
+        cuda(MATMUL, options={"gpu": gpu})
