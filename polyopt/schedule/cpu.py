@@ -155,7 +155,46 @@ def tile_nest(schedule: Schedule, top: str, machine: Machine) -> Schedule:
         for name in [c.name for c in below.children if isinstance(c, Loop)]:
             schedule = tile_nest(schedule, name, machine)
         return schedule
-    return _vectorize(schedule, chain[-1].name)
+    schedule, inner = _cache_tile(schedule, chain, machine)
+    return _vectorize(schedule, inner)
+
+
+def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine) -> tuple[Schedule, str]:
+    """Tile a nest's innermost two loops when a tensor's stride-1 index moves with the outer
+    one only (a transposed access): each cache line it brings in then serves a whole tile
+    row instead of one iteration. The tiles are one cache line square (16 x 16 floats): the
+    transposed operand then keeps one line (and one TLB entry) per tile row, the least
+    that uses each line whole. (Larger, L2-sized tiles measured 1.5x slower at 4096^2:
+    a page per row exhausts the TLB.) Returns the schedule and the innermost loop."""
+    below = chain[-1].child
+    if len(chain) < 2 or not isinstance(below, Leaf):
+        return schedule, chain[-1].name
+    outer, inner = chain[-2], chain[-1]
+    stmts = [schedule.poly.stmt(n) for n in below.stmts]
+    tensors = {r.read.tensor for s in stmts for r in s.reads} | {s.stmt.tensor for s in stmts}
+    if not any(_transposed(s, outer, inner) for s in stmts):
+        return schedule, inner.name
+    elem = max(DTYPES[schedule.poly.program.tensors[t].dtype].np.itemsize for t in tensors)
+    size = max(2, machine.line_bytes // elem)
+    if min(_trip(outer, schedule), _trip(inner, schedule)) < 2 * size:
+        return schedule, inner.name
+    try:
+        return schedule.tile((outer.name, inner.name), size), f"{inner.name}_i"
+    except ScheduleError:
+        return schedule, inner.name
+
+
+def _transposed(s: PolyStmt, outer: Loop, inner: Loop) -> bool:
+    """Does an access of ``s`` walk its last dimension with ``outer`` but not ``inner``?"""
+    a, b = raw_iterator(outer.expr, s.name), raw_iterator(inner.expr, s.name)
+    if a is None or b is None:
+        return False
+    lasts = [r.read.indices[-1] for r in s.reads if r.read.indices]
+    moves = [{v.name for v in ix.walk() if isinstance(v, ir.Var) and v.kind == "index"}
+             for ix in lasts]
+    if s.stmt.lhs:
+        moves.append({s.stmt.lhs[-1]})
+    return any(a in m and b not in m for m in moves)
 
 
 def _vectorize(schedule: Schedule, name: str) -> Schedule:
