@@ -43,7 +43,26 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=10, help="timed runs (median is reported)")
     r.add_argument("--seed", type=int, default=0)
     r.set_defaults(func=_run)
+    _bench_parser(sub)
     return p
+
+
+def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from polyopt.bench import conv  # imports neither torch nor TVM
+
+    b = sub.add_parser("bench", help="benchmarks against other systems")
+    kinds = b.add_subparsers(dest="benchmark", required=True)
+    c = kinds.add_parser("conv", help="per-layer convolution benchmark (ResNet-50, MobileNetV2)",
+                         description=conv.__doc__,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    conv.add_arguments(c)
+    c.set_defaults(func=_bench_conv)
+
+
+def _bench_conv(args: argparse.Namespace) -> int:
+    from polyopt.bench import conv
+
+    return conv.run(args)
 
 
 def _common(p: argparse.ArgumentParser) -> None:

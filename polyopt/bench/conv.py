@@ -1,0 +1,322 @@
+"""``polyopt bench conv``: time every convolution layer of a model on polyopt and its peers.
+
+For each layer: random float32 inputs (seeded), a float64 reference, then each system in
+turn: build, one checked warm-up call, ``--repeat`` timed calls (median, min, max). Peers
+that are not installed are reported as skipped, and failures as failed, each with the
+reason; nothing is estimated. Results go to the terminal (a table) and to
+``DIR/<model>.csv``, ``.json`` and ``.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from polyopt.bench import report
+from polyopt.bench.layers import MODELS, Layer, scaled, select
+from polyopt.bench.peers import (
+    Context,
+    Inputs,
+    Prepared,
+    Skip,
+    conv_reference,
+    prepare_numpy,
+    prepare_polyopt,
+    prepare_torch,
+)
+from polyopt.bench.records import TOLERANCE, Record, add_speedups, totals
+from polyopt.errors import OptionError
+
+__all__ = ["Settings", "add_arguments", "main", "run", "settings_from"]
+
+# Per target, the systems timed, in table order. On CUDA only torch has a GPU path here.
+SYSTEMS = {"c": ("polyopt", "numpy", "torch", "tvm"), "cuda": ("polyopt", "torch")}
+# A pause before each measurement: on a 2-core machine the previous runtime's spinning
+# worker threads (OpenBLAS, libgomp, TVM's pool) otherwise stall the next one's by ~8 ms.
+SETTLE_S = 0.3
+
+
+def _prepare_tvm(layer: Layer, inputs: Inputs, ctx: Context) -> Prepared:
+    from polyopt.bench import tvm_conv  # only when TVM is timed: it pulls in subprocess work
+
+    return tvm_conv.prepare_tvm(layer, inputs, ctx)
+
+
+PREPARE: dict[str, Callable[[Layer, Inputs, Context], Prepared]] = {
+    "polyopt": prepare_polyopt, "numpy": prepare_numpy, "torch": prepare_torch,
+    "tvm": _prepare_tvm}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The validated options of one run."""
+
+    model: str
+    layers: tuple[Layer, ...]
+    batch: int
+    target: str
+    repeat: int
+    baseline: str
+    tvm_trials: int
+    out: Path
+    threads: int
+    settle: float
+    scale: int
+    seed: int
+    command: str
+
+    @property
+    def systems(self) -> tuple[str, ...]:
+        return SYSTEMS[self.target]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``polyopt bench conv`` (also used by scripts/bench_conv.py)."""
+    p.add_argument("--model", default="resnet50",
+                   help=f"which network's layers: {' or '.join(MODELS)} (default resnet50)")
+    p.add_argument("--layers", default="",
+                   help="layer numbers as in the survey's tables, e.g. 1,3,7 or 1-5 (default all)")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--target", choices=tuple(SYSTEMS), default="c",
+                   help="c: CPU; cuda: polyopt's CUDA backend, against torch on the GPU")
+    p.add_argument("--repeat", type=int, default=10,
+                   help="timed runs per layer and system after one checked warm-up (default 10)")
+    p.add_argument("--baseline", default="torch",
+                   help="the system speed-ups are relative to (default torch)")
+    p.add_argument("--tvm-trials", type=int, default=0, metavar="N",
+                   help="MetaSchedule trials per layer; 0 (default) runs TVM's tutorial-style "
+                   "hand-written schedule only")
+    p.add_argument("--out", default="bench-conv", metavar="DIR",
+                   help="where <model>.csv, .json and .png go (default ./bench-conv)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="threads for every system (default: $OMP_NUM_THREADS, else every CPU "
+                   "this process may use)")
+    p.add_argument("--settle", type=float, default=SETTLE_S, metavar="SECONDS",
+                   help="pause before each measurement so other runtimes' threads go idle "
+                   f"(default {SETTLE_S})")
+    p.add_argument("--scale", type=int, default=1, metavar="K",
+                   help="for tests: divide channels and spatial sizes by K (the shapes are then "
+                   "no longer the model's)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Check the options; every mistake is an OptionError naming the valid choices."""
+    for name, least in (("batch", 1), ("repeat", 1), ("tvm_trials", 0), ("scale", 1),
+                        ("threads", 0)):
+        if getattr(args, name) < least:
+            raise OptionError(f"--{name.replace('_', '-')} must be at least {least}")
+    if args.settle < 0:
+        raise OptionError("--settle must not be negative")
+    layers = tuple(scaled(x, args.scale) for x in select(args.model, args.layers))
+    systems = SYSTEMS[args.target]
+    if args.baseline not in systems:
+        raise OptionError(f"unknown --baseline {args.baseline!r} for target {args.target}; "
+                          f"choose from {', '.join(systems)}")
+    threads = args.threads or _default_threads()
+    return Settings(args.model, layers, args.batch, args.target, args.repeat, args.baseline,
+                    args.tvm_trials, Path(args.out), threads, args.settle, args.scale,
+                    args.seed, _command(args, threads))
+
+
+def _default_threads() -> int:
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+def _command(args: argparse.Namespace, threads: int) -> str:
+    """The run as a command line with every option explicit."""
+    words = ["polyopt", "bench", "conv", "--model", args.model]
+    if args.layers:
+        words += ["--layers", args.layers]
+    words += ["--batch", str(args.batch), "--target", args.target, "--repeat", str(args.repeat),
+              "--baseline", args.baseline, "--tvm-trials", str(args.tvm_trials), "--out",
+              args.out, "--threads", str(threads), "--settle", str(args.settle)]
+    if args.scale != 1:
+        words += ["--scale", str(args.scale)]
+    return shlex.join([*words, "--seed", str(args.seed)])
+
+
+# ------------------------------------------------------------------ progress
+class Progress:
+    """A text progress bar on a terminal; one line per layer when stderr is a file."""
+
+    def __init__(self, total: int, stream: TextIO | None = None) -> None:
+        self.total, self.done = total, 0
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.layer: int | None = None
+
+    def step(self, layer: Layer, system: str) -> None:
+        self.done += 1
+        if self.tty:
+            filled = 30 * (self.done - 1) // max(self.total, 1)
+            bar = "#" * filled + "." * (30 - filled)
+            self.stream.write(f"\r[{bar}] {self.done}/{self.total} layer {layer.number} "
+                              f"({layer.kind}) {system:<8}")
+        elif layer.number != self.layer:
+            self.stream.write(f"[{self.done}/{self.total}] layer {layer.number} {layer.name} "
+                              f"{layer.shape}\n")
+        self.layer = layer.number
+        self.stream.flush()
+
+    def note(self, message: str) -> None:
+        self.stream.write(("\r" + " " * 79 + "\r" if self.tty else "") + message + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\r" + " " * 79 + "\r")
+            self.stream.flush()
+
+
+# ------------------------------------------------------------------ measuring
+def describe(exc: BaseException) -> str:
+    """One line: the exception type and the first line of its message."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first}"[:300]
+
+
+def _timed(prepared: Prepared) -> tuple[object, float]:
+    start = time.perf_counter()
+    out = prepared.call()
+    prepared.sync()
+    return out, (time.perf_counter() - start) * 1e3
+
+
+def measure(rec: Record, layer: Layer, inputs: Inputs, ref: np.ndarray, ctx: Context,
+            settings: Settings) -> Record:
+    """Fill ``rec``: build, a checked warm-up call, then ``repeat`` timed calls."""
+    start = time.perf_counter()
+    try:
+        prepared = PREPARE[rec.system](layer, inputs, ctx)
+        rec.variant = prepared.variant
+        out = prepared.to_numpy(_timed(prepared)[0])
+        rec.setup_s = time.perf_counter() - start
+        rec.rel_error = relative_error(out, ref)
+        rec.matched = rec.rel_error <= TOLERANCE
+        time.sleep(settings.settle)
+        times = [_timed(prepared)[1] for _ in range(settings.repeat)]
+    except Skip as exc:
+        rec.status, rec.reason = "skipped", str(exc)
+        return rec
+    except Exception as exc:  # a system's failure on one layer must not end the benchmark
+        rec.status, rec.reason = "failed", describe(exc)
+        return rec
+    rec.median_ms = float(np.median(times))
+    rec.min_ms, rec.max_ms = float(min(times)), float(max(times))
+    rec.gflops = rec.gflop / (rec.median_ms / 1e3)
+    if not rec.matched:
+        rec.reason = f"relative L2 error {rec.rel_error:.2e} > {TOLERANCE:g}"
+    return rec
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    out = np.asarray(out, np.float64)
+    if out.shape != ref.shape:
+        return float("inf")
+    diff = float(np.linalg.norm(out - ref))
+    return diff / max(float(np.linalg.norm(ref)), 1e-30) if np.isfinite(diff) else float("inf")
+
+
+def _inputs(layer: Layer, batch: int, rng: np.random.Generator) -> Inputs:
+    return (rng.standard_normal(layer.input_shape(batch), dtype=np.float32),
+            rng.standard_normal(layer.weight_shape(), dtype=np.float32))
+
+
+def _tune(settings: Settings, ctx: Context, progress: Progress, workdir: str) -> None:
+    """MetaSchedule tuning of every layer, before anything is timed (see tvm_conv.py)."""
+    if not settings.tvm_trials or "tvm" not in settings.systems:
+        return
+    try:
+        ctx.load("tvm", "TVM")
+    except Skip:
+        return  # each layer reports TVM as skipped
+    from polyopt.bench import tvm_conv
+
+    progress.note(f"tuning {len(settings.layers)} layer(s) with MetaSchedule "
+                  f"({settings.tvm_trials} trials each) ...")
+    ctx.tuned = tvm_conv.tune_layers(settings.layers, settings.batch, settings.tvm_trials,
+                                     settings.threads, workdir)
+
+
+def collect(settings: Settings, progress: Progress) -> list[Record]:
+    """Every layer on every system, in table order."""
+    ctx = Context(settings.target, settings.threads, settings.tvm_trials)
+    rng = np.random.default_rng(settings.seed)
+    records = []
+    # The tuned TVM libraries live here until every layer has run.
+    with tempfile.TemporaryDirectory(prefix="polyopt-tvm-tune-") as workdir:
+        _tune(settings, ctx, progress, workdir)
+        for layer in settings.layers:
+            inputs = _inputs(layer, settings.batch, rng)
+            ref = conv_reference(*inputs, layer)
+            for system in settings.systems:
+                progress.step(layer, system)
+                rec = Record.start(settings.model, layer, settings.batch, system)
+                records.append(measure(rec, layer, inputs, ref, ctx, settings))
+    progress.close()
+    add_speedups(records, settings.baseline)
+    return records
+
+
+def configure_threads(threads: int) -> None:
+    """One thread count for every runtime, OpenMP threads spread over the cores.
+
+    libgomp reads these when it loads (at the first polyopt kernel or torch import), so a
+    process that already ran OpenMP code keeps its earlier settings.
+    """
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    os.environ.setdefault("OMP_PROC_BIND", "spread")
+
+
+def _warn_if_busy(progress: Progress) -> None:
+    """Other processes on the CPUs make every system wait for scheduler ticks: say so."""
+    if not hasattr(os, "getloadavg"):
+        return
+    load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+    if load > 0.5:
+        progress.note(f"note: the 1-minute load average is {load:.1f} on {cpus} CPUs; other "
+                      "processes compete for them and the times will be noisy")
+
+
+# ------------------------------------------------------------------ entry points
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark for parsed options; 1 when polyopt computed a wrong result."""
+    settings = settings_from(args)
+    configure_threads(settings.threads)
+    progress = Progress(len(settings.layers) * len(settings.systems))
+    _warn_if_busy(progress)
+    records = collect(settings, progress)
+    summary = totals(records, settings.baseline, settings.systems)
+    print(report.table(records, summary, settings.systems, settings.baseline))
+    written, png_note = report.write_all(settings, records, summary)
+    for path in written:
+        print(f"wrote {path}")
+    if png_note:
+        print(f"PNG skipped: {png_note}")
+    wrong = [r for r in records if r.system == "polyopt" and r.status == "ok" and not r.matched]
+    if wrong:
+        print(f"polyopt: wrong results on layer(s) {', '.join(str(r.layer) for r in wrong)}",
+              file=sys.stderr)
+    return 1 if wrong else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``polyopt bench conv ...`` through the package's command line."""
+    from polyopt import cli
+
+    return cli.main(["bench", "conv", *(sys.argv[1:] if argv is None else argv)])
