@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, cname, ctype, literal
 from polyopt.codegen.linear import ast_lin
 from polyopt.errors import CodegenError
@@ -206,24 +207,31 @@ class TileEmitter:
         sync = [f"{inner}__syncthreads();"] if staged else []
         return [*out, *sync, *self._accumulate(inner), *sync, f"{pad}}}"]
 
-    def _stage(self, pad: str, array: str, read: object, loop: TileLoop,
+    def _stage(self, pad: str, array: str, read: ir.Read, loop: TileLoop,
                var: str) -> list[str]:
-        """All threads copy one operand's values over (reduction, rows or columns)."""
+        """All threads copy one operand's values over (reduction, rows or columns), stored
+        as ``[k][n + 1]`` (the pad keeps a warp's transposed stores off one bank). Consecutive
+        threads take consecutive reduction steps when the reduction walks the operand's
+        last (stride-1) dimension, else consecutive rows or columns: coalesced loads."""
         tx, ty = self.t.threads
         n, bk = loop.extent, self.t.red.extent
         is_row = loop is self.t.row
         row, col = (var, "0L") if is_row else ("0L", var)
+        red_its = {it for it, a in zip(self.t.stmt.iters, self.t.args, strict=True)
+                   if (ast_lin(a) or {}).get(self.t.red.var)}
+        k_fast = any(read.indices[-1:] and _uses(read.indices[-1], it) for it in red_its)
+        split = (f"const long {var} = po_e / {bk}L, po_k = po_e % {bk}L;" if k_fast else
+                 f"const long po_k = po_e / {n}L, {var} = po_e % {n}L;")
         self.sp.preloaded.clear()
-        value = self.sp.rhs.cast(read, self.dtype)  # type: ignore[arg-type]
+        value = self.sp.rhs.cast(read, self.dtype)
         ok = f"{self._ok(loop, var)} && {self._ok(self.t.red, 'po_k')}"
         inner = pad + "  "
-        return [f"{pad}POLYOPT_SHARED({self.ctype}, {array}, {n * bk});",
+        return [f"{pad}POLYOPT_SHARED({self.ctype}, {array}, {(n + 1) * bk});",
                 f"{pad}for (long po_e = (long)threadIdx.y * {tx}L + threadIdx.x; "
                 f"po_e < {n * bk}L; po_e += {tx * ty}L) {{",
-                f"{inner}const long po_k = po_e / {n}L, {var} = po_e % {n}L;",
-                *self._binds(inner, row, col, "po_k"),
-                f"{inner}{array}[po_e] = ({ok}) ? {value} : {literal(0, self.dtype)};",
-                f"{pad}}}"]
+                f"{inner}{split}", *self._binds(inner, row, col, "po_k"),
+                f"{inner}{array}[po_k * {n + 1}L + {var}] = ({ok}) ? {value} : "
+                f"{literal(0, self.dtype)};", f"{pad}}}"]
 
     def _accumulate(self, pad: str) -> list[str]:
         t = self.t
@@ -236,11 +244,11 @@ class TileEmitter:
         for n, _ in enumerate(self.row_reads):
             lines.append(f"{inner}{self.ctype} po_a{n}[{rm}];")
             lines.append(f"{inner}for (int i = 0; i < {rm}; i++) po_a{n}[i] = "
-                         f"po_As{n}[po_k * {t.row.extent}L + threadIdx.y + i * {ty}];")
+                         f"po_As{n}[po_k * {t.row.extent + 1}L + threadIdx.y + i * {ty}];")
         for n, _ in enumerate(self.col_reads):
             lines.append(f"{inner}{self.ctype} po_b{n}[{rn}];")
             lines.append(f"{inner}for (int j = 0; j < {rn}; j++) po_b{n}[j] = "
-                         f"po_Bs{n}[po_k * {t.col.extent}L + threadIdx.x + j * {tx}];")
+                         f"po_Bs{n}[po_k * {t.col.extent + 1}L + threadIdx.x + j * {tx}];")
         self.sp.preloaded.clear()
         for n, read in enumerate(self.row_reads):
             self.sp.preloaded[id(read)] = f"po_a{n}[po_a]"
@@ -250,3 +258,7 @@ class TileEmitter:
         self.sp.preloaded.clear()
         update = f"po_acc[po_a][po_b] = ({self.ctype})(po_acc[po_a][po_b] + {value});"
         return [*lines, *self._each_output(inner, [update], "po_k"), f"{pad}}}"]
+
+
+def _uses(e: ir.Expr, it: str) -> bool:
+    return any(isinstance(v, ir.Var) and v.kind == "index" and v.name == it for v in e.walk())

@@ -37,7 +37,7 @@ def test_matmul_is_register_tiled_through_shared_memory() -> None:
                      "block": ("16", "16", "1")}
     body = k.source.split("polyopt_matmul_k1(")[1]
     assert body.count("__syncthreads();") == 2 and "po_acc[4][4]" in body
-    assert "POLYOPT_SHARED(float, po_As0, 512)" in body
+    assert "POLYOPT_SHARED(float, po_As0, 520)" in body  # 8 x (64 + 1)
     big = cuda(MATMUL, sizes={"M": 512, "N": 256, "K": 64})
     assert "s.gpu_tile('m2_i', (8, 8))" in big.schedule.as_python()
     assert big.launch[1]["grid"] == ("2", "4", "1")
