@@ -55,13 +55,15 @@ class CudaKernel(LaunchPlan):
         self._fns = {ln.symbol: self._module.get_function(ln.symbol)
                      for ln in source.launches}
         self._scratch: dict[tuple[int, tuple[int, ...]], Any] = {}
+        self._err = self._gpuarray.zeros(4, np.int64)  # kept: no allocation per call
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
         return self._gpuarray.empty(shape, dtype)
 
     def run(self, buffers: Sequence[Any], dims: Sequence[int]) -> None:
         device = [self._on_device(i, b) for i, b in enumerate(buffers)]
-        err = self._gpuarray.zeros(4, np.int64)
+        err = self._err
+        self._drv.memset_d8(err.gpudata, 0, err.nbytes)
         scalars = [np.int64(v) for v in self.scalar_args(dims)]
         args = [*(d.gpudata for d in device), err.gpudata, *scalars]
         for launch, grid, block in self.launches(dims):
