@@ -196,26 +196,43 @@ class Emitter:
         dims = [index_lin(ix, env, self.lanes) for ix in indices]
         return None if any(d is None for d in dims) else dims  # type: ignore[return-value]
 
-    def _grid(self, indices: tuple[ir.Expr, ...]) -> dict[tuple[int, int], list[Lin]] | None:
+    def _grid(self, indices: tuple[ir.Expr, ...],
+              tensor: str) -> dict[tuple[int, int], list[Lin]] | None:
         out = {}
+        unit = self._unit_dims(tensor)
         for r in range(self.t.rows):
             for v in range(self.nv):
                 dims = self._dims(indices, r, v)
-                if dims is None or not self._lanes_ok(dims):
+                if dims is None or not self._lanes_ok(dims, unit):
                     return None
                 out[(r, v)] = dims
         return out
 
-    def _lanes_ok(self, dims: list[Lin]) -> bool:
-        """Lanes run along the last dimension with stride 1, or not at all (broadcast)."""
-        if any(LANE in d for d in dims[:-1]):
+    def _unit_dims(self, tensor: str) -> int:
+        """How many trailing dims of ``tensor`` have extent 1 (a pack by 1 leaves one)."""
+        t = self.sp.ctx.poly.program.tensors[tensor]
+        values = self.sp.ctx.values
+        n = 0
+        for e in reversed(t.shape):
+            if values is None or ir.extent_value(e, {}) != 1:
+                break
+            n += 1
+        return n
+
+    def _lanes_ok(self, dims: list[Lin], unit: int = 0) -> bool:
+        """Lanes run with stride 1 along the last dimension that is not of extent 1, or not
+        at all (broadcast)."""
+        last = len(dims) - 1 - unit
+        if last < 0:
+            return not any(LANE in d for d in dims)
+        if any(LANE in d for i, d in enumerate(dims) if i != last):
             return False
-        return dims[-1].get(LANE, 1) == 1 if dims else True
+        return dims[last].get(LANE, 1) == 1
 
     def _target(self) -> dict[tuple[int, int], list[Lin]] | None:
         """The accumulators' addresses: contiguous lanes, distinct rows, fixed along k."""
         s = self.t.stmt.stmt
-        grid = self._grid(tuple(ir.Var("int32", i, "index") for i in s.lhs))
+        grid = self._grid(tuple(ir.Var("int32", i, "index") for i in s.lhs), s.tensor)
         if grid is None or not s.lhs:
             return None
         if any(k in d for dims in grid.values() for d in dims for k in self.k_its):
@@ -234,7 +251,7 @@ class Emitter:
         for r in s.reads:
             if r.read.tensor == s.stmt.tensor or r.read.dtype != self.dtype:
                 return None
-            grid = self._grid(r.read.indices)
+            grid = self._grid(r.read.indices, r.read.tensor)
             if grid is None:
                 return None
             plan[id(r.read)] = grid
@@ -332,7 +349,7 @@ class Emitter:
             seen: dict[str, str] = {}
             for (r, v), dims in sorted(grid.items()):
                 addr = self._address(reads[rid].tensor, dims)
-                vector = bool(dims) and LANE in dims[-1]
+                vector = _has_lane(dims)
                 if addr + str(vector) not in seen:
                     name = f"x{n}_{len(seen)}"
                     seen[addr + str(vector)] = name
@@ -343,7 +360,8 @@ class Emitter:
 
 
 def _has_lane(dims: list[Lin]) -> bool:
-    return bool(dims) and LANE in dims[-1]
+    """Does an operand move with the vector lanes (in its last dim of extent above 1)?"""
+    return any(LANE in d for d in dims)
 
 
 def invariant_reads(s: PolyStmt, args: list[isl.AstExpr],

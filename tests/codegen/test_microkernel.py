@@ -83,3 +83,20 @@ def test_transposed_and_triangular_operands() -> None:
     want = np.where(np.tri(70, dtype=bool), 0.5 * c + 1.5 * (x @ x.T), c)
     got = syrk(np.float32(1.5), np.float32(0.5), x, c)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_depthwise_register_tile_loads_vectors_through_a_pack_by_one() -> None:
+    """Depthwise convolution: the padded input copy is ``I_pack(n, c, h, w, 0)`` (a pack by
+    1 leaves a last dim of extent 1), so its lanes run along ``w``: vector loads, not a
+    broadcast of one element."""
+    src = kernels.get("depthwise_conv2d", padding=1)
+    sizes = {"N": 1, "C": 3, "H": 56, "W": 40, "KH": 3, "KW": 3}
+    k = polyopt.compile(src, "depthwise_conv2d", sizes=sizes)
+    assert "register tile of O_0" in k.source
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 3, 56, 40)).astype(np.float32)
+    w = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))).astype(np.float64)
+    want = sum(xp[:, :, i:i + 56, j:j + 40] * w[None, :, 0, i, j, None, None]
+               for i in range(3) for j in range(3))
+    np.testing.assert_allclose(k(x, w), want, rtol=1e-5, atol=1e-5)
