@@ -43,7 +43,7 @@ from polyopt.schedule.tree import (
 
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
          "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate", "pack",
-         "contract", "bind", "gpu_tile")
+         "contract", "bind", "gpu_tile", "compute_at")
 # CUDA grid and block dimensions a loop can be bound to.
 GPU_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
             "threadIdx.z")
@@ -144,6 +144,15 @@ class Schedule:
         """Give each statement group below ``loop`` its own copy of the nest."""
         return self._step("distribute", lambda r: tf.distribute(r, loop, self.poly.domain),
                           (loop,))
+
+    def compute_at(self, nest: str, loop: str) -> Schedule:
+        """Move the top-level nest starting at loop ``nest`` into ``loop`` of another nest
+        (Halide's ``compute_at``): a producer's instances run in the first iteration that
+        needs them, before ``loop``'s body (an ``_init`` fill just ahead of the register tile
+        it fills); a consumer's in the last iteration they read from, after it (an epilogue
+        on a tile while it is in cache)."""
+        return self._step("compute_at", lambda r: tf.compute_at(
+            r, nest, loop, self.deps.all, self.poly.domain), (nest, loop))
 
     def skew(self, outer: str, inner: str, factor: int = 1) -> Schedule:
         return self._step("skew", lambda r: tf.skew(r, outer, inner, factor),

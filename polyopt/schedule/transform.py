@@ -19,6 +19,7 @@ from polyopt.schedule.tree import (
     Loop,
     Node,
     Sequence,
+    filter_domain,
     fresh_name,
     loops,
     path_to,
@@ -213,6 +214,51 @@ def distribute(root: Node, name: str, domain: isl.UnionSet) -> Node:
             child = Loop(label, lp.expr, child, lp.tags)
         nests.append(child)
     return substitute(root, top, sequence(tuple(nests)))
+
+
+def compute_at(root: Node, nest: str, at: str, deps: isl.UnionMap,
+               domain: isl.UnionSet) -> Node:
+    """Move the top-level nest ``nest`` into loop ``at`` of a later or earlier nest (Halide's
+    ``compute_at``). Each instance runs in the iteration of ``at`` and the loops around it
+    where it is needed: a producer (``nest`` runs before) at the first iteration that depends
+    on it, ahead of ``at``'s body; a consumer at the last iteration it depends on, after."""
+    src, dst = find(root, nest), find(root, at)
+    top = _parent(root, src)
+    path = [n for n in path_to(root, dst) if isinstance(n, Loop)]
+    if not isinstance(top, Sequence) or top is not root or not path or src in path or \
+            path_to(src, dst):
+        raise ScheduleError(f"compute_at: {nest} must be a top-level nest apart from the one "
+                            f"holding {at}")
+    kids = list(top.children)
+    producer = kids.index(src) < kids.index(path[0])
+    ours, theirs = filter_domain(domain, stmts_of(src)), filter_domain(domain, stmts_of(path[0]))
+    rel = deps.intersect_domain(ours).intersect_range(theirs) if producer else \
+        deps.intersect_domain(theirs).intersect_range(ours).reverse()
+    if not rel.domain().is_equal(ours):
+        raise ScheduleError(f"compute_at: not every instance of {nest}'s statements "
+                            f"{'feeds' if producer else 'reads'} the nest of {at}")
+    prefix = isl.UnionMap.from_union_pw_aff(path[0].expr)
+    for lp in path[1:]:
+        prefix = prefix.flat_range_product(isl.UnionMap.from_union_pw_aff(lp.expr))
+    rel = rel.apply_range(prefix)
+    where = isl.UnionPwMultiAff.from_union_map(rel.lexmin() if producer else rel.lexmax())
+    moved = _untag(src, "parallel")  # it now runs inside another nest's iterations
+    body = sequence((moved, dst.child) if producer else (dst.child, moved))
+    new: list[Loop] = [replace(lp, expr=lp.expr.union_add(where.get_union_pw_aff(i)))
+                       for i, lp in enumerate(path)]
+    child: Node = body
+    for lp in reversed(new):
+        child = replace(lp, child=child)
+    rest = [c for c in kids if c is not src]
+    return sequence(tuple(child if c is path[0] else c for c in rest))
+
+
+def _untag(node: Node, label: str) -> Node:
+    if isinstance(node, Loop):
+        return replace(node, tags=node.tags - {label}, child=_untag(node.child, label))
+    if isinstance(node, Sequence):
+        return Sequence(tuple(_untag(c, label) for c in node.children))
+    return node
 
 
 def skew(root: Node, outer: str, inner: str, factor: int) -> Node:

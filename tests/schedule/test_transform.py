@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 import polyopt
 from polyopt import IllegalScheduleError, ScheduleError, kernels
 from polyopt.schedule import Schedule
+from polyopt.schedule.tree import Loop, stmts_of
 from polyopt.schedule.tree import loops as tree_loops
-from polyopt.schedule.tree import stmts_of
 
 cc = pytest.mark.cc  # the tests that compile and run C
 
@@ -679,3 +679,38 @@ def test_random_verb_sequences_are_legal_or_refused(
         assert new.steps[:-1] == s.steps
         s = new
         check_runs(s, mm_case(7, 6, 5), seed=i, parametric=True)
+
+
+def test_compute_at_moves_a_producer_and_a_consumer_into_a_tile() -> None:
+    src = """def f(float(M,K) A, float(K,N) B, float(N) b) -> (Y) local (C) {
+        C(m,n) +=! A(m,r_k) * B(r_k,n)
+        Y(m,n)  = fmax(C(m,n) + b(n), 0)
+    }"""
+    sizes = {"M": 9, "K": 5, "N": 7}  # size-generic, K = 0 would leave the init unplaced
+    s = polyopt.schedule(src, auto=False, sizes=sizes)
+    names = [lp.name for lp in s.root.children]  # the init, the product, the epilogue
+    t = s.split("m2", 4).compute_at(names[0], "m2_o").compute_at(names[2], "m2_o")
+    assert isinstance(t.root, Loop) and t.root.name == "m2_o"  # one nest left
+    assert ".compute_at(" in t.as_python()
+    with pytest.raises(ScheduleError, match="not every instance"):
+        polyopt.schedule(src, auto=False).split("m2", 4).compute_at(names[0], "m2_o")
+    rng = np.random.default_rng(4)
+    a, b_, bias = (rng.standard_normal(sh).astype(np.float32) for sh in ((9, 5), (5, 7), (7,)))
+    got = polyopt.compile(src, sizes=sizes, schedule=t)(a, b_, bias)
+    np.testing.assert_allclose(got, np.maximum(a @ b_ + bias, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_compute_at_refuses_what_breaks_a_dependence_or_is_not_a_nest() -> None:
+    src = """def f(float(N) A) -> (B, C) {
+        B(i) = A(i) * 2
+        C(i) = B(N - 1 - i)
+    }"""
+    s = polyopt.schedule(src, auto=False, sizes={"N": 6})
+    first, second = (lp.name for lp in s.root.children)
+    with pytest.raises(ScheduleError):
+        s.compute_at(first, first)
+    moved = s.compute_at(first, second)  # each B(i) is produced where C first needs it
+    x = np.arange(6, dtype=np.float32)
+    b, c = polyopt.compile(src, sizes={"N": 6}, schedule=moved)(x)
+    np.testing.assert_array_equal(b, 2 * x)
+    np.testing.assert_array_equal(c, (2 * x)[::-1])
