@@ -23,12 +23,15 @@ from polyopt.poly import Deps, PolyProgram, analyze
 from polyopt.schedule import FUSION, Schedule, compute_schedule, program_order
 from polyopt.schedule.cpu import optimize
 from polyopt.schedule.gpu import GpuMapping, map_to_gpu
+from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import configured
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
     "openmp": "parallelize the outermost parallel loop with OpenMP (default True)",
     "cflags": "extra C compiler flags, a list of strings",
+    "knobs": "CPU pipeline decisions to fix (polyopt.schedule.knobs): mr, nr, kc (register "
+             "and reduction tiles), pack, block (NCHW16c convolutions), cache_tile",
     "gpu": "CUDA mapping options (polyopt.schedule.gpu.GpuMapping): 'block' (threads per "
            "block, x first, default (32, 8)), 'tiles' (register-tile contractions, default "
            "True), 'tile' (rows, columns, reduction), 'regs' (rows, columns per thread), "
@@ -84,6 +87,7 @@ def check_options(options: Mapping[str, Any] | None, target: str) -> dict[str, A
     opts["openmp"] = bool(opts["openmp"])
     opts["machine"] = configured(opts.get("machine"))
     opts["gpu"] = GpuMapping.from_options(opts.get("gpu"))
+    opts["knobs"] = Knobs.from_options(opts.get("knobs"))
     return opts
 
 
@@ -129,7 +133,8 @@ def base_schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
         raise OptionError(f"auto must be True, False or 'isl', not {auto!r}")
     if is_cuda(options):
         return map_to_gpu(sched, options["gpu"])
-    return optimize(sched, openmp=options["openmp"], machine=options["machine"])
+    return optimize(sched, openmp=options["openmp"], machine=options["machine"],
+                    knobs=options["knobs"])
 
 
 def _schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],

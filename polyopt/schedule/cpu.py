@@ -35,6 +35,7 @@ from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
 from polyopt.schedule.blocked import block_outputs
+from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.legality import carried
 from polyopt.schedule.machine import Blocking, Machine, gemm_blocking, host
 from polyopt.schedule.schedule import Schedule
@@ -45,15 +46,16 @@ PACK_MIN_REDUCTION = 64
 
 
 def optimize(schedule: Schedule, *, openmp: bool = True,
-             machine: Machine | None = None) -> Schedule:
-    """The default CPU schedule for ``schedule``'s def."""
+             machine: Machine | None = None, knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
+    """The default CPU schedule for ``schedule``'s def (``knobs`` fix some decisions)."""
     machine = machine or host()
-    schedule = block_outputs(schedule, machine)
+    if knobs.block is not False:
+        schedule = block_outputs(schedule, machine)
     schedule = split_inits(schedule)
     if schedule.fusion != "min":
         schedule = fuse_outer(schedule)
     for name in [n.name for n in nests(schedule.root)]:
-        schedule = tile_nest(schedule, name, machine)
+        schedule = tile_nest(schedule, name, machine, knobs)
     if openmp:
         schedule = parallelize(schedule, machine.cores)
     return contract_locals(schedule)
@@ -138,7 +140,8 @@ def _chain(top: Loop) -> list[Loop]:
     return out
 
 
-def tile_nest(schedule: Schedule, top: str, machine: Machine) -> Schedule:
+def tile_nest(schedule: Schedule, top: str, machine: Machine,
+              knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
     """Register-tile the nest at loop ``top`` when it is a contraction; else vectorize its
     innermost loops (in every sub-nest of a fused nest)."""
     chain = _chain(tf.find(schedule.root, top))
@@ -146,20 +149,21 @@ def tile_nest(schedule: Schedule, top: str, machine: Machine) -> Schedule:
     if isinstance(below, Leaf) and len(below.stmts) == 1:
         s = schedule.poly.stmt(below.stmts[0])
         try:
-            tiled = _register_tile(schedule, chain, s, machine)
+            tiled = _register_tile(schedule, chain, s, machine, knobs)
         except ScheduleError:  # an illegal tiling: keep the nest as it was
             tiled = None
         if tiled is not None:
             return tiled
     if isinstance(below, Sequence):
         for name in [c.name for c in below.children if isinstance(c, Loop)]:
-            schedule = tile_nest(schedule, name, machine)
+            schedule = tile_nest(schedule, name, machine, knobs)
         return schedule
-    schedule, inner = _cache_tile(schedule, chain, machine)
+    schedule, inner = _cache_tile(schedule, chain, machine, knobs)
     return _vectorize(schedule, inner)
 
 
-def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine) -> tuple[Schedule, str]:
+def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine,
+                knobs: Knobs = DEFAULT_KNOBS) -> tuple[Schedule, str]:
     """Tile a nest's innermost two loops when a tensor's stride-1 index moves with the outer
     one only (a transposed access): each cache line it brings in then serves a whole tile
     row instead of one iteration. The tiles are one cache line square (16 x 16 floats): the
@@ -175,7 +179,9 @@ def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine) -> tupl
     if not any(_transposed(s, outer, inner) for s in stmts):
         return schedule, inner.name
     elem = max(DTYPES[schedule.poly.program.tensors[t].dtype].np.itemsize for t in tensors)
-    size = max(2, machine.line_bytes // elem)
+    size = max(2, machine.line_bytes // elem) if knobs.cache_tile is None else knobs.cache_tile
+    if size < 2:
+        return schedule, inner.name
     if min(_trip(outer, schedule), _trip(inner, schedule)) < 2 * size:
         return schedule, inner.name
     try:
@@ -207,7 +213,7 @@ def _vectorize(schedule: Schedule, name: str) -> Schedule:
 
 
 def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
-                   machine: Machine) -> Schedule | None:
+                   machine: Machine, knobs: Knobs = DEFAULT_KNOBS) -> Schedule | None:
     if s.kind != "update" or s.stmt.op != "+" or s.guarded or not s.stmt.lhs:
         return None
     raw = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
@@ -224,6 +230,7 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     trips = {lp.name: _trip(lp, schedule) for lp in chain}
     b = gemm_blocking(machine, DTYPES[dtype].np.itemsize)
     nr, mr = _register_shape(b, machine, trips[col])
+    nr, mr = knobs.nr or nr, knobs.mr or mr
     # Rows: the index most operands do not move with (they are reused across rows), that
     # fills the register tile, whose operand rows are closest in memory.
     row = max(rows, key=lambda n: (_invariant_reads(s, its[n]),
@@ -234,12 +241,13 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     if any(r.read.uses(its[row]) and program.tensors[r.read.tensor].role != "input"
            for r in s.reads):  # an operand that cannot be packed: avoid partial row tiles
         mr = _dividing_rows(mr, trips[row])
-    mr, kc = min(mr, trips[row]), min(b.kc, trips[red])
-    if nr < b.lanes or mr < 1 or kc < 1:
+    mr, kc = min(mr, trips[row]), min(knobs.kc or b.kc, trips[red])
+    if nr < b.lanes or nr % b.lanes or mr < 1 or kc < 1:
         return None
     inner = tuple(n for n in reds if n != red and trips[n] <= SMALL_REDUCTION)
     out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc), inner)
-    if trips[red] >= PACK_MIN_REDUCTION and trips[row] >= 2 * mr:
+    wanted = trips[red] >= PACK_MIN_REDUCTION and trips[row] >= 2 * mr
+    if knobs.pack if knobs.pack is not None else wanted:
         out = pack_operands(out, s, its[col], its[row], mr, nr)
     return out
 

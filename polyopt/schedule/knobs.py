@@ -1,0 +1,59 @@
+"""Decisions of the automatic CPU pipeline that a person or the autotuner may fix.
+
+``options={"knobs": {...}}`` in ``polyopt.compile``; a knob left out (None) is decided by
+the machine model as usual. Every knob only picks among schedules the pipeline builds with
+checked verbs, so no value can make a schedule illegal (an impossible one is skipped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from polyopt.errors import OptionError
+
+# knob -> (type, lowest value, what it decides)
+KNOBS: dict[str, tuple[type, int, str]] = {
+    "mr": (int, 1, "register-tile rows (unrolled and jammed)"),
+    "nr": (int, 1, "register-tile columns (a multiple of the vector lanes)"),
+    "kc": (int, 1, "reduction tile of a register-tiled nest (the packed panels' depth)"),
+    "pack": (bool, 0, "pack operands into panels (None: when the reduction is long enough)"),
+    "block": (bool, 0, "compute convolution outputs in channel blocks (NCHW16c) when useful"),
+    "cache_tile": (int, 0, "tile size for transposed accesses (0: never tile)"),
+}
+
+
+@dataclass(frozen=True)
+class Knobs:
+    mr: int | None = None
+    nr: int | None = None
+    kc: int | None = None
+    pack: bool | None = None
+    block: bool | None = None
+    cache_tile: int | None = None
+
+    @staticmethod
+    def from_options(value: Any) -> Knobs:
+        if value is None:
+            return Knobs()
+        if isinstance(value, Knobs):
+            return value
+        if not isinstance(value, Mapping) or set(value) - set(KNOBS):
+            valid = "; ".join(f"{k}: {v[2]}" for k, v in KNOBS.items())
+            raise OptionError(f"option knobs must be a dict of {valid}; not {value!r}")
+        for name, v in value.items():
+            kind, low, _ = KNOBS[name]
+            ok = v is None or (isinstance(v, bool) if kind is bool else
+                               isinstance(v, int) and not isinstance(v, bool) and v >= low)
+            if not ok:
+                raise OptionError(f"option knobs {name}={v!r}: expected "
+                                  f"{'a bool' if kind is bool else f'an int >= {low}'}")
+        return Knobs(**dict(value))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) is not None}
+
+
+DEFAULT_KNOBS = Knobs()  # every decision the model's

@@ -1,0 +1,37 @@
+"""Knobs: the CPU pipeline's decisions fixed by options={"knobs": ...}."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyopt
+
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+SIZES = {"M": 200, "N": 200, "K": 200}
+
+
+def steps(knobs: dict) -> str:
+    return polyopt.schedule(MM, sizes=SIZES, options={"knobs": knobs}).as_python()
+
+
+def test_register_and_reduction_tiles_follow_the_knobs() -> None:
+    code = steps({"mr": 6, "nr": 32, "kc": 64})
+    assert "s.split('n2', 32" in code and "s.split('m2', 6" in code and "s.split('k', 64" in code
+    assert "pack(" in code and "pack(" not in steps({"pack": False})
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("knobs", [{"mr": 4, "nr": 16, "kc": 32}, {"pack": False},
+                                   {"mr": 28, "nr": 48, "kc": 512, "pack": True}])
+def test_every_knob_setting_computes_the_same(knobs: dict) -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((200, 200), np.float32), rng.standard_normal((200, 200), np.float32)
+    k = polyopt.compile(MM, sizes=SIZES, options={"knobs": knobs})
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("knobs", [{"mr": 0}, {"pack": 1}, {"tile": 4}, "fast", {"kc": 2.5}])
+def test_bad_knobs_are_reported(knobs: object) -> None:
+    with pytest.raises(polyopt.OptionError, match="option knobs"):
+        polyopt.compile(MM, sizes=SIZES, options={"knobs": knobs})
