@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from polyopt import tune  # the package, callable as polyopt.tune(...)
 from polyopt.api import Kernel, compile
 from polyopt.einsum import einsum
 from polyopt.errors import (
@@ -44,4 +45,5 @@ __all__ = [
     "compile",
     "einsum",
     "schedule",
+    "tune",
 ]

@@ -12,7 +12,7 @@ import numpy as np
 
 from polyopt import dtypes, ir, lang
 from polyopt.codegen.printer import KernelSource
-from polyopt.errors import OptionError, PolyoptWarning, ShapeError, SizesRequiredError
+from polyopt.errors import OptionError, PolyoptError, PolyoptWarning, ShapeError, SizesRequiredError
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
 from polyopt.pipeline import (
@@ -103,7 +103,8 @@ class Kernel:
                 raise
             return
         if parametric or not program.sizes or isinstance(schedule, Schedule):
-            self._static = lower_program(program, options, schedule)  # a user's: check it
+            chosen = schedule if schedule is not None or parametric else self._tuned(sizes)
+            self._static = lower_program(program, options, chosen)  # a user's: check it
         else:
             check_bounds(build_poly(program))
 
@@ -137,7 +138,8 @@ class Kernel:
                 with warnings.catch_warnings():  # shown at compile time already
                     warnings.simplefilter("ignore", PolyoptWarning)
                     self._static = lower(self._source_text, self.name, self._sizes,
-                                         self._options, self._schedule_arg)
+                                         self._options, self._schedule_arg or
+                                         self._tuned(self._sizes))
             return self._static
 
     # -- calling -------------------------------------------------------------------------
@@ -204,9 +206,25 @@ class Kernel:
                     with warnings.catch_warnings():  # a def's warnings show at compile
                         warnings.simplefilter("ignore", PolyoptWarning)
                         lowered = lower(self._source_text, self.name, sizes, self._options,
-                                        self._schedule_arg)
+                                        self._schedule_arg or self._tuned(sizes))
                 self._variants[key] = (lowered, _load(lowered.source, self._options))
             return self._variants[key]
+
+    def _tuned(self, sizes: Mapping[str, int]) -> Schedule | None:
+        """The tuning database's best schedule for these sizes, when there is one and the
+        caller chose neither a schedule nor the size-generic kernel (``tuned`` option)."""
+        if not self._options.get("tuned", True) or self._parametric:
+            return None
+        from polyopt.tune.tuner import lookup  # sqlite only when asked
+
+        record = lookup(self._source_text, self.name, sizes, self._options["target"])
+        if record is None:
+            return None
+        try:
+            return schedule_from_json(record.schedule_json, self._source_text, self.name,
+                                      sizes=sizes)
+        except PolyoptError:  # recorded by another version of polyopt: the default then
+            return None
 
     def _reuses_static(self, sizes: dict[str, int]) -> bool:
         """Does the compile-time lowering already serve a call at ``sizes``?"""

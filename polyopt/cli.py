@@ -7,6 +7,7 @@ import importlib
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.set_defaults(func=_run)
     _bench_parser(sub)
+    _db_parser(sub)
+    _tune_parser(sub)
     return p
 
 
@@ -63,6 +66,104 @@ def _bench_conv(args: argparse.Namespace) -> int:
     from polyopt.bench import conv
 
     return conv.run(args)
+
+
+def _tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    t = sub.add_parser("tune", help="search a definition's schedules at given sizes and "
+                       "record them in the tuning database (polyopt.compile then uses the best)")
+    t.add_argument("file", help="a .tc file, or the name of a kernel in polyopt.kernels")
+    t.add_argument("--name", help="the def to tune (needed when the file has several)")
+    t.add_argument("--sizes", required=True, help="size bindings, e.g. M=1024,N=1024,K=1024")
+    t.add_argument("--trials", type=int, default=64, help="measurements (default 64)")
+    t.add_argument("--strategy", default="model", choices=("random", "genetic", "model"))
+    t.add_argument("--target", default="c", choices=("c", "cuda", "cuda-emulated"))
+    t.add_argument("--db", help="the database file (default: tuning.sqlite in the cache dir)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--repeat", type=int, default=5, help="timed calls per candidate")
+    t.add_argument("--timeout", type=float, default=120.0, help="seconds per candidate")
+    t.add_argument("--scheduler", help="a Dask scheduler address: measure on its workers")
+    t.set_defaults(func=_tune)
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from polyopt.tune.tuner import Trial, tune
+
+    executor = _dask_client(args.scheduler) if args.scheduler else None
+
+    def progress(done: int, total: int, trial: Trial) -> None:
+        bar = "#" * (30 * done // total)
+        ms = f"{trial.result.best * 1e3:.4g} ms" if trial.result.status == "ok" else \
+            trial.result.status
+        print(f"\r[{bar:30}] {done}/{total}  last: {ms:12}", end="", file=sys.stderr,
+              flush=True)
+
+    result = tune(_read_source(args.file), args.name, sizes=parse_sizes(args.sizes),
+                  target=args.target, trials=args.trials, strategy=args.strategy, db=args.db,
+                  executor=executor, seed=args.seed, repeat=args.repeat,
+                  timeout=args.timeout, progress=progress)
+    print(file=sys.stderr)
+    ranked = sorted(result.trials, key=lambda t: t.result.best)[:10]
+    print("| rank | ms | status | options |\n|---|---|---|---|")
+    for i, t in enumerate(ranked, 1):
+        print(f"| {i} | {t.result.best * 1e3:.4g} | {t.result.status} | {t.options} |")
+    print(result)
+    return 0
+
+
+def _dask_client(address: str) -> Any:
+    try:
+        from dask.distributed import Client
+    except ImportError as e:
+        raise OptionError(f"--scheduler needs dask.distributed (pip install "
+                          f"'dask[distributed]'): {e}") from e
+    return Client(address)
+
+
+def _db_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    d = sub.add_parser("db", help="the autotuning database: list, show, export, import")
+    ops = d.add_subparsers(dest="db_command", required=True)
+    ops.add_parser("list", help="one line per key: def, target, shapes, records, best time")
+    ops.add_parser("show", help="every record of one key").add_argument(
+        "key", help="a key id from `polyopt db list`, or a unique prefix of one")
+    ops.add_parser("export", help="every record as JSON lines").add_argument(
+        "file", nargs="?", help="where to write (default: stdout)")
+    ops.add_parser("import", help="add the records of an export").add_argument(
+        "file", help="JSON lines written by `polyopt db export`")
+    for p in ops.choices.values():
+        p.add_argument("--db", help="the database file (default: tuning.sqlite in the cache "
+                       "dir, $POLYOPT_CACHE_DIR or the user's)")
+        p.set_defaults(func=_db)
+
+
+def _db(args: argparse.Namespace) -> int:
+    from polyopt.tune.db import Database
+
+    with Database(args.db) as db:
+        if args.db_command == "list":
+            print(f"{'key':12}  {'def':16} {'target':13} {'records':>7} {'best ms':>10}  "
+                  f"{'last record':19}  shapes")
+            for s in db.summary():
+                shapes = " ".join("x".join(map(str, shape)) for shape in s.shapes)
+                print(f"{s.key_id[:12]:12}  {s.def_name:16} {s.target:13} {s.records:7d} "
+                      f"{s.best * 1e3:10.4f}  {s.last[:19]:19}  {shapes}")
+        elif args.db_command == "show":
+            key_id = db.find_key(args.key)
+            for i, r in enumerate(db.records(key_id)):
+                if i == 0:
+                    print(f"key {key_id}: {r.key.as_dict()}")
+                times = ", ".join(f"{t * 1e3:.4f}" for t in r.times)
+                print(f"-- {r.created}  {r.status}  best {r.best * 1e3:.4f} ms  times [{times}] "
+                      f"ms  options {r.options}{'  error: ' + r.error if r.error else ''}")
+                print(r.schedule_json)
+        elif args.db_command == "export" and args.file:
+            with open(args.file, "w", encoding="utf-8") as f:
+                print(f"exported {db.export(f)} records to {args.file}", file=sys.stderr)
+        elif args.db_command == "export":
+            db.export(sys.stdout)
+        else:
+            with open(args.file, encoding="utf-8") as f:
+                print(f"imported {db.import_(f)} new records into {db.path}")
+    return 0
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -30,6 +30,8 @@ OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
     "openmp": "parallelize the outermost parallel loop with OpenMP (default True)",
     "cflags": "extra C compiler flags, a list of strings",
+    "tuned": "use the tuning database's best schedule for these shapes when it has one "
+             "(default True; see polyopt.tune)",
     "knobs": "CPU pipeline decisions to fix (polyopt.schedule.knobs): mr, nr, kc (register "
              "and reduction tiles), pack, block (NCHW16c convolutions), cache_tile",
     "gpu": "CUDA mapping options (polyopt.schedule.gpu.GpuMapping): 'block' (threads per "
@@ -85,6 +87,7 @@ def check_options(options: Mapping[str, Any] | None, target: str) -> dict[str, A
         raise OptionError("option cflags must be a list of strings")
     opts["cflags"] = tuple(opts["cflags"])
     opts["openmp"] = bool(opts["openmp"])
+    opts["tuned"] = bool(opts.get("tuned", True))
     opts["machine"] = configured(opts.get("machine"))
     opts["gpu"] = GpuMapping.from_options(opts.get("gpu"))
     opts["knobs"] = Knobs.from_options(opts.get("knobs"))

@@ -1,0 +1,26 @@
+"""Autotuning: search spaces (``space``), strategies and the cost model (``search``),
+measurement in worker processes (``measure``), the tuning database (``db``) and the
+``polyopt.tune(...)`` entry point (``tuner``).
+
+``polyopt.tune`` is both this package and the function ``polyopt.tune(source, ...)``.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from polyopt.tune.db import Database, Key, Record, canonical_hash, default_path, machine_id
+from polyopt.tune.tuner import TuneResult, tune
+
+__all__ = ["Database", "Key", "Record", "TuneResult", "canonical_hash", "default_path",
+           "machine_id", "tune"]
+
+
+class _TuneModule(types.ModuleType):
+    def __call__(self, *args: Any, **kwargs: Any) -> TuneResult:
+        return tune(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _TuneModule

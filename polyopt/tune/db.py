@@ -1,0 +1,552 @@
+"""The tuning database: every schedule tried for a definition, its times, and the best one.
+
+A record's :class:`Key` says what the times are valid for: the definition (a canonical hash
+that ignores whitespace, comments and every name), the input shapes and dtypes, the target,
+the machine and the polyopt version. Its value is the schedule as replayable JSON
+(``Schedule.as_json()``), the compile options, every time sample, a status and the date.
+
+Storage is one SQLite file (``<cache dir>/tuning.sqlite`` unless a path is given) in WAL
+mode: readers never block the writer, each ``add`` is one short ``BEGIN IMMEDIATE``
+transaction, and a process killed mid-write leaves the last committed state. Several
+processes (each with its own :class:`Database`) may write at once; threads share one
+connection under a lock.
+
+Schema (version 1)::
+
+    meta(name TEXT PRIMARY KEY, value TEXT)          -- name 'schema' holds the version
+    records(id INTEGER PRIMARY KEY AUTOINCREMENT,
+            key_id, definition, def_name, shapes, dtypes, target, machine, version,
+            schedule, options, times, best, status, error, source, created,
+            digest UNIQUE)                            -- shapes..times are JSON text
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import islpy as isl
+
+from polyopt import config, ir
+from polyopt.errors import OptionError, PolyoptError
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "wrong", "error", "timeout")
+BUSY_TIMEOUT_S = 60.0
+_RETRIES = 8
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+T = TypeVar("T")
+
+
+class DatabaseError(PolyoptError):
+    """The tuning database file is unreadable, corrupt, from a newer polyopt, or locked."""
+
+
+# ---------------------------------------------------------------- canonical definition hash
+
+def canonical_hash(program: ir.Program) -> str:
+    """A hash of ``program`` that ignores its def name, tensor, index and size names (and the
+    source's whitespace and comments, which never reach the Program) but nothing else.
+
+    Hash the size-generic Program (``lang.build_program(source, name)``): sizes fixed by the
+    caller are substituted as constants, so they change the hash; shapes are a Key field.
+    """
+    return hashlib.sha256(canonical_text(program).encode()).hexdigest()[:24]
+
+
+def canonical_text(program: ir.Program) -> str:
+    """The text :func:`canonical_hash` hashes: tensors renamed by role and position
+    (``in0``, ``out0``, ``loc0``), sizes by signature order (``s0``), each statement's
+    indices by position in its ``iters`` (``i0``), isl texts normalized by isl."""
+    sizes = {n: f"s{i}" for i, n in enumerate(program.sizes)}
+    tensors = {t.name: f"{prefix}{i}" for prefix, group in
+               (("in", program.inputs), ("out", program.outputs), ("loc", program.locals))
+               for i, t in enumerate(group)}
+    parts = [f"sizes {len(program.sizes)}"]
+    for t in (*program.inputs, *program.outputs, *program.locals):
+        shape = [_isl_extent(e, sizes) for e in t.shape]
+        parts.append(f"{t.role} {t.dtype} {tensors[t.name]} {shape}")
+    for k, s in enumerate(program.stmts):
+        parts.append(_canonical_stmt(k, s, sizes, tensors))
+    return "\n".join(parts)
+
+
+def _canonical_stmt(k: int, s: ir.Stmt, sizes: dict[str, str], tensors: dict[str, str]) -> str:
+    iters = {n: f"i{j}" for j, n in enumerate(s.iters)}
+    for e in s.rhs.walk():  # a gather's index not among the iters (defensive)
+        if isinstance(e, ir.Var) and e.kind == "index" and e.name not in iters:
+            iters[e.name] = f"i{len(iters)}"
+
+    def rename(e: ir.Expr) -> ir.Expr:
+        if isinstance(e, ir.Var):
+            return replace(e, name=(iters if e.kind == "index" else sizes).get(e.name, e.name))
+        if isinstance(e, ir.Read):
+            pad = None if e.pad is None else tuple(
+                (_isl_extent(lo, sizes), _isl_extent(hi, sizes)) for lo, hi in e.pad)
+            return replace(e, tensor=tensors[e.tensor], pad=pad)
+        return e
+
+    # repr, not str: it also shows every node's dtype and a literal's exact type.
+    rhs = repr(ir.rewrite(s.rhs, rename))
+    domain = str(isl.Set(_rename(s.domain, {**sizes, **iters, s.name: f"S{k}"})))
+    lhs = ",".join(iters[n] for n in s.lhs)
+    return f"{tensors[s.tensor]}[{lhs}] {s.op} init={s.init} iters={len(s.iters)}\n{rhs}\n{domain}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _isl_extent_cached(extent: str, params: str) -> str:
+    return str(isl.PwAff(f"[{params}] -> {{ [({extent})] }}"))
+
+
+def _isl_extent(extent: str, sizes: dict[str, str]) -> str:
+    """An extent over renamed sizes, printed by isl (its term order ignores the old names)."""
+    return _isl_extent_cached(_rename(extent, sizes), ", ".join(sizes.values()))
+
+
+def _rename(text: str, names: Mapping[str, str]) -> str:
+    """Replace whole identifiers in one pass (so ``a -> b, b -> a`` swaps correctly)."""
+    return _IDENT.sub(lambda m: names.get(m.group(0), m.group(0)), text)
+
+
+# ---------------------------------------------------------------- machine identity
+
+def machine_id(target: str) -> str:
+    """What the times depend on besides the definition: the CPU (model, a hash of model and
+    flags, usable cores) for ``"c"``; the GPU name and compute capability for ``"cuda"``."""
+    _check_target(target)
+    if target == "cuda":
+        return _gpu_id()
+    cpu = _cpu_id()
+    return f"emulated:{cpu}" if target == "cuda-emulated" else cpu
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_id() -> str:
+    from polyopt.runtime.compiler import _host_fingerprint
+    from polyopt.schedule.machine import _cores
+
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.split(":")[0].strip() in ("model name", "Model", "cpu model"):
+                model = line.partition(":")[2].strip()
+                break
+    return f"{model} | {_host_fingerprint()} | {_cores()} cores"
+
+
+@functools.lru_cache(maxsize=1)
+def _gpu_id() -> str:
+    try:  # the driver alone: no context is created just to name the device
+        import pycuda.driver as drv  # type: ignore[import-not-found, unused-ignore]
+
+        drv.init()
+        device = drv.Device(0)
+        major, minor = device.compute_capability()
+        return f"{device.name()} sm_{major}{minor}"
+    except Exception:  # no PyCUDA, no driver, no device: PyCUDA raises its own errors
+        return "cuda-unknown"
+
+
+def _check_target(target: str) -> None:
+    from polyopt.pipeline import TARGETS  # lazily: the pipeline imports most of polyopt
+
+    if target not in TARGETS:
+        raise OptionError(f"unknown target {target!r}; valid: {', '.join(TARGETS)}")
+
+
+def _version() -> str:
+    import polyopt  # at call time: polyopt's own modules may import this one
+
+    return str(getattr(polyopt, "__version__", "0.1.0"))
+
+
+# ---------------------------------------------------------------- keys and records
+
+Shapes = tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class Key:
+    """What a time is valid for. ``def_name`` is informational only: it is not in ``id``."""
+
+    definition: str
+    shapes: Shapes
+    dtypes: tuple[str, ...]
+    target: str
+    machine: str
+    version: str
+    def_name: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shapes", _shapes_of(self.shapes))
+        object.__setattr__(self, "dtypes", tuple(str(d) for d in self.dtypes))
+
+    @staticmethod
+    def make(program: ir.Program, shapes: Sequence[Sequence[int]], target: str = "c", *,
+             machine: str | None = None) -> Key:
+        """The key of size-generic ``program`` at input ``shapes`` on this machine."""
+        _check_target(target)
+        return Key(canonical_hash(program), _shapes_of(shapes),
+                   tuple(t.dtype for t in program.inputs), target,
+                   machine if machine is not None else machine_id(target), _version(),
+                   def_name=program.name)
+
+    @property
+    def id(self) -> str:
+        """A stable hash of the identity fields (every field but ``def_name``)."""
+        blob = json.dumps([self.definition, self.shapes, self.dtypes, self.target,
+                           self.machine, self.version], separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"definition": self.definition, "def_name": self.def_name,
+                "shapes": [list(s) for s in self.shapes], "dtypes": list(self.dtypes),
+                "target": self.target, "machine": self.machine, "version": self.version}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> Key:
+        return Key(str(d["definition"]), d["shapes"], tuple(d["dtypes"]), str(d["target"]),
+                   str(d["machine"]), str(d["version"]), def_name=str(d.get("def_name", "")))
+
+
+def _shapes_of(shapes: Sequence[Sequence[int]]) -> Shapes:
+    try:
+        out = tuple(tuple(int(d) for d in s) for s in shapes)
+    except (TypeError, ValueError):
+        raise OptionError(f"Key shapes must be tuples of ints, not {shapes!r}") from None
+    if any(d < 0 for s in out for d in s):
+        raise OptionError(f"Key shapes must not be negative: {out}")
+    return out
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One schedule tried at ``key``: every time sample (seconds), its status and the date.
+
+    ``source`` is the TC text the schedule JSON replays on (its loop, statement and tensor
+    names are that def's, which the key's hash ignores).
+    """
+
+    key: Key
+    schedule_json: str
+    times: tuple[float, ...] = ()
+    status: str = "ok"
+    options: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    error: str = ""
+    source: str = ""
+    created: str = field(default_factory=_now)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise OptionError(f"Record status {self.status!r}; valid: {', '.join(STATUSES)}")
+        object.__setattr__(self, "times", tuple(float(t) for t in self.times))
+        object.__setattr__(self, "options", dict(self.options))
+
+    @property
+    def best(self) -> float:
+        """The fastest sample in seconds (``inf`` when there is none)."""
+        return min(self.times, default=math.inf)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key_id": self.key.id, "key": self.key.as_dict(), "schedule": self.schedule_json,
+                "options": dict(self.options), "times": list(self.times), "status": self.status,
+                "error": self.error, "source": self.source, "created": self.created}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> Record:
+        return Record(Key.from_dict(d["key"]), str(d["schedule"]), tuple(d.get("times", ())),
+                      str(d.get("status", "ok")), dict(d.get("options", {})),
+                      str(d.get("error", "")), str(d.get("source", "")), str(d["created"]))
+
+    @property
+    def digest(self) -> str:
+        """Identifies an exact duplicate (import skips those)."""
+        text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def shape_distance(a: Shapes, b: Shapes) -> float | None:
+    """Sum of ``|log(x/y)|`` over matching dims; None when the ranks differ."""
+    if len(a) != len(b) or any(len(x) != len(y) for x, y in zip(a, b, strict=True)):
+        return None
+    return sum(abs(math.log(max(x, 1) / max(y, 1)))
+               for sa, sb in zip(a, b, strict=True) for x, y in zip(sa, sb, strict=True))
+
+
+# ---------------------------------------------------------------- the database
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key_id TEXT NOT NULL, definition TEXT NOT NULL, def_name TEXT NOT NULL,
+    shapes TEXT NOT NULL, dtypes TEXT NOT NULL, target TEXT NOT NULL, machine TEXT NOT NULL,
+    version TEXT NOT NULL, schedule TEXT NOT NULL, options TEXT NOT NULL, times TEXT NOT NULL,
+    best REAL, status TEXT NOT NULL, error TEXT NOT NULL, source TEXT NOT NULL,
+    created TEXT NOT NULL, digest TEXT NOT NULL UNIQUE);
+CREATE INDEX IF NOT EXISTS records_key ON records (key_id, status, best);
+CREATE INDEX IF NOT EXISTS records_definition ON records (definition, target, machine);
+"""
+_COLUMNS = ("key_id, definition, def_name, shapes, dtypes, target, machine, version, schedule, "
+            "options, times, best, status, error, source, created, digest")
+_INSERT = (f"INSERT OR IGNORE INTO records ({_COLUMNS}) "
+           f"VALUES ({', '.join('?' * len(_COLUMNS.split(', ')))})")
+_SELECT = f"SELECT {_COLUMNS} FROM records"
+
+
+def default_path() -> Path:
+    """``tuning.sqlite`` in polyopt's cache dir (``POLYOPT_CACHE_DIR`` or the user's)."""
+    return config.cache_dir() / "tuning.sqlite"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One key of the database, for ``polyopt db list``."""
+
+    key_id: str
+    def_name: str
+    target: str
+    shapes: Shapes
+    records: int
+    best: float  # seconds, of the ok records; inf when none
+    last: str  # the newest record's date
+
+
+class Database:
+    """The tuning database at ``path`` (default :func:`default_path`); see the module doc."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self._connection()  # open now, so a bad path fails here
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def add(self, record: Record) -> bool:
+        """Store ``record`` in one transaction; False if an identical one was there."""
+        return self._write(lambda c: c.execute(_INSERT, _row(record)).rowcount) > 0
+
+    def records(self, key: Key | str | None = None, definition: str | None = None) -> list[Record]:
+        """Records in insertion order: all, those of ``key`` (a Key or a key id), or those of
+        one definition hash."""
+        where, args = [], []
+        if key is not None:
+            where.append("key_id = ?")
+            args.append(key.id if isinstance(key, Key) else key)
+        if definition is not None:
+            where.append("definition = ?")
+            args.append(definition)
+        sql = _SELECT + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id"
+        return [_record(r) for r in self._read(sql, args)]
+
+    def best(self, key: Key) -> Record | None:
+        """The ok record of ``key`` with the fastest sample, or None."""
+        rows = self._read(f"{_SELECT} WHERE key_id = ? AND status = 'ok' AND best IS NOT NULL "
+                          "ORDER BY best, id LIMIT 1", [key.id])
+        return _record(rows[0]) if rows else None
+
+    def nearest(self, key: Key, k: int = 3) -> list[Record]:
+        """The best ok record of up to ``k`` other keys of the same definition, target and
+        machine (any version), nearest shapes first (:func:`shape_distance`)."""
+        rows = self._read(f"{_SELECT} WHERE definition = ? AND target = ? AND machine = ? "
+                          "AND key_id != ? AND status = 'ok' AND best IS NOT NULL "
+                          "ORDER BY best, id", [key.definition, key.target, key.machine, key.id])
+        seen: set[str] = set()
+        ranked: list[tuple[float, float, Record]] = []
+        for row in rows:  # by best time, so the first row of a key is its best record
+            rec = _record(row)
+            dist = shape_distance(key.shapes, rec.key.shapes)
+            if rec.key.id in seen or dist is None:
+                continue
+            seen.add(rec.key.id)
+            ranked.append((dist, rec.best, rec))
+        ranked.sort(key=lambda x: x[:2])
+        return [rec for _, _, rec in ranked[:max(k, 0)]]
+
+    def summary(self) -> list[Summary]:
+        """One line per key: name, target, shapes, record count, best ok time, last date."""
+        rows = self._read("SELECT key_id, MAX(def_name), target, shapes, COUNT(*), "
+                          "MIN(CASE WHEN status = 'ok' THEN best END), MAX(created) "
+                          "FROM records GROUP BY key_id ORDER BY 2, target, shapes", [])
+        return [Summary(r[0], r[1], r[2], _shapes(r[3]), r[4],
+                        math.inf if r[5] is None else r[5], r[6]) for r in rows]
+
+    def find_key(self, prefix: str) -> str:
+        """The one key id starting with ``prefix``."""
+        if not re.fullmatch(r"[0-9a-f]+", prefix):
+            raise OptionError(f"{prefix!r} is not a key id (hex digits; see `polyopt db list`)")
+        ids = [r[0] for r in self._read("SELECT DISTINCT key_id FROM records WHERE "
+                                        "substr(key_id, 1, ?) = ?", [len(prefix), prefix])]
+        if not ids:
+            raise OptionError(f"no key id in {self.path} starts with {prefix!r}")
+        if len(ids) > 1:
+            raise OptionError(f"{len(ids)} key ids start with {prefix!r} "
+                              f"({', '.join(sorted(ids)[:5])}); give more digits")
+        return str(ids[0])
+
+    def export(self, fileobj: IO[str]) -> int:
+        """Write every record as one JSON object per line; returns how many."""
+        n = 0
+        for rec in self.records():
+            fileobj.write(json.dumps(rec.as_dict(), sort_keys=True) + "\n")
+            n += 1
+        return n
+
+    def import_(self, fileobj: IO[str]) -> int:
+        """Add the records of an export (all in one transaction, exact duplicates skipped);
+        returns how many were new. A malformed line raises OptionError and adds nothing."""
+        name = getattr(fileobj, "name", "<input>")
+        rows = []
+        for n, line in enumerate(fileobj, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(_row(Record.from_dict(json.loads(line))))
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise OptionError(f"{name}: line {n} is not a tuning record "
+                                  f"({type(e).__name__}: {e})") from None
+
+        def insert(c: sqlite3.Connection) -> int:
+            before = c.total_changes
+            c.executemany(_INSERT, rows)
+            return c.total_changes - before
+        return self._write(insert)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts (records, keys, definitions, records per status), the path and its size."""
+        [(records, keys, defs)] = self._read(
+            "SELECT COUNT(*), COUNT(DISTINCT key_id), COUNT(DISTINCT definition) FROM records", [])
+        status = dict(self._read("SELECT status, COUNT(*) FROM records GROUP BY status", []))
+        return {"path": str(self.path), "bytes": self.path.stat().st_size, "records": records,
+                "keys": keys, "definitions": defs, "status": status}
+
+    # -------------------------------------------------------------- connection and retries
+
+    def _connection(self) -> sqlite3.Connection:
+        """This process's connection (a forked child must not reuse its parent's)."""
+        if self._conn is None or self._pid != os.getpid():
+            self._conn, self._pid = self._open(), os.getpid()
+        return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                   check_same_thread=False)
+        except (OSError, sqlite3.Error) as e:
+            raise DatabaseError(f"cannot open the tuning database {self.path}: {e}") from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            # WAL needs a moment of exclusive access: retry while another process holds it.
+            _retry(self.path, lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            conn.execute("PRAGMA synchronous = NORMAL")
+            _retry(self.path, lambda: _transaction(conn, _create_schema))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            conn = self._connection()
+            return _retry(self.path, lambda: _transaction(conn, fn))
+
+    def _read(self, sql: str, args: Sequence[object]) -> list[Any]:
+        with self._lock:
+            conn = self._connection()
+            return _retry(self.path, lambda: conn.execute(sql, args).fetchall())
+
+
+def _transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """``fn`` in one ``BEGIN IMMEDIATE`` transaction: the write lock is taken up front, so
+    it never has to be upgraded (which can fail with SQLITE_BUSY without waiting)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        out = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    return out
+
+
+def _retry(path: Path, fn: Callable[[], T]) -> T:
+    """``fn``, retried with backoff when SQLite reports a lock its busy timeout could not
+    wait out; any other SQLite failure becomes a one-line DatabaseError."""
+    for attempt in range(_RETRIES):
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            busy = "locked" in str(e) or "busy" in str(e)
+            if not busy or attempt == _RETRIES - 1:
+                raise DatabaseError(f"tuning database {path}: {e}") from None
+            time.sleep(0.01 * 2 ** attempt)
+        except sqlite3.DatabaseError as e:
+            raise DatabaseError(f"tuning database {path}: {e}") from None
+    raise AssertionError("unreachable")
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    for statement in filter(str.strip, _SCHEMA.split(";")):
+        conn.execute(statement)
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", [str(SCHEMA_VERSION)])
+    [(found,)] = conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchall()
+    if int(found) > SCHEMA_VERSION:
+        raise DatabaseError(f"the tuning database has schema version {found}, newer than this "
+                            f"polyopt's {SCHEMA_VERSION}; upgrade polyopt or use --db")
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _row(rec: Record) -> tuple[object, ...]:
+    k = rec.key
+    best = None if not rec.times else rec.best
+    return (k.id, k.definition, k.def_name, _json(k.shapes), _json(k.dtypes), k.target,
+            k.machine, k.version, rec.schedule_json, _json(rec.options), _json(rec.times), best,
+            rec.status, rec.error, rec.source, rec.created, rec.digest)
+
+
+def _shapes(text: str) -> Shapes:
+    return tuple(tuple(s) for s in json.loads(text))
+
+
+def _record(row: Sequence[Any]) -> Record:
+    (_, definition, def_name, shapes, dtypes, target, machine, version, schedule, options,
+     times, _, status, error, source, created, _) = row
+    key = Key(definition, _shapes(shapes), tuple(json.loads(dtypes)), target, machine, version,
+              def_name=def_name)
+    return Record(key, schedule, tuple(json.loads(times)), status, json.loads(options), error,
+                  source, created)

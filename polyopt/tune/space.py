@@ -1,0 +1,129 @@
+"""The search space of a definition on a target: named knobs, each with its candidate values.
+
+A configuration picks one value per knob and becomes ``polyopt.compile`` options: on the
+CPU, ``fusion`` and the pipeline's ``knobs`` (register and reduction tiles, packing, channel
+blocking, cache tiles); on CUDA, the ``gpu`` mapping (block tile, registers per thread,
+threads per block, shared memory, unrolling). Only knobs that change something for the
+definition are in its space (no register tile knobs without a contraction). Every value
+builds its schedule through checked verbs, so every configuration is legal; one the pipeline
+cannot apply falls back to the model's choice, which the measured schedule records.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from polyopt import ir, lang
+from polyopt.schedule.machine import host
+
+Config = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Space:
+    """Knob name -> candidate values (the first is the model's default)."""
+
+    target: str
+    knobs: tuple[tuple[str, tuple[Any, ...]], ...]
+
+    def __str__(self) -> str:
+        rows = [f"{name}: {', '.join(map(repr, values))}" for name, values in self.knobs]
+        size = math.prod(len(v) for _, v in self.knobs)
+        return "\n".join([f"search space ({self.target}, {size} configurations)", *rows])
+
+    def as_json(self) -> str:
+        return json.dumps({"target": self.target,
+                           "knobs": {n: list(v) for n, v in self.knobs}})
+
+    @property
+    def default(self) -> Config:
+        return {name: values[0] for name, values in self.knobs}
+
+    def sample(self, rng: random.Random) -> Config:
+        return {name: rng.choice(values) for name, values in self.knobs}
+
+    def mutate(self, config: Config, rng: random.Random, rate: float = 0.3) -> Config:
+        """Each knob moves to a neighbouring value with probability ``rate`` (at least one)."""
+        out = dict(config)
+        names = [n for n, v in self.knobs if len(v) > 1]
+        picked = [n for n in names if rng.random() < rate]
+        if not picked and names:
+            picked = [rng.choice(names)]
+        for name in picked:
+            values = dict(self.knobs)[name]
+            i = values.index(out[name]) if out[name] in values else 0
+            out[name] = values[max(0, min(len(values) - 1, i + rng.choice((-1, 1))))]
+        return out
+
+    def crossover(self, a: Config, b: Config, rng: random.Random) -> Config:
+        return {name: (a if rng.random() < 0.5 else b)[name] for name, _ in self.knobs}
+
+    def options(self, config: Config) -> dict[str, Any]:
+        """The ``polyopt.compile`` options of a configuration."""
+        if self.target.startswith("cuda"):
+            gpu = {k[4:]: (list(v) if isinstance(v, tuple) else v)
+                   for k, v in config.items() if k.startswith("gpu_")}
+            return {"gpu": {k: v for k, v in gpu.items() if v is not None}}
+        knobs = {k: v for k, v in config.items() if k != "fusion" and v is not None}
+        return {"fusion": config.get("fusion", "smart"), "knobs": knobs}
+
+    def encode(self, config: Config) -> list[float]:
+        """Numbers a cost model can learn from: each knob as its value (log2 for sizes)."""
+        out: list[float] = []
+        for name, values in self.knobs:
+            v = config[name]
+            if isinstance(v, bool) or v is None:
+                out.append(1.0 if v else 0.0)
+            elif isinstance(v, (int, float)):
+                out.append(math.log2(v + 1))
+            elif isinstance(v, tuple):
+                out += [math.log2(x + 1) for x in v]
+            else:
+                out.append(float(values.index(v)))
+        return out
+
+
+def space_for(source: str, name: str | None, sizes: Mapping[str, int],
+              target: str = "c") -> Space:
+    """The search space of def ``name`` at ``sizes`` on ``target``."""
+    program = lang.build_program(source, name, sizes)
+    if target.startswith("cuda"):
+        return Space(target, _cuda_knobs(program))
+    return Space(target, _cpu_knobs(program))
+
+
+def _cpu_knobs(program: ir.Program) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    machine = host()
+    lanes = max(1, machine.vector_bytes // 4)
+    knobs: list[tuple[str, tuple[Any, ...]]] = []
+    if len(program.stmts) > 1:
+        knobs.append(("fusion", ("smart", "min", "max")))
+    contraction = any(s.op == "+" and s.reduction_iters and len(s.lhs) >= 2
+                      for s in program.stmts)
+    if contraction:
+        knobs += [("mr", (None, 4, 6, 8, 12, 14, 16, 20, 24, 28)),
+                  ("nr", (None, lanes, 2 * lanes, 3 * lanes, 4 * lanes)),
+                  ("kc", (None, 32, 64, 96, 128, 192, 256, 384, 512)),
+                  ("pack", (None, True, False))]
+        if any(len(s.lhs) >= 4 for s in program.stmts):  # a convolution's NCHW output
+            knobs.append(("block", (None, False)))
+    if any(len(s.lhs) >= 2 for s in program.stmts):
+        knobs.append(("cache_tile", (None, 0, 8, 32, 64)))
+    return tuple(knobs)
+
+
+def _cuda_knobs(program: ir.Program) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    knobs: list[tuple[str, tuple[Any, ...]]] = [
+        ("gpu_block", (None, (32, 8), (64, 4), (16, 16), (128, 2)))]
+    if any(s.op == "+" and s.reduction_iters and len(s.lhs) >= 2 for s in program.stmts):
+        knobs += [("gpu_tile", (None, (64, 64, 8), (128, 128, 8), (64, 128, 8), (128, 64, 8),
+                                (32, 32, 8), (64, 64, 16), (128, 128, 16))),
+                  ("gpu_regs", (None, (4, 4), (8, 8), (4, 8), (8, 4), (2, 2))),
+                  ("gpu_shared", (None, False)),
+                  ("gpu_unroll", (None, 2, 4))]
+    return tuple(knobs)

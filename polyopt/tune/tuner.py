@@ -1,0 +1,185 @@
+"""``polyopt.tune``: search a definition's schedule space at given sizes, record every
+measurement in the tuning database, and return the best schedule found.
+
+``polyopt.compile`` then uses the best recorded schedule for its key (definition, shapes,
+dtypes, target, machine, version) when there is one (``lookup``); a search at a new shape
+starts from the best schedules of the nearest tuned shapes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from polyopt import ir, lang
+from polyopt.errors import OptionError, PolyoptError, SizesRequiredError
+from polyopt.tune.db import Database, Key, Record
+from polyopt.tune.measure import Job, Result, Runner, prepare
+from polyopt.tune.search import STRATEGIES, search
+from polyopt.tune.space import Config, Space, space_for
+
+
+@dataclass(frozen=True)
+class Trial:
+    config: Config
+    options: dict[str, Any]
+    result: Result
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What a search found: the best schedule (replayable JSON) and how it compares."""
+
+    key: Key
+    space: Space
+    trials: tuple[Trial, ...]
+    wall_s: float
+
+    @property
+    def best(self) -> Trial:
+        return min(self.trials, key=lambda t: t.result.best)
+
+    @property
+    def best_time(self) -> float:
+        return self.best.result.best
+
+    @property
+    def default_time(self) -> float:
+        return self.trials[0].result.best
+
+    @property
+    def schedule(self) -> str:
+        return self.best.result.schedule
+
+    @property
+    def speedup(self) -> float:
+        return self.default_time / self.best_time if self.best_time > 0 else math.nan
+
+    def __str__(self) -> str:
+        ok = sum(1 for t in self.trials if t.result.status == "ok")
+        return (f"{self.key.def_name}: best {self.best_time * 1e3:.4g} ms "
+                f"(default {self.default_time * 1e3:.4g} ms, {self.speedup:.2f}x) after "
+                f"{len(self.trials)} trials ({ok} ok) in {self.wall_s:.1f} s; best options "
+                f"{self.best.options}")
+
+
+def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
+         target: str = "c", trials: int = 64, strategy: str = "model",
+         db: str | Database | bool | None = None, executor: Any = None, seed: int = 0,
+         repeat: int = 5, timeout: float = 120.0,
+         progress: Callable[[int, int, Trial], None] | None = None) -> TuneResult:
+    """Search the schedule space of def ``name`` at ``sizes`` with ``trials`` measurements.
+
+    ``strategy``: "random", "genetic" or "model" (cost-model-guided evolution). ``db``: a path
+    or ``Database`` (default: the user's tuning database; False: record nothing).
+    ``executor``: where to measure (default: a worker process here; a
+    ``dask.distributed.Client`` measures on its cluster).
+    """
+    if strategy not in STRATEGIES or trials < 1:
+        raise OptionError(f"tune: strategy must be one of {', '.join(STRATEGIES)} and trials "
+                          f">= 1, not {strategy!r} and {trials!r}")
+    start = time.perf_counter()
+    key = make_key(source, name, sizes, target)
+    space = space_for(source, name, sizes, target)
+    database = _database(db)
+    data = prepare(source, name, sizes, seed)
+    done: list[Trial] = []
+    seeds = _seeds(database, key, space)
+
+    def evaluate(configs: list[Config]) -> list[float]:
+        out = []
+        for config in configs:
+            options = space.options(config)
+            job = Job(source, name, tuple(sorted(sizes.items())), target, options, data, repeat)
+            trial = Trial(config, options, runner.measure(job))
+            done.append(trial)
+            if database is not None:
+                database.add(Record(key, trial.result.schedule, trial.result.times,
+                                    trial.result.status, options, trial.result.error, source))
+            if progress is not None:
+                progress(len(done), trials, trial)
+            out.append(trial.result.best)
+        return out
+
+    with Runner(timeout, executor) as runner:
+        search(space, evaluate, trials, strategy, seed, seeds)
+    return TuneResult(key, space, tuple(done), time.perf_counter() - start)
+
+
+def make_key(source: str, name: str | None, sizes: Mapping[str, int], target: str) -> Key:
+    """The database key of def ``name`` at ``sizes`` on ``target`` on this machine."""
+    sized = lang.build_program(source, name, sizes)
+    try:
+        generic = lang.build_program(source, name, _params_only(source, name, sizes))
+    except SizesRequiredError:  # affine only at these sizes: they are part of the definition
+        generic = sized
+    shapes = [tuple(ir.extent_value(e, {}) for e in t.shape) for t in sized.inputs]
+    return Key.make(generic, shapes, target)
+
+
+def _params_only(source: str, name: str | None, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The ``<...>`` parameters among ``sizes`` (strides, padding): they select the operator,
+    while the tensor sizes are the key's shapes."""
+    from polyopt.lang.parser import parse
+
+    defs = parse(source).defs
+    d = next((x for x in defs if name is None or x.name == name), None)
+    params = {p.name for p in d.params} if d is not None else set()
+    return {k: v for k, v in sizes.items() if k in params}
+
+
+def lookup(source: str, name: str | None, sizes: Mapping[str, int], target: str,
+           db: str | Database | None = None) -> Record | None:
+    """The best recorded schedule for this key, or None (no database, no record, or a
+    database that cannot be read: compiling never fails for the tuner's sake)."""
+    try:
+        database = _database(db, create=False)
+        if database is None:
+            return None
+        return database.best(make_key(source, name, sizes, target))
+    except (PolyoptError, OSError):
+        return None
+
+
+def _database(db: str | Database | bool | None, create: bool = True) -> Database | None:
+    if db is False:
+        return None
+    if isinstance(db, Database):
+        return db
+    from polyopt.tune.db import default_path
+
+    path = default_path() if db is None or db is True else db
+    if not create and not _exists(path):
+        return None
+    return Database(path)
+
+
+def _exists(path: Any) -> bool:
+    import os
+
+    return os.path.exists(path)
+
+
+def _seeds(database: Database | None, key: Key, space: Space) -> list[Config]:
+    """Configurations of the best schedules at the nearest tuned shapes (and this one)."""
+    if database is None:
+        return []
+    records = [r for r in [database.best(key)] if r is not None] + database.nearest(key)
+    return [config_of(space, r.options) for r in records]
+
+
+def config_of(space: Space, options: Mapping[str, Any]) -> Config:
+    """The configuration whose options are ``options`` (inverse of ``Space.options``)."""
+    config = space.default
+    if space.target.startswith("cuda"):
+        for k, v in dict(options.get("gpu", {})).items():
+            config[f"gpu_{k}"] = tuple(v) if isinstance(v, list) else v
+    else:
+        config.update(dict(options.get("knobs", {})))
+        if "fusion" in config:
+            config["fusion"] = options.get("fusion", "smart")
+    known = dict(space.knobs)
+    return {k: v for k, v in config.items() if k in known}

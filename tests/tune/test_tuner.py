@@ -1,0 +1,120 @@
+"""polyopt.tune: the search space, the strategies, measurement in worker processes, the
+database record, and compile's use of the best recorded schedule."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt.tune.db import Database
+from polyopt.tune.measure import Job, Runner, prepare
+from polyopt.tune.search import CostModel, search
+from polyopt.tune.space import space_for
+from polyopt.tune.tuner import config_of, lookup, tune
+
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+SIZES = {"M": 64, "N": 48, "K": 40}
+
+
+def test_space_has_the_knobs_that_matter_and_round_trips_options() -> None:
+    space = space_for(MM, None, SIZES)
+    names = [n for n, _ in space.knobs]
+    assert {"mr", "nr", "kc", "pack"} <= set(names) and "fusion" not in names
+    rng = random.Random(0)
+    for _ in range(20):
+        c = space.sample(rng)
+        assert config_of(space, space.options(c)) == c
+        assert set(space.mutate(c, rng)) == set(c)
+    assert "search space (c," in str(space) and space.as_json().startswith("{")
+    cuda = space_for(MM, None, SIZES, "cuda")
+    assert "gpu_tile" in dict(cuda.knobs)
+    assert cuda.options({"gpu_tile": (64, 64, 8), "gpu_regs": None})["gpu"] == {
+        "tile": [64, 64, 8]}
+
+
+@pytest.mark.parametrize("strategy", ["random", "genetic", "model"])
+def test_strategies_measure_distinct_configurations_default_first(strategy: str) -> None:
+    space = space_for(MM, None, SIZES)
+    target = {"mr": 8, "nr": 32, "kc": 64}
+
+    def fake(configs: list[dict]) -> list[float]:  # fastest at ``target``
+        return [1.0 + sum(abs(math.log2((c[k] or 16) / v)) for k, v in target.items())
+                for c in configs]
+
+    history = search(space, fake, 24, strategy, seed=1)
+    assert len(history) == 24 and history[0][0] == space.default
+    keys = {str(sorted(c.items())) for c, _ in history}
+    assert len(keys) == 24
+
+
+def test_cost_model_ranks_what_it_was_fitted_on() -> None:
+    space = space_for(MM, None, SIZES)
+    rng = random.Random(2)
+    configs = [space.sample(rng) for _ in range(40)]
+    timing = [2.0 ** (c["kc"] is None) * (1 + (c["pack"] is False)) for c in configs]
+    model = CostModel.fit(space, list(zip(configs, timing, strict=True)))
+    fast = next(c for c, t in zip(configs, timing, strict=True) if t == min(timing))
+    slow = next(c for c, t in zip(configs, timing, strict=True) if t == max(timing))
+    assert model.predict(fast) < model.predict(slow)
+
+
+@pytest.mark.cc
+def test_runner_checks_results_and_survives_failures(tmp_path: Path) -> None:
+    data = prepare(MM, None, SIZES, directory=str(tmp_path))
+    with Runner(timeout=60) as runner:
+        ok = runner.measure(Job(MM, None, tuple(SIZES.items()), "c", {}, data, repeat=2))
+        assert ok.status == "ok" and len(ok.times) == 2 and '"steps"' in ok.schedule
+        bad = runner.measure(Job(MM, None, tuple(SIZES.items()), "c",
+                                 {"knobs": {"mr": -1}}, data))
+        assert bad.status == "error" and "knobs" in bad.error
+        wrong_data = str(tmp_path / "wrong.npz")
+        with np.load(data) as d:
+            np.savez(wrong_data, in0=d["in0"], in1=d["in1"], ref0=d["ref0"] + 1)
+        wrong = runner.measure(Job(MM, None, tuple(SIZES.items()), "c", {}, wrong_data))
+        assert wrong.status == "wrong" and "relative L2 error" in wrong.error
+
+
+@pytest.mark.cc
+def test_tune_records_every_trial_and_compile_uses_the_best(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path / "cache"))
+    db = Database(tmp_path / "cache" / "tuning.sqlite")  # the default database
+    result = tune(MM, sizes=SIZES, trials=5, strategy="random", db=db, repeat=2)
+    assert len(result.trials) == 5 and result.best_time <= result.default_time
+    assert len(db.records(result.key)) == 5 and "5 trials" in str(result)
+    best = lookup(MM, None, SIZES, "c")
+    assert best is not None and best.best == pytest.approx(result.best_time)
+    kernel = polyopt.compile(MM, sizes=SIZES)
+    assert kernel.schedule.as_json() == best.schedule_json
+    a = np.ones((64, 40), np.float32)
+    b = np.ones((40, 48), np.float32)
+    np.testing.assert_allclose(kernel(a, b), a @ b)
+    untuned = polyopt.compile(MM, sizes=SIZES, options={"tuned": False})
+    assert untuned.schedule.as_json() == result.trials[0].result.schedule
+    # A new shape starts from the nearest tuned one: its best configuration comes second.
+    seeded = tune(MM, sizes={"M": 72, "N": 48, "K": 40}, trials=2, strategy="random",
+                  db=db, repeat=1)
+    if result.best is not result.trials[0]:  # a default best is not measured twice
+        assert seeded.trials[1].options == result.best.options
+
+
+@pytest.mark.cc
+def test_cli_tune_prints_a_table_and_records(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from polyopt.cli import main
+
+    db = str(tmp_path / "t.sqlite")
+    src = tmp_path / "mm.tc"
+    src.write_text(MM)
+    assert main([ "tune", str(src), "--sizes", "M=32,N=32,K=32", "--trials", "3",
+                 "--strategy", "random", "--repeat", "1", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "| rank | ms | status | options |" in out and "after 3 trials" in out
+    assert main(["db", "list", "--db", db]) == 0
+    assert "mm" in capsys.readouterr().out
