@@ -11,6 +11,10 @@ fresh processes here, or whatever runs the jobs of an executor with ``submit`` (
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import contextlib
+import io
+import os
 import pickle
 import subprocess
 import sys
@@ -18,7 +22,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +40,7 @@ class Job:
     sizes: tuple[tuple[str, int], ...]
     target: str
     options: Mapping[str, Any]
-    data: str  # .npz with in0.., ref0..
+    data: str | bytes  # .npz with in0.., ref0.. (its path, or its bytes for other machines)
     repeat: int = 5
 
 
@@ -86,7 +90,7 @@ def run(job: Job) -> Result:
         start = time.perf_counter()
         kernel = polyopt.compile(job.source, job.name, target=job.target,
                                  sizes=dict(job.sizes), options=dict(job.options))
-        with np.load(job.data) as data:
+        with _load(job.data) as data:
             inputs = [data[f"in{i}"] for i in range(len(kernel.program.inputs))]
             refs = [data[f"ref{i}"] for i in range(len(kernel.program.outputs))]
         got = kernel(*inputs)
@@ -104,6 +108,20 @@ def run(job: Job) -> Result:
         return Result("ok", tuple(times), schedule=schedule, compile_s=compile_s)
     except Exception as e:  # a candidate's failure is its result, never the tuner's
         return Result("error", error=f"{type(e).__name__}: {e}\n{traceback.format_exc(-3)}")
+
+
+def build(job: Job) -> None:
+    """Compile one candidate and run it once (untimed): fills the kernel cache."""
+    import polyopt
+
+    kernel = polyopt.compile(job.source, job.name, target=job.target,
+                             sizes=dict(job.sizes), options=dict(job.options))
+    with _load(job.data) as data:
+        kernel(*[data[f"in{i}"] for i in range(len(kernel.program.inputs))])
+
+
+def _load(data: str | bytes) -> Any:
+    return np.load(io.BytesIO(data) if isinstance(data, bytes) else data)
 
 
 def _error(got: Any, ref: np.ndarray) -> float:
@@ -142,9 +160,29 @@ class Runner:
         return pickle.loads(dst.read_bytes())  # type: ignore[no-any-return]
 
     def map(self, jobs: Sequence[Job]) -> list[Result]:
+        """Build every job's kernel in parallel processes (one per core: the C compiler
+        and isl run concurrently, and fill the kernel cache), then measure them one at a
+        time (measurements must not share the cores)."""
+        if self.executor is None and len(jobs) > 1:
+            self._build_all(jobs)
         return [self.measure(j) for j in jobs]
 
+    def _build_all(self, jobs: Sequence[Job]) -> None:
+        def build(i: int) -> None:
+            path = Path(self._dir.name) / f"build{i}.pkl"
+            path.write_bytes(pickle.dumps(jobs[i]))
+            with contextlib.suppress(subprocess.TimeoutExpired):  # measure() reports it
+                subprocess.run([sys.executable, "-m", "polyopt.tune.worker", "--build",
+                                str(path)], capture_output=True, timeout=self.timeout,
+                               check=False)
+
+        workers = max(1, min(len(jobs), os.cpu_count() or 1))
+        with cf.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(build, range(len(jobs))))
+
     def _remote(self, job: Job) -> Result:
+        if isinstance(job.data, str):  # the workers may be other machines: send the data
+            job = replace(job, data=Path(job.data).read_bytes())
         future = self.executor.submit(run, job, pure=False) if _is_dask(self.executor) \
             else self.executor.submit(run, job)
         try:

@@ -91,10 +91,11 @@ def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
 
     def evaluate(configs: list[Config]) -> list[float]:
         out = []
-        for config in configs:
-            options = space.options(config)
-            job = Job(source, name, tuple(sorted(sizes.items())), target, options, data, repeat)
-            trial = Trial(config, options, runner.measure(job))
+        jobs = [Job(source, name, tuple(sorted(sizes.items())), target, space.options(c),
+                    data, repeat) for c in configs]
+        for config, job, result in zip(configs, jobs, runner.map(jobs), strict=True):
+            options = dict(job.options)
+            trial = Trial(config, options, result)
             done.append(trial)
             if database is not None:
                 database.add(Record(key, trial.result.schedule, trial.result.times,

@@ -1,5 +1,6 @@
 """``python -m polyopt.tune.worker JOB RESULT``: measure one pickled ``Job``, pickle its
-``Result`` (the tuner's worker process; see ``polyopt.tune.measure``)."""
+``Result``; ``python -m polyopt.tune.worker --build JOB``: only compile it (the tuner's worker
+processes; see ``polyopt.tune.measure``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import pickle
 import sys
 from pathlib import Path
 
-from polyopt.tune.measure import run
+from polyopt.tune.measure import build, run
 
 
 def main(argv: list[str]) -> int:
+    if argv[0] == "--build":
+        build(pickle.loads(Path(argv[1]).read_bytes()))
+        return 0
     job = pickle.loads(Path(argv[0]).read_bytes())
     result = run(job)
     tmp = Path(argv[1] + ".tmp")

@@ -118,3 +118,15 @@ def test_cli_tune_prints_a_table_and_records(tmp_path: Path,
     assert "| rank | ms | status | options |" in out and "after 3 trials" in out
     assert main(["db", "list", "--db", db]) == 0
     assert "mm" in capsys.readouterr().out
+
+
+@pytest.mark.cc
+def test_measurements_run_on_a_dask_cluster(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        result = tune(MM, sizes=SIZES, trials=3, strategy="random", repeat=1,
+                      db=str(tmp_path / "d.sqlite"), executor=client)
+    assert [t.result.status for t in result.trials] == ["ok"] * 3
+    assert result.best_time < math.inf
