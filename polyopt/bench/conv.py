@@ -74,6 +74,7 @@ class Settings:
     scale: int
     seed: int
     command: str
+    tuned: bool = False  # polyopt uses the tuning database's best schedules
 
     @property
     def systems(self) -> tuple[str, ...]:
@@ -108,6 +109,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="for tests: divide channels and spatial sizes by K (the shapes are then "
                    "no longer the model's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--tuned", action="store_true",
+                   help="polyopt uses the best schedules `polyopt tune` recorded for each "
+                   "layer (default: its automatic schedules)")
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -126,7 +130,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     threads = args.threads or _default_threads()
     return Settings(args.model, layers, args.batch, args.target, args.repeat, args.baseline,
                     args.tvm_trials, Path(args.out), threads, args.settle, args.scale,
-                    args.seed, _command(args, threads))
+                    args.seed, _command(args, threads), bool(getattr(args, "tuned", False)))
 
 
 def _default_threads() -> int:
@@ -147,6 +151,8 @@ def _command(args: argparse.Namespace, threads: int) -> str:
               args.out, "--threads", str(threads), "--settle", str(args.settle)]
     if args.scale != 1:
         words += ["--scale", str(args.scale)]
+    if getattr(args, "tuned", False):
+        words.append("--tuned")
     return shlex.join([*words, "--seed", str(args.seed)])
 
 
@@ -255,7 +261,8 @@ def _tune(settings: Settings, ctx: Context, progress: Progress, workdir: str) ->
 
 def collect(settings: Settings, progress: Progress) -> list[Record]:
     """Every layer on every system, in table order."""
-    ctx = Context(settings.target, settings.threads, settings.tvm_trials)
+    ctx = Context(settings.target, settings.threads, settings.tvm_trials,
+                  use_db=settings.tuned)
     rng = np.random.default_rng(settings.seed)
     records = []
     # The tuned TVM libraries live here until every layer has run.

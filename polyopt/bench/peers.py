@@ -19,6 +19,7 @@ import numpy as np
 
 import polyopt
 from polyopt.bench.layers import Layer
+from polyopt.tune.tuner import lookup
 
 __all__ = [
     "Context",
@@ -46,6 +47,7 @@ class Context:
     target: str  # "c" or "cuda"
     threads: int
     tvm_trials: int = 0
+    use_db: bool = False  # polyopt: the tuning database's best schedules (--tuned)
     tuned: dict[int, str] = field(default_factory=dict)  # layer -> tuned TVM library or why not
     modules: dict[str, Any] = field(default_factory=dict)
 
@@ -144,8 +146,10 @@ def prepare_polyopt(layer: Layer, inputs: Inputs, ctx: Context) -> Prepared:
     sizes["N"] = x.shape[0]
     # Compiling for an unsupported target raises a PolyoptError here: the caller reports
     # it as this layer's failure, whatever the target.
-    kernel = polyopt.compile(source, name, target=ctx.target, sizes=sizes)
-    variant = f"{name}, automatic schedule, target {ctx.target}"
+    kernel = polyopt.compile(source, name, target=ctx.target, sizes=sizes,
+                             options={"tuned": ctx.use_db})
+    found = ctx.use_db and lookup(source, name, sizes, ctx.target) is not None
+    variant = f"{name}, {'tuned' if found else 'automatic'} schedule, target {ctx.target}"
     if ctx.target == "c":
         variant += f", OpenMP threads {os.environ.get('OMP_NUM_THREADS', 'default')}"
     return Prepared(lambda: kernel(x, w), variant)
