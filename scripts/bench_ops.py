@@ -54,6 +54,7 @@ import numpy as np
 
 import polyopt
 from polyopt import kernels
+from polyopt.bench.tvm_conv import native_cpu  # one definition for both benchmarks
 
 SECTION = "## CPU: operators"
 BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
@@ -396,18 +397,6 @@ def first_module(tvm: Any, names: Sequence[str]) -> Any:
         with contextlib.suppress(ImportError):
             return importlib.import_module(f"tvm.{name}")
     raise ImportError(f"none of tvm.{', tvm.'.join(names)}")
-
-
-def native_cpu() -> str | None:
-    """The CPU name gcc picks for -march=native (e.g. znver3), for LLVM's -mcpu."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(["gcc", "-march=native", "-Q", "--help=target"],
-                             capture_output=True, text=True, timeout=30, check=False).stdout
-        for line in out.splitlines():
-            words = line.split()
-            if len(words) == 2 and words[0] == "-march=":
-                return words[1]
-    return None
 
 
 def load_tvm(cases: Sequence[Case]) -> tuple[Any, Any] | None:
