@@ -361,8 +361,25 @@ def parallelize(schedule: Schedule, cores: int) -> Schedule:
     ``2 * cores`` iterations in parallel; when the nest's outer loops have fewer (a batch of
     one), look inside the nests below them instead (else take the one with the most)."""
     for top in nests(schedule.root):
-        schedule = _parallelize_nest(schedule, top.name, cores)
+        if _instances(schedule, top) >= MIN_PARALLEL_WORK:
+            schedule = _parallelize_nest(schedule, top.name, cores)
     return schedule
+
+
+# Statement instances below which a nest runs on one thread: OpenMP's fork and join cost
+# 5-10 us here, more than such a nest's work (a 30x20x25 matmul ran 4x slower in parallel).
+MIN_PARALLEL_WORK = 1 << 15
+
+
+def _instances(schedule: Schedule, top: Loop) -> int:
+    """How many statement instances a nest runs (large when the sizes are unknown)."""
+    if schedule.poly.program.sizes:
+        return UNKNOWN_TRIP
+    total = 0
+    for name in tf.stmts_of(top):
+        count = schedule.poly.stmt(name).domain.count_val()
+        total += int(count.to_python()) if count.is_int() else UNKNOWN_TRIP
+    return total
 
 
 def _parallelize_nest(schedule: Schedule, top: str, cores: int) -> Schedule:

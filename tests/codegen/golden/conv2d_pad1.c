@@ -21,7 +21,6 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
   const long e_I_pack_3 = 10L;
   const long e_I_pack_4 = 1L;
   for (long c1 = 0L; c1 <= 2L; c1 += 1L) {  /* ip1 */
-#pragma omp parallel for
     for (long c2 = 1L; c2 <= 8L; c2 += 1L) {  /* ip2 */
       for (long c3 = 1L; c3 <= 8L; c3 += 1L) {  /* ip3 */
         { /* I_pack_0 */
@@ -36,7 +35,6 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
     }
   }
   for (long c1 = 0L; c1 <= 2L; c1 += 1L) {  /* ip12 */
-#pragma omp parallel for
     for (long c2 = 0L; c2 <= 9L; c2 += 1L) {  /* ip22 */
       if ((c2 >= 1L) && (c2 <= 8L)) {
         { /* I_pack_0_border */
@@ -82,7 +80,6 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
       }
     }
   }
-#pragma omp parallel for
   for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f */
     for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h */
 #pragma omp simd
@@ -97,7 +94,6 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
       }
     }
   }
-#pragma omp parallel for
   for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f2 */
     for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h2 */
       for (long c2 = 0L; c2 <= 7L; c2 += 1L) {  /* w2 */

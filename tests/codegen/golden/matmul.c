@@ -8,7 +8,6 @@ int polyopt_matmul(void **bufs, const long *dims, long *err) {
   const long e_B_1 = 48L;
   const long e_C_0 = 64L;
   const long e_C_1 = 48L;
-#pragma omp parallel for
   for (long c0 = 0L; c0 <= 63L; c0 += 1L) {  /* m */
 #pragma omp simd
     for (long c1 = 0L; c1 <= 47L; c1 += 1L) {  /* n */

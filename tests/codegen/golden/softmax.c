@@ -12,7 +12,6 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
   const long e_E_0 = 16L;
   const long e_E_1 = 10L;
   const long e_den_0 = 16L;
-#pragma omp parallel for
   for (long c0 = 0L; c0 <= 15L; c0 += 1L) {  /* n */
     float po_slice_mx[1];
     float po_slice_E[10];
