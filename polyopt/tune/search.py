@@ -19,16 +19,19 @@ from polyopt.errors import OptionError
 from polyopt.tune.space import Config, Space
 
 Evaluate = Callable[[list[Config]], list[float]]
+Features = Callable[[Config], Sequence[float]]  # analytic features of a configuration
 STRATEGIES = ("random", "genetic", "model")
 
 
 def search(space: Space, evaluate: Evaluate, trials: int, strategy: str = "model",
-           seed: int = 0, seeds: Sequence[Config] = ()) -> list[tuple[Config, float]]:
+           seed: int = 0, seeds: Sequence[Config] = (),
+           features: Features | None = None) -> list[tuple[Config, float]]:
     """Measure up to ``trials`` configurations, the default first, then ``seeds`` (the
     best of earlier searches); every (configuration, seconds) in order."""
     if strategy not in STRATEGIES:
         raise OptionError(f"unknown strategy {strategy!r}; valid: {', '.join(STRATEGIES)}")
     state = _State(space, evaluate, trials, random.Random(seed))
+    state.features = features
     state.measure([space.default])
     state.measure(list(seeds))
     {"random": _random, "genetic": _genetic, "model": _model}[strategy](state)
@@ -41,6 +44,7 @@ class _State:
         self.space, self.evaluate, self.trials, self.rng = space, evaluate, trials, rng
         self.history: list[tuple[Config, float]] = []
         self.seen: set[str] = set()
+        self.features: Features | None = None
 
     @property
     def left(self) -> int:
@@ -109,7 +113,7 @@ def _model(state: _State, pool: int = 256, measure: int = 4) -> None:
         candidates = _candidates(state, pool)
         if not candidates:
             return
-        model = CostModel.fit(state.space, state.history)
+        model = CostModel.fit(state.space, state.history, extra=state.features)
         ranked = sorted(candidates, key=model.predict)
         explore = [state.rng.choice(candidates)]  # one guess the model does not pick
         state.measure(ranked[:measure] + explore)
@@ -134,30 +138,32 @@ class CostModel:
     """Ridge regression of log time on the configuration's features and their pairwise
     products, refit on every measurement so far (failed ones count as twice the slowest)."""
 
-    def __init__(self, space: Space, weights: np.ndarray | None, mean: float) -> None:
-        self.space, self.weights, self.mean = space, weights, mean
+    def __init__(self, space: Space, weights: np.ndarray | None, mean: float,
+                 extra: Features | None = None) -> None:
+        self.space, self.weights, self.mean, self.extra = space, weights, mean, extra
 
     @staticmethod
-    def features(space: Space, config: Config) -> np.ndarray:
-        x = np.array(space.encode(config), dtype=np.float64)
+    def features(space: Space, config: Config, extra: Features | None = None) -> np.ndarray:
+        x = np.array([*space.encode(config), *(extra(config) if extra else ())],
+                     dtype=np.float64)
         pairs = np.outer(x, x)[np.triu_indices(len(x))]
         return np.concatenate([[1.0], x, pairs])
 
     @classmethod
-    def fit(cls, space: Space, history: list[tuple[Config, float]],
-            ridge: float = 1.0) -> CostModel:
+    def fit(cls, space: Space, history: list[tuple[Config, float]], ridge: float = 1.0,
+            extra: Features | None = None) -> CostModel:
         finite = [t for _, t in history if math.isfinite(t)]
         if len(finite) < 3:
-            return cls(space, None, 0.0)
+            return cls(space, None, 0.0, extra)
         worst = 2 * max(finite)
         y = np.log([t if math.isfinite(t) else worst for _, t in history])
-        x = np.stack([cls.features(space, c) for c, _ in history])
+        x = np.stack([cls.features(space, c, extra) for c, _ in history])
         mean = float(y.mean())
         a = x.T @ x + ridge * np.eye(x.shape[1])
         w = np.linalg.solve(a, x.T @ (y - mean))
-        return cls(space, w, mean)
+        return cls(space, w, mean, extra)
 
     def predict(self, config: Config) -> float:
         if self.weights is None:
             return 0.0
-        return float(self.features(self.space, config) @ self.weights) + self.mean
+        return float(self.features(self.space, config, self.extra) @ self.weights) + self.mean

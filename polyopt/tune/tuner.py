@@ -105,9 +105,22 @@ def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
             out.append(trial.result.best)
         return out
 
+    features = _features(source, name, sizes, target)
     with Runner(timeout, executor) as runner:
-        search(space, evaluate, trials, strategy, seed, seeds)
+        search(space, evaluate, trials, strategy, seed, seeds, features)
     return TuneResult(key, space, tuple(done), time.perf_counter() - start)
+
+
+def _features(source: str, name: str | None, sizes: Mapping[str, int],
+              target: str) -> Callable[[Config], tuple[float, ...]] | None:
+    """isl footprints of a CPU configuration's tiles, for the cost model (None on CUDA, or
+    when the definition has no contraction to tile)."""
+    if target.startswith("cuda"):
+        return None
+    from polyopt.tune.features import Footprints
+
+    fp = Footprints(source, name, sizes)
+    return fp.of if fp.stmt is not None else None
 
 
 def make_key(source: str, name: str | None, sizes: Mapping[str, int], target: str) -> Key:

@@ -130,3 +130,18 @@ def test_measurements_run_on_a_dask_cluster(tmp_path: Path) -> None:
                       db=str(tmp_path / "d.sqlite"), executor=client)
     assert [t.result.status for t in result.trials] == ["ok"] * 3
     assert result.best_time < math.inf
+
+
+def test_isl_footprints_of_register_and_panel_tiles() -> None:
+    from polyopt.schedule.machine import Machine
+    from polyopt.tune.features import Footprints
+
+    machine = Machine(vector_bytes=64, vector_registers=32, l1d_bytes=32768, l2_bytes=1 << 20)
+    fp = Footprints(MM, None, {"M": 64, "N": 48, "K": 40}, machine)
+    tile, panel, accs, spills, strided, _ = fp.features(4, 16, 8)
+    assert tile == (4 * 8 + 8 * 16) * 4 / 32768  # A's 4x8 and B's 8x16 elements
+    assert panel == (4 * 8 + 8 * 48) * 4 / (1 << 20)  # B's panel spans every column
+    assert accs == 4 / 32 and spills == 0.0 and strided == 0.0
+    assert fp.features(28, 64, 8)[3] == 1.0  # 28 x 4 accumulators cannot fit 32 registers
+    nt = "def nt(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,r_k) * B(n,r_k) }"
+    assert Footprints(nt, None, {"M": 8, "N": 8, "K": 8}, machine).features(2, 16, 4)[4] == 1
