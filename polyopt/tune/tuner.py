@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from polyopt import ir, lang
@@ -166,15 +167,9 @@ def _database(db: str | Database | bool | None, create: bool = True) -> Database
     from polyopt.tune.db import default_path
 
     path = default_path() if db is None or db is True else db
-    if not create and not _exists(path):
+    if not create and not Path(path).exists():
         return None
     return Database(path)
-
-
-def _exists(path: Any) -> bool:
-    import os
-
-    return os.path.exists(path)
 
 
 def _seeds(database: Database | None, key: Key, space: Space) -> list[Config]:
