@@ -115,10 +115,7 @@ def render_cuda(ast: Ast, *, specialized: bool,
         launch = _launch(symbol, bound, ast, tile[0].t.threads if tile else None)
         if grid_cap is not None:
             launch = replace(launch, grid_cap=grid_cap)
-        # Up to 256 threads, any register count fits (64K registers per SM): a bound would
-        # only make ptxas trade registers for occupancy, and spill.
-        big = launch.threads is None or launch.threads > 256
-        bounds = f"__launch_bounds__({launch.threads or MAX_THREADS}) " if big else ""
+        bounds = _bounds(launch.threads, tile is not None and specialized)
         body = _CudaBody(ctx, dialect, ast.tags, ast.trips, ast.padded, frozenset(bound),
                          tile).node(node, 1, in_parallel=False)
         lines += [f'extern "C" __global__ void {bounds}{symbol}({", ".join(params)}) {{',
@@ -179,6 +176,19 @@ def _marked_loops(node: isl.AstNode, tags: dict[str, frozenset[str]],
         yield from _marked_loops(node.if_get_then_node(), tags, inside_thread)
         if node.if_has_else_node():
             yield from _marked_loops(node.if_get_else_node(), tags, inside_thread)
+
+
+def _bounds(threads: int | None, tiled: bool) -> str:
+    """``__launch_bounds__`` for a kernel. A specialized register tile asks for two blocks
+    per SM: left alone, ptxas gave the 128x128 matmul tile 254 registers (one block of 256
+    threads per SM); with the bound it needs 125 and does not spill. (Size-generic tiles,
+    with their index arithmetic, spilled under it.) Other kernels of up to 256 threads fit
+    any register count, where a bound would only trade registers for spills."""
+    if tiled and threads is not None and threads <= 256:
+        return f"__launch_bounds__({threads}, 2) "
+    if threads is None or threads > 256:
+        return f"__launch_bounds__({threads or MAX_THREADS}) "
+    return ""
 
 
 def _tile(node: isl.AstNode, ast: Ast,
