@@ -227,6 +227,7 @@ class TileEmitter:
         ok = f"{self._ok(loop, var)} && {self._ok(self.t.red, 'po_k')}"
         inner = pad + "  "
         return [f"{pad}POLYOPT_SHARED({self.ctype}, {array}, {(n + 1) * bk});",
+                f"{pad}#pragma unroll",  # a constant count per thread: all loads in flight
                 f"{pad}for (long po_e = (long)threadIdx.y * {tx}L + threadIdx.x; "
                 f"po_e < {n * bk}L; po_e += {tx * ty}L) {{",
                 f"{inner}{split}", *self._binds(inner, row, col, "po_k"),
