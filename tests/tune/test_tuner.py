@@ -3,6 +3,7 @@ database record, and compile's use of the best recorded schedule."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -145,3 +146,17 @@ def test_isl_footprints_of_register_and_panel_tiles() -> None:
     assert fp.features(28, 64, 8)[3] == 1.0  # 28 x 4 accumulators cannot fit 32 registers
     nt = "def nt(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,r_k) * B(n,r_k) }"
     assert Footprints(nt, None, {"M": 8, "N": 8, "K": 8}, machine).features(2, 16, 4)[4] == 1
+
+
+@pytest.mark.cc
+def test_candidates_are_measured_as_given_not_as_the_database_best(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path / "cache"))
+    db = Database(tmp_path / "cache" / "tuning.sqlite")  # the default one, with a record
+    tune(MM, sizes=SIZES, trials=1, strategy="random", db=db, repeat=1)
+    data = prepare(MM, None, SIZES, directory=str(tmp_path))
+    with Runner(timeout=60) as runner:
+        job = Job(MM, None, tuple(SIZES.items()), "c", {"knobs": {"mr": 4, "nr": 16}}, data, 1)
+        result = runner.measure(job)
+    steps = [(st["verb"], st["args"][:2]) for st in json.loads(result.schedule)["steps"]]
+    assert result.status == "ok" and ("split", ["m2", 4]) in steps
