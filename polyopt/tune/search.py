@@ -68,9 +68,13 @@ class _State:
 
     def propose(self, n: int, tries: int = 50) -> list[Config]:
         """Up to ``n`` unseen configurations drawn at random."""
+        return self.unseen(lambda: self.space.sample(self.rng), n, n * tries)
+
+    def unseen(self, make: Callable[[], Config], n: int, tries: int) -> list[Config]:
+        """Up to ``n`` distinct unseen configurations from ``tries`` calls of ``make``."""
         out: dict[str, Config] = {}
-        for _ in range(n * tries):
-            c = self.space.sample(self.rng)
+        for _ in range(tries):
+            c = make()
             if self.fresh(c):
                 out.setdefault(_key(c), c)
             if len(out) >= n:
@@ -94,17 +98,14 @@ def _genetic(state: _State, population: int = 8) -> None:
     state.measure(state.propose(population - 1))
     while state.left > 0:
         parents = state.best(population)
-        children: dict[str, Config] = {}
-        for _ in range(population * 20):
+
+        def child(parents: list[Config] = parents) -> Config:
             a, b = state.rng.choice(parents), state.rng.choice(parents)
-            child = state.space.mutate(state.space.crossover(a, b, state.rng), state.rng)
-            if state.fresh(child):
-                children.setdefault(_key(child), child)
-            if len(children) >= min(population, state.left):
-                break
+            return state.space.mutate(state.space.crossover(a, b, state.rng), state.rng)
+        children = state.unseen(child, min(population, state.left), population * 20)
         if not children:
             return
-        state.measure(list(children.values()))
+        state.measure(children)
 
 
 def _model(state: _State, pool: int = 256, measure: int = 4) -> None:
@@ -121,17 +122,12 @@ def _model(state: _State, pool: int = 256, measure: int = 4) -> None:
 
 def _candidates(state: _State, n: int) -> list[Config]:
     parents = state.best(8)
-    out: dict[str, Config] = {}
-    for _ in range(n * 4):
+
+    def make() -> Config:
         if state.rng.random() < 0.7:
-            c = state.space.mutate(state.rng.choice(parents), state.rng)
-        else:
-            c = state.space.sample(state.rng)
-        if state.fresh(c):
-            out.setdefault(_key(c), c)
-        if len(out) >= n:
-            break
-    return list(out.values())
+            return state.space.mutate(state.rng.choice(parents), state.rng)
+        return state.space.sample(state.rng)
+    return state.unseen(make, n, n * 4)
 
 
 class CostModel:

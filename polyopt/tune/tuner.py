@@ -9,6 +9,7 @@ starts from the best schedules of the nearest tuned shapes.
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -107,8 +108,11 @@ def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
         return out
 
     features = _features(source, name, sizes, target)
-    with Runner(timeout, executor) as runner:
-        search(space, evaluate, trials, strategy, seed, seeds, features)
+    try:
+        with Runner(timeout, executor) as runner:
+            search(space, evaluate, trials, strategy, seed, seeds, features)
+    finally:  # the inputs and reference (tens of MB for a large kernel) are scratch
+        shutil.rmtree(Path(data).parent, ignore_errors=True)
     return TuneResult(key, space, tuple(done), time.perf_counter() - start)
 
 
@@ -154,7 +158,11 @@ def lookup(source: str, name: str | None, sizes: Mapping[str, int], target: str,
         database = _database(db, create=False)
         if database is None:
             return None
-        return database.best(make_key(source, name, sizes, target))
+        try:
+            return database.best(make_key(source, name, sizes, target))
+        finally:
+            if database is not db:  # opened here: do not leave a connection per compile
+                database.close()
     except (PolyoptError, OSError):
         return None
 
