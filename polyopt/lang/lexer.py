@@ -60,6 +60,19 @@ def tokenize(source: str) -> list[Token]:
         i += len(tok.text)
 
 
+def widen_floats(source: str) -> str:
+    """``source`` with every float type name spelled ``float64``: the same definitions
+    computed in double precision (the tuner's reference)."""
+    lines = _line_starts(source)
+    spans = [(lines[t.pos[0] - 1] + t.pos[1] - 1, len(t.text)) for t in tokenize(source)
+             if t.kind == "keyword" and TYPE_NAMES.get(t.text, "").startswith("float")]
+    out, last = [], 0
+    for start, length in spans:
+        out += [source[last:start], "float64"]
+        last = start + length
+    return "".join(out) + source[last:]
+
+
 def _line_starts(source: str) -> list[int]:
     return [0] + [m.end() for m in re.finditer(r"\n", source)]
 

@@ -21,13 +21,15 @@ from polyopt.schedule.machine import Machine, gemm_blocking
 from polyopt.schedule.schedule import Schedule
 
 
-def block_outputs(schedule: Schedule, machine: Machine) -> Schedule:
-    """Pack the output of each contraction whose last dimension vectorizes badly."""
+def block_outputs(schedule: Schedule, machine: Machine, block: int | None = None) -> Schedule:
+    """Pack the output of each contraction whose last dimension vectorizes badly, in
+    channel blocks of ``block`` (default: the vector lanes; a multiple of them lets a
+    register tile hold several vectors of channels)."""
     program = schedule.poly.program
     if program.sizes:  # extents unknown: keep the layouts
         return schedule
     for s in schedule.poly.stmts:
-        plan = _plan(program, s, machine)
+        plan = _plan(program, s, machine, block)
         if plan is None:
             continue
         tensor, dim, lanes = plan
@@ -41,9 +43,9 @@ def block_outputs(schedule: Schedule, machine: Machine) -> Schedule:
     return schedule
 
 
-def _plan(program: ir.Program, s: PolyStmt,
-          machine: Machine) -> tuple[str, int, int] | None:
-    """(output, dimension to block, lanes) for a contraction that wants it."""
+def _plan(program: ir.Program, s: PolyStmt, machine: Machine,
+          block: int | None = None) -> tuple[str, int, int] | None:
+    """(output, dimension to block, block size) for a contraction that wants it."""
     t = program.tensors[s.stmt.tensor]
     if (s.kind != "update" or s.stmt.op != "+" or t.role != "output" or t.rank < 3
             or not s.stmt.reduction_iters or t.dtype not in ("float32", "float64")):
@@ -52,6 +54,7 @@ def _plan(program: ir.Program, s: PolyStmt,
     extents = [ir.extent_value(e, {}) for e in t.shape]
     if extents[-1] % lanes == 0 and extents[-1] >= 4 * lanes and _unit_stride(s):
         return None  # the natural layout vectorizes well
+    lanes = block or lanes
     # A channel: an output index that some operand (the weights) is indexed by directly,
     # and no operand that moves with the output's last index is (a depthwise input would
     # need a blocked copy of its own: one more pass than the blocking saves).

@@ -19,7 +19,8 @@ KNOBS: dict[str, tuple[type, int, str]] = {
     "nr": (int, 1, "register-tile columns (a multiple of the vector lanes)"),
     "kc": (int, 1, "reduction tile of a register-tiled nest (the packed panels' depth)"),
     "pack": (bool, 0, "pack operands into panels (None: when the reduction is long enough)"),
-    "block": (bool, 0, "compute convolution outputs in channel blocks (NCHW16c) when useful"),
+    "block": (int, 0, "channel block of convolution outputs (NCHW[block]c) when useful; "
+                      "0: never block (None: the vector lanes)"),
     "cache_tile": (int, 0, "tile size for transposed accesses (0: never tile)"),
 }
 
@@ -30,7 +31,7 @@ class Knobs:
     nr: int | None = None
     kc: int | None = None
     pack: bool | None = None
-    block: bool | None = None
+    block: int | None = None
     cache_tile: int | None = None
 
     @staticmethod

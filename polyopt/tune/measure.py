@@ -1,27 +1,25 @@
 """Measuring candidates, each in a worker process: a crash, a hang or a wrong result costs
 that candidate only.
 
-The parent draws the inputs once and computes the float64 reference once (the interpreter,
-``polyopt.runtime.interp``), writes both to a scratch ``.npz``, and hands workers its path.
-A worker compiles the candidate (the kernel cache makes a recompile cheap), checks every
-output against the reference (relative L2 error), then times ``repeat`` calls. Workers are
-fresh processes here, or whatever runs the jobs of an executor with ``submit`` (a
-``dask.distributed.Client``).
+The parent draws the inputs once and computes the float64 reference once (``reference``),
+writes both to a scratch ``.npz``, and hands workers its path. The workers of a batch compile
+their candidates at once, then, in turn, check every output against the reference (relative
+L2 error) and time ``repeat`` calls. Workers are fresh processes here, or whatever runs the
+jobs of an executor with ``submit`` (a ``dask.distributed.Client``).
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextlib
 import io
-import os
 import pickle
+import selectors
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -62,17 +60,35 @@ class Result:
 def prepare(source: str, name: str | None, sizes: Mapping[str, int], seed: int = 0,
             directory: str | None = None) -> str:
     """Draw inputs, compute the float64 reference, save both; the ``.npz`` path."""
-    from polyopt.runtime.interp import evaluate
-
     program = lang.build_program(source, name, sizes)
     rng = np.random.default_rng(seed)
     inputs = [_random(t, rng) for t in program.inputs]
-    ref = evaluate(program, inputs, {})
+    ref = reference(source, name, sizes, inputs)
     path = Path(tempfile.mkdtemp(prefix="polyopt-tune-", dir=directory)) / "data.npz"
     arrays: dict[str, Any] = {f"in{i}": a for i, a in enumerate(inputs)}
     arrays.update({f"ref{i}": r for i, r in enumerate(ref)})
     np.savez(path, **arrays)
     return str(path)
+
+
+def reference(source: str, name: str | None, sizes: Mapping[str, int],
+              inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The outputs in float64: the definition retyped to float64, compiled in program order
+    (none of the transformations under test; ~100x faster than the interpreter, which takes
+    a minute for one ResNet layer), or the interpreter when that cannot be compiled."""
+    import polyopt
+    from polyopt.errors import PolyoptError
+    from polyopt.lang.lexer import widen_floats
+    from polyopt.runtime.interp import evaluate
+
+    try:
+        kernel = polyopt.compile(widen_floats(source), name, sizes=dict(sizes),
+                                 schedule="program-order", options={"tuned": False})
+        wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in inputs]
+        got = kernel(*wide)
+        return [np.asarray(g) for g in (got if isinstance(got, tuple) else (got,))]
+    except PolyoptError:
+        return evaluate(lang.build_program(source, name, sizes), inputs, {})
 
 
 def _random(t: ir.Tensor, rng: np.random.Generator) -> np.ndarray:
@@ -83,19 +99,17 @@ def _random(t: ir.Tensor, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(0, 2, shape).astype(d.np)
 
 
-def run(job: Job) -> Result:
-    """Compile, check and time one candidate (in a worker process)."""
-    import polyopt
-
+def run(job: Job, ready: Callable[[], None] | None = None) -> Result:
+    """Compile, check and time one candidate (in a worker process). ``ready``: called once
+    the candidate is compiled, to wait there until the cores are free for timing."""
     try:
-        start = time.perf_counter()
-        kernel = polyopt.compile(job.source, job.name, target=job.target,
-                                 sizes=dict(job.sizes), options=_candidate(job.options))
-        with _load(job.data) as data:
-            inputs = [data[f"in{i}"] for i in range(len(kernel.program.inputs))]
-            refs = [data[f"ref{i}"] for i in range(len(kernel.program.outputs))]
+        kernel, inputs, refs, compile_s = _compile(job)
+    except Exception as e:  # a candidate's failure is its result, never the tuner's
+        return _failure(e)
+    if ready is not None:
+        ready()
+    try:
         got = kernel(*inputs)
-        compile_s = time.perf_counter() - start
         schedule = kernel.schedule.as_json()
         got = got if isinstance(got, tuple) else (got,)
         worst = max((_error(g, r) for g, r in zip(got, refs, strict=True)), default=0.0)
@@ -111,18 +125,26 @@ def run(job: Job) -> Result:
             kernel(*inputs)
             times.append(time.perf_counter() - t0)
         return Result("ok", tuple(times), schedule=schedule, compile_s=compile_s)
-    except Exception as e:  # a candidate's failure is its result, never the tuner's
-        return Result("error", error=f"{type(e).__name__}: {e}\n{traceback.format_exc(-3)}")
+    except Exception as e:
+        return _failure(e)
 
 
-def build(job: Job) -> None:
-    """Compile one candidate and run it once (untimed): fills the kernel cache."""
+def _compile(job: Job) -> tuple[Any, list[np.ndarray], list[np.ndarray], float]:
     import polyopt
 
+    start = time.perf_counter()
     kernel = polyopt.compile(job.source, job.name, target=job.target,
                              sizes=dict(job.sizes), options=_candidate(job.options))
+    kernel.lowered()  # lower and build now, not in the first (checked) call
     with _load(job.data) as data:
-        kernel(*[data[f"in{i}"] for i in range(len(kernel.program.inputs))])
+        inputs = [data[f"in{i}"] for i in range(len(kernel.program.inputs))]
+        refs = [data[f"ref{i}"] for i in range(len(kernel.program.outputs))]
+    kernel(*inputs)  # loads the library
+    return kernel, inputs, refs, time.perf_counter() - start
+
+
+def _failure(e: Exception) -> Result:
+    return Result("error", error=f"{type(e).__name__}: {e}\n{traceback.format_exc(-3)}")
 
 
 def _candidate(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,43 +174,22 @@ class Runner:
         self._dir = tempfile.TemporaryDirectory(prefix="polyopt-tune-jobs-")
 
     def measure(self, job: Job) -> Result:
-        if self.executor is not None:
-            return self._remote(job)
-        src, dst = Path(self._dir.name) / "job.pkl", Path(self._dir.name) / "result.pkl"
-        dst.unlink(missing_ok=True)
-        src.write_bytes(pickle.dumps(job))
-        argv = [sys.executable, "-m", "polyopt.tune.worker", str(src), str(dst)]
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout,
-                                  check=False)
-        except subprocess.TimeoutExpired:
-            return Result("timeout", error=f"no result within {self.timeout:g} s")
-        if not dst.is_file():
-            tail = (proc.stderr or proc.stdout).strip()[-2000:]
-            return Result("error", error=f"the worker process died (exit {proc.returncode}): "
-                                         f"{tail}")
-        return pickle.loads(dst.read_bytes())  # type: ignore[no-any-return]
+        return self.map([job])[0]
 
     def map(self, jobs: Sequence[Job]) -> list[Result]:
-        """Build every job's kernel in parallel processes (one per core: the C compiler
-        and isl run concurrently, and fill the kernel cache), then measure them one at a
-        time (measurements must not share the cores)."""
-        if self.executor is None and len(jobs) > 1:
-            self._build_all(jobs)
-        return [self.measure(j) for j in jobs]
-
-    def _build_all(self, jobs: Sequence[Job]) -> None:
-        def build(i: int) -> None:
-            path = Path(self._dir.name) / f"build{i}.pkl"
-            path.write_bytes(pickle.dumps(jobs[i]))
-            with contextlib.suppress(subprocess.TimeoutExpired):  # measure() reports it
-                subprocess.run([sys.executable, "-m", "polyopt.tune.worker", "--build",
-                                str(path)], capture_output=True, timeout=self.timeout,
-                               check=False)
-
-        workers = max(1, min(len(jobs), os.cpu_count() or 1))
-        with cf.ThreadPoolExecutor(workers) as pool:
-            list(pool.map(build, range(len(jobs))))
+        """Start a worker per job: all compile at once (the C compiler and isl use every
+        core), then, once every one is built, each in turn checks and times its candidate
+        while the others wait (measurements must not share the cores)."""
+        if self.executor is not None:
+            return [self._remote(j) for j in jobs]
+        workers = [_Worker(j, Path(self._dir.name), i) for i, j in enumerate(jobs)]
+        try:
+            deadline = time.monotonic() + self.timeout
+            failed = [w.wait_built(deadline) for w in workers]
+            return [f or w.finish(self.timeout) for w, f in zip(workers, failed, strict=True)]
+        finally:
+            for w in workers:
+                w.kill()
 
     def _remote(self, job: Job) -> Result:
         if isinstance(job.data, str):  # the workers may be other machines: send the data
@@ -208,6 +209,60 @@ class Runner:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Worker:
+    """One worker process. It says "built" on its stdout once compiled, then waits for a
+    line on its stdin before it checks and times, and leaves its ``Result`` in a file."""
+
+    def __init__(self, job: Job, directory: Path, i: int) -> None:
+        src, self.dst = directory / f"job{i}.pkl", directory / f"result{i}.pkl"
+        self.dst.unlink(missing_ok=True)
+        src.write_bytes(pickle.dumps(job))
+        self.log = directory / f"log{i}.txt"
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "polyopt.tune.worker", str(src), str(self.dst)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+
+    def wait_built(self, deadline: float) -> Result | None:
+        """None once the candidate is built; else why it failed (a compile error, a crash or
+        no word before ``deadline``)."""
+        assert self.proc.stdout is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            if not sel.select(max(0.0, deadline - time.monotonic())):
+                return Result("timeout", error="not compiled within the time limit")
+        if self.proc.stdout.readline().strip() == "built":
+            return None
+        return self._outcome()
+
+    def finish(self, timeout: float) -> Result:
+        assert self.proc.stdin is not None
+        with contextlib.suppress(OSError):
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return Result("timeout", error=f"no result within {timeout:g} s")
+        return self._outcome()
+
+    def _outcome(self) -> Result:
+        self.proc.wait()
+        if self.dst.is_file():
+            return pickle.loads(self.dst.read_bytes())  # type: ignore[no-any-return]
+        tail = self.log.read_text(errors="replace").strip()[-2000:]
+        return Result("error", error=f"the worker process died (exit {self.proc.returncode}): "
+                                     f"{tail}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f is not None:
+                f.close()
 
 
 def _is_dask(executor: Any) -> bool:

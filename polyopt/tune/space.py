@@ -112,7 +112,20 @@ def space_for(source: str, name: str | None, sizes: Mapping[str, int],
     program = lang.build_program(source, name, sizes)
     if target.startswith("cuda"):
         return Space(target, _cuda_knobs(program))
-    return Space(target, _cpu_knobs(program))
+    knobs = _cpu_knobs(program)
+    if not _cache_tiled(source, name, sizes):  # the knob would change nothing
+        knobs = tuple(k for k in knobs if k[0] != "cache_tile")
+    return Space(target, knobs)
+
+
+def _cache_tiled(source: str, name: str | None, sizes: Mapping[str, int]) -> bool:
+    """Does the default schedule tile a nest for a transposed access (a ``tile`` step;
+    register tiles are ``split`` steps)? That depends on the statements the pipeline adds
+    (a blocked output's copy back), so ask the pipeline."""
+    from polyopt.api import schedule
+
+    steps = schedule(source, name, sizes=sizes, options={"tuned": False}).steps
+    return any(st.verb == "tile" for st in steps)
 
 
 def _cpu_knobs(program: ir.Program) -> tuple[tuple[str, tuple[Any, ...]], ...]:
@@ -128,8 +141,9 @@ def _cpu_knobs(program: ir.Program) -> tuple[tuple[str, tuple[Any, ...]], ...]:
                   ("nr", (None, lanes, 2 * lanes, 3 * lanes, 4 * lanes)),
                   ("kc", (None, 32, 64, 96, 128, 192, 256, 384, 512)),
                   ("pack", (None, True, False))]
-        if any(len(s.lhs) >= 4 for s in program.stmts):  # a convolution's NCHW output
-            knobs.append(("block", (None, False)))
+        if any(len(s.lhs) >= 4 for s in program.stmts):  # a convolution's NCHW output:
+            # channel blocks of one vector (None), none, or several (more accumulators)
+            knobs.append(("block", (None, 0, 2 * lanes, 4 * lanes)))
     if any(len(s.lhs) >= 2 for s in program.stmts):
         knobs.append(("cache_tile", (None, 0, 8, 32, 64)))
     return tuple(knobs)

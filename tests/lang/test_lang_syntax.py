@@ -9,7 +9,7 @@ from polyopt import ir
 from polyopt.errors import LanguageError
 from polyopt.lang import build_program, def_names
 from polyopt.lang import syntax as S
-from polyopt.lang.lexer import tokenize
+from polyopt.lang.lexer import tokenize, widen_floats
 from polyopt.lang.parser import parse
 
 A = "def f(float(N) A) -> (B) { "
@@ -118,3 +118,11 @@ def test_depth_after_let_inlining():
     with pytest.raises(LanguageError, match="once lets are inlined"):
         build_program(A + "B(i) = " + "exp(" * 120 + "x" + ")" * 120 + " where x = exp(" + deep
                       + ") }")
+
+
+def test_widen_floats_retypes_every_float_type_name_and_nothing_else() -> None:
+    src = ("def f(float(M) A, float16(M) B, int32(M) I) -> (C) {\n"
+           "  C(i) = A(i) * float32(B(i)) + I(i) # a float comment\n}")
+    assert widen_floats(src) == (
+        "def f(float64(M) A, float64(M) B, int32(M) I) -> (C) {\n"
+        "  C(i) = A(i) * float64(B(i)) + I(i) # a float comment\n}")

@@ -13,7 +13,7 @@ import pytest
 
 import polyopt
 from polyopt.tune.db import Database
-from polyopt.tune.measure import Job, Runner, prepare
+from polyopt.tune.measure import Job, Runner, prepare, reference
 from polyopt.tune.search import CostModel, search
 from polyopt.tune.space import space_for
 from polyopt.tune.tuner import config_of, lookup, tune
@@ -67,17 +67,33 @@ def test_cost_model_ranks_what_it_was_fitted_on() -> None:
 @pytest.mark.cc
 def test_runner_checks_results_and_survives_failures(tmp_path: Path) -> None:
     data = prepare(MM, None, SIZES, directory=str(tmp_path))
+    wrong_data = str(tmp_path / "wrong.npz")
+    with np.load(data) as d:
+        np.savez(wrong_data, in0=d["in0"], in1=d["in1"], ref0=d["ref0"] + 1)
+    sizes = tuple(SIZES.items())
+    jobs = [Job(MM, None, sizes, "c", {}, data, repeat=2),
+            Job(MM, None, sizes, "c", {"knobs": {"mr": -1}}, data),
+            Job(MM, None, sizes, "c", {}, wrong_data),
+            Job(MM, None, sizes, "c", {}, str(tmp_path / "missing.npz"))]
     with Runner(timeout=60) as runner:
-        ok = runner.measure(Job(MM, None, tuple(SIZES.items()), "c", {}, data, repeat=2))
+        ok, bad, wrong, missing = runner.map(jobs)  # one batch: built at once, timed in turn
         assert ok.status == "ok" and len(ok.times) == 2 and '"steps"' in ok.schedule
-        bad = runner.measure(Job(MM, None, tuple(SIZES.items()), "c",
-                                 {"knobs": {"mr": -1}}, data))
         assert bad.status == "error" and "knobs" in bad.error
-        wrong_data = str(tmp_path / "wrong.npz")
-        with np.load(data) as d:
-            np.savez(wrong_data, in0=d["in0"], in1=d["in1"], ref0=d["ref0"] + 1)
-        wrong = runner.measure(Job(MM, None, tuple(SIZES.items()), "c", {}, wrong_data))
         assert wrong.status == "wrong" and "relative L2 error" in wrong.error
+        assert missing.status == "error" and "missing.npz" in missing.error
+    with Runner(timeout=0.01) as runner:
+        late = runner.measure(jobs[0])
+        assert late.status == "timeout" and "time limit" in late.error
+
+
+@pytest.mark.cc
+def test_reference_is_the_float64_result() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((64, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 48)).astype(np.float32)
+    (ref,) = reference(MM, None, SIZES, [a, b])
+    assert ref.dtype == np.float64
+    np.testing.assert_allclose(ref, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-12)
 
 
 @pytest.mark.cc
