@@ -214,45 +214,83 @@ def early_fractions(runs: Sequence[Run], early: int, full: int) -> dict[str, Any
 
 # ------------------------------------------------------------------ TVM MetaSchedule
 def tvm_run(kernel: Kernel, budgets: Sequence[int], threads: int, workdir: str) -> Run:
-    """MetaSchedule at each budget, each in its own child process, until one fails."""
+    """MetaSchedule once at the largest budget, in a child process. Its JSON database gets
+    each round's records as they are measured: the parent watches it, so every trial has
+    its own measured time (MetaSchedule's runner) and the wall time its round ended, and the
+    best at budget B is the best of the first B, as for polyopt's searches."""
     run = Run(kernel.name, TVM)
     if importlib.util.find_spec("tvm") is None:
         run.failed = "skipped: TVM is not installed"
         return run
-    for b in budgets:
-        log(f"{kernel.name} {TVM}: {b} trials in a child process")
-        start = time.perf_counter()
-        result = tvm_child(kernel, b, threads, os.path.join(workdir, f"{kernel.name}-{b}"))
-        if not result.endswith(".so"):
-            run.failed = f"failed: {result} (at {b} trials)"
-            log(f"{kernel.name} {TVM}: {run.failed}")
-            return run
-        run.libraries[b] = (result, time.perf_counter() - start)
+    trials = max(budgets)
+    log(f"{kernel.name} {TVM}: {trials} trials in a child process")
+    os.makedirs(workdir, exist_ok=True)
+    start = time.perf_counter()
+    result = tvm_child(kernel, trials, threads, workdir, run, start)
+    if not result.endswith(".so"):
+        run.failed = f"failed: {result} (after {len(run.history)} trials)"
+        log(f"{kernel.name} {TVM}: {run.failed}")
+        return run
+    run.libraries[trials] = (result, time.perf_counter() - start)
+    run.derive(budgets)
+    log(f"{kernel.name} {TVM}: best {run.best_over(trials):.4g} ms, "
+        f"{time.perf_counter() - start:.0f} s")
     return run
 
 
-def tvm_child(kernel: Kernel, trials: int, threads: int, workdir: str) -> str:
-    """The tuned library's path, or why there is none. A conv goes through
-    polyopt/bench/tvm_conv.py's child; a matmul through this script's (default space)."""
-    os.makedirs(workdir, exist_ok=True)
+def tvm_child(kernel: Kernel, trials: int, threads: int, workdir: str, run: Run,
+              start: float) -> str:
+    """The tuned library's path, or why there is none (``tvm_default_child``); appends
+    each measured record to ``run.history`` while the child runs."""
+    spec: dict[str, Any] = {"trials": trials, "threads": threads, "workdir": workdir}
     if kernel.layer is None:
-        spec: dict[str, Any] = {"n": kernel.sizes["M"], "trials": trials, "threads": threads,
-                                "workdir": workdir}
-        argv = [sys.executable, os.path.abspath(__file__), "--tvm-matmul-child"]
+        spec["n"] = kernel.sizes["M"]
     else:
-        spec = {"layers": [asdict(kernel.layer)], "batch": 1, "trials": trials,
-                "threads": threads, "workdir": workdir}
-        argv = [sys.executable, "-m", "polyopt.bench.tvm_conv"]
+        spec["layer"] = asdict(kernel.layer)
+    argv = [sys.executable, os.path.abspath(__file__), "--tvm-child"]
+    records = Path(workdir) / "database_tuning_record.json"
     limit = 120 + 20 * trials
-    try:
-        proc = subprocess.run([*argv, json.dumps(spec)], capture_output=True, text=True,
-                              timeout=limit, check=False)
-    except subprocess.TimeoutExpired:
-        return f"no result within {limit} s"
-    for line in proc.stdout.splitlines():
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([*argv, json.dumps(spec)], stdout=out, stderr=err, text=True)
+        while proc.poll() is None and time.perf_counter() - start < limit:
+            time.sleep(0.5)
+            _watch(records, run, start)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            return f"no result within {limit} s"
+        _watch(records, run, start)
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(argv, proc.returncode, out.read(), err.read())
+    for line in done.stdout.splitlines():
         with contextlib.suppress(ValueError, KeyError, TypeError):
             return str(json.loads(line)["result"])
-    return crash_reason(proc)
+    return crash_reason(done)
+
+
+def _watch(records: Path, run: Run, start: float) -> None:
+    """Append MetaSchedule's newly committed records (one per trial: its mean measured
+    time; inf for a failed build or run) to ``run.history``."""
+    with contextlib.suppress(OSError):
+        lines = records.read_text().splitlines()
+        now = time.perf_counter() - start
+        for line in lines[len(run.history):]:
+            secs = _run_secs(line)
+            ok = bool(secs) and all(math.isfinite(x) and x < 1e9 for x in secs)
+            run.history.append((now, statistics.mean(secs) * 1e3 if ok else math.inf,
+                                "ok" if ok else "error"))
+
+
+def _run_secs(line: str) -> list[float]:
+    """The measured seconds of one MetaSchedule tuning record (a JSON line
+    ``[workload, [trace, run_secs, ...]]``): its first list of numbers."""
+    with contextlib.suppress(ValueError, TypeError, IndexError):
+        for item in json.loads(line)[1]:
+            if isinstance(item, list) and item and all(
+                    isinstance(x, (int, float)) for x in item):
+                return [float(x) for x in item]
+    return []
 
 
 def crash_reason(proc: subprocess.CompletedProcess[str]) -> str:
@@ -271,8 +309,9 @@ def crash_reason(proc: subprocess.CompletedProcess[str]) -> str:
     return "the child reported no result"
 
 
-def tvm_matmul_child(spec_text: str) -> int:
-    """MetaSchedule over its default design space on a TE matmul; prints one JSON line."""
+def tvm_default_child(spec_text: str) -> int:
+    """MetaSchedule as shipped (its default design space for LLVM and, when xgboost is
+    installed, its XGBoost cost model) on a TE matmul or conv; prints one JSON line."""
     spec = json.loads(spec_text)
     try:
         from polyopt.bench import tvm_conv
@@ -280,23 +319,51 @@ def tvm_matmul_child(spec_text: str) -> int:
         tvm, target = tvm_conv.load(int(spec["threads"]))
         from tvm.s_tir import meta_schedule as ms
 
-        n, te, trials = int(spec["n"]), tvm.te, int(spec["trials"])
-        a, b = te.placeholder((n, n), name="A"), te.placeholder((n, n), name="B")
-        k = te.reduce_axis((0, n), "k")
-        c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-        func = te.create_prim_func([a, b, c])
-        db = ms.tune_tir(func, target, spec["workdir"], trials, database="memory",
-                         num_trials_per_iter=min(trials, 64), num_tuning_cores=1)
+        func = _te_conv(tvm, spec["layer"]) if "layer" in spec else _te_matmul(tvm, spec["n"])
+        model = "xgb" if importlib.util.find_spec("xgboost") else "random"
+        db = ms.tune_tir(func, target, spec["workdir"], int(spec["trials"]), database="json",
+                         num_trials_per_iter=16, num_tuning_cores=1, cost_model=model)
         sch = ms.tir_integration.compile_tir(db, func, target)
         result = "MetaSchedule found no valid schedule"
         if sch is not None:
-            result = os.path.join(spec["workdir"], "matmul.so")
+            result = os.path.join(spec["workdir"], "tuned.so")
             tvm.compile(sch.mod, target=target).export_library(result)
     except Exception as exc:  # reported as the failure, with TVM's first line
         first = next((x for x in str(exc).splitlines() if x.strip()), "")
         result = f"{type(exc).__name__}: {first.strip()}"
     print(json.dumps({"layer": 0, "result": result}), flush=True)
     return 0
+
+
+def _te_matmul(tvm: Any, n: int) -> Any:
+    te = tvm.te
+    a, b = te.placeholder((n, n), name="A"), te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), "k")
+    c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+def _te_conv(tvm: Any, row: dict[str, Any]) -> Any:
+    """A plain NCHW convolution (zero padding, no layout choices): MetaSchedule's rules
+    pick the tiling."""
+    from polyopt.bench.layers import Layer
+
+    layer, te = Layer(**row), tvm.te
+    data = te.placeholder(layer.input_shape(1), name="I")
+    weight = te.placeholder(layer.weight_shape(), name="W")
+    p, s, k = layer.pad, layer.stride, layer.k
+    lim = layer.hw + p
+    padded = te.compute(
+        (1, layer.cin, layer.hw + 2 * p, layer.hw + 2 * p),
+        lambda n, c, y, x: te.if_then_else(
+            tvm.tirx.all(y >= p, y < lim, x >= p, x < lim), data[n, c, y - p, x - p],
+            tvm.tirx.const(0.0, "float32")), name="pad")
+    rc = te.reduce_axis((0, layer.cin), "rc")
+    ry, rx = te.reduce_axis((0, k), "ry"), te.reduce_axis((0, k), "rx")
+    out = te.compute(layer.output_shape(1), lambda n, f, y, x: te.sum(
+        padded[n, rc, y * s + ry, x * s + rx] * weight[f, rc, ry, rx], axis=[rc, ry, rx]),
+        name="conv")
+    return te.create_prim_func([data, weight, out])
 
 
 # ------------------------------------------------------------------ same-process timing
@@ -402,9 +469,6 @@ def same_process(kernel: Kernel, runs: Sequence[Run], threads: int, rounds: int,
         for name, call in calls.items():
             time.sleep(SETTLE_S)
             times[name] = min(times[name], best_time(call))
-    if tvm is not None:
-        for b, (_, wall) in tvm.libraries.items():
-            tvm.points[b] = (times[f"{TVM} {b}"] * 1e3, wall)
     return {"ms": {k: v * 1e3 for k, v in times.items()},
             "wrong": {k: v for k, v in errors.items() if not v <= TOLERANCE}}
 
@@ -651,7 +715,8 @@ def study_kernel(kernel: Kernel, args: argparse.Namespace, dbdir: Path,
         runs.append(tune_run(kernel, strategy, max(args.budgets), args.seed, db))
         runs[-1].derive(args.budgets)
     if TVM in args.strategies:
-        runs.append(tvm_run(kernel, args.budgets, args.threads, workdir))
+        runs.append(tvm_run(kernel, args.budgets, args.threads,
+                            os.path.join(workdir, kernel.name)))
     return runs
 
 
@@ -688,8 +753,8 @@ def seed_metric(args: argparse.Namespace, dbdir: Path) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["--tvm-matmul-child"]:
-        return tvm_matmul_child(argv[1])
+    if argv[:1] == ["--tvm-child"]:
+        return tvm_default_child(argv[1])
     args = parse_args(argv)
     out = Path(args.out)
     if args.from_json:

@@ -298,7 +298,7 @@ def _tune_one(tvm: Any, target: Any, layer: Layer, batch: int, trials: int, work
                                               mutator_probs={})
     db = ms.tune_tir(func, target, os.path.join(workdir, f"layer{layer.number}"), trials,
                      num_trials_per_iter=min(trials, 16), num_tuning_cores=1, space=generator,
-                     database="memory", cost_model="random")
+                     database="json", cost_model="random")
     best = ms.tir_integration.compile_tir(db, func, target)
     if best is None:
         return "MetaSchedule found no valid schedule"
