@@ -26,8 +26,12 @@ is reported instead of being silently ignored.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +67,26 @@ def cache_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("polyopt"))
+
+
+@contextlib.contextmanager
+def scratch_cache(parent: Path | str | None = None) -> Iterator[Path]:
+    """A new, empty ``POLYOPT_CACHE_DIR`` for the block, which the processes it starts
+    (the tuner's workers) inherit: a benchmark's runs then reuse no compiled object and
+    leave nothing in the user's cache. Made under ``parent`` and left for its owner to
+    remove; without ``parent``, a temporary directory removed on exit."""
+    path = Path(tempfile.mkdtemp(prefix="polyopt-cache-", dir=parent))
+    old = os.environ.get("POLYOPT_CACHE_DIR")
+    os.environ["POLYOPT_CACHE_DIR"] = str(path)
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("POLYOPT_CACHE_DIR", None)
+        else:
+            os.environ["POLYOPT_CACHE_DIR"] = old
+        if parent is None:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def no_cache() -> bool:

@@ -45,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ import numpy as np
 import polyopt
 from polyopt import kernels
 from polyopt.bench.tvm_conv import native_cpu  # one definition for both benchmarks
+from polyopt.config import scratch_cache
 
 SECTION = "## CPU: operators"
 BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
@@ -315,25 +316,11 @@ def kernel_text(name: str) -> str:
     return kernels.source(name)
 
 
-@contextlib.contextmanager
-def fresh_cache(root: Path) -> Iterator[None]:
-    """A new, empty POLYOPT_CACHE_DIR (polyopt reads it at each compile, see config.py)."""
-    old = os.environ.get("POLYOPT_CACHE_DIR")
-    os.environ["POLYOPT_CACHE_DIR"] = tempfile.mkdtemp(dir=root)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("POLYOPT_CACHE_DIR", None)
-        else:
-            os.environ["POLYOPT_CACHE_DIR"] = old
-
-
 def measure_polyopt(bench: Bench, case: Case, inputs: Inputs, ref: np.ndarray,
                     **compile_kw: Any) -> tuple[Timing, float | None]:
     """The timing and the cold-cache compile time (compile + first call - one call)."""
     settle(bench)
-    with fresh_cache(bench.cache_root):
+    with scratch_cache(bench.cache_root):
         start = time.perf_counter()
         try:
             kernel = polyopt.compile(kernel_text(case.kernel), case.kernel, sizes=case.sizes,
@@ -355,7 +342,7 @@ def call_overhead_us(bench: Bench, case: Case) -> float | None:
     """Median time of a default-compiled call with every extent 1, in microseconds."""
     ones = make_inputs(case, np.random.default_rng(0), ones=True)
     settle(bench)
-    with fresh_cache(bench.cache_root):
+    with scratch_cache(bench.cache_root):
         try:
             kernel = polyopt.compile(kernel_text(case.kernel), case.kernel, sizes=case.params)
             kernel(*ones)
@@ -670,7 +657,7 @@ def load_torch() -> Any | None:
 
 def warm_up_polyopt(root: Path) -> None:
     """One tiny compile, so one-off costs (imports, compiler probe) miss the first row."""
-    with fresh_cache(root):
+    with scratch_cache(root):
         polyopt.compile(kernel_text("relu"), "relu")(np.ones((1, 1), np.float32))
 
 
@@ -681,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     configure_omp(args.omp_bind)
     cache_root = Path(tempfile.mkdtemp(prefix="polyopt-bench-"))
     try:
-        with fresh_cache(cache_root):  # nothing reaches the user's cache
+        with scratch_cache(cache_root):  # nothing reaches the user's cache
             bench = Bench(args.repeat, cache_root, args.all_baselines, load_torch(),
                           load_tvm(cases), settle_s=0.0 if args.quick else SETTLE_S)
             env_lines = environment_lines(bench)

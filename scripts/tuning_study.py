@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,24 +143,9 @@ def kernels_for(args: argparse.Namespace) -> list[Kernel]:
 
 
 # ------------------------------------------------------------------ polyopt's searches
-@contextlib.contextmanager
-def fresh_cache() -> Iterator[None]:
-    """A fresh POLYOPT_CACHE_DIR (workers inherit it): no run reuses another's compiles, and
-    no user tuning database steers a worker's compile."""
-    old = os.environ.get("POLYOPT_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="polyopt-study-cache-") as tmp:
-        os.environ["POLYOPT_CACHE_DIR"] = tmp
-        try:
-            yield
-        finally:
-            if old is None:
-                os.environ.pop("POLYOPT_CACHE_DIR", None)
-            else:
-                os.environ["POLYOPT_CACHE_DIR"] = old
-
-
 def tune_run(kernel: Kernel, strategy: str, trials: int, seed: int, db: Path) -> Run:
     """One ``polyopt.tune`` run, every trial's elapsed time and best-so-far recorded."""
+    from polyopt.config import scratch_cache
     from polyopt.tune import tune
 
     run = Run(kernel.name, strategy)
@@ -173,7 +158,7 @@ def tune_run(kernel: Kernel, strategy: str, trials: int, seed: int, db: Path) ->
             log(f"{kernel.name} {strategy}: {done}/{total} trials, best "
                 f"{run.best_over(done):.4g} ms, {run.history[-1][0]:.0f} s")
 
-    with fresh_cache():
+    with scratch_cache():  # no run reuses another's compiles or the user's database
         result = tune(kernel.source, kernel.def_name, sizes=kernel.sizes, trials=trials,
                       strategy=strategy, db=str(db), seed=seed, progress=progress)
     run.options = dict(result.best.options)

@@ -11,7 +11,8 @@ import sys
 import types
 from typing import Any
 
-from polyopt.tune.db import Database, Key, Record, canonical_hash, default_path, machine_id
+from polyopt.tune.db import Database, Record, default_path
+from polyopt.tune.key import Key, canonical_hash, machine_id
 from polyopt.tune.tuner import TuneResult, tune
 
 __all__ = ["Database", "Key", "Record", "TuneResult", "canonical_hash", "default_path",

@@ -18,7 +18,8 @@ from typing import Any
 
 from polyopt import ir, lang
 from polyopt.errors import OptionError, PolyoptError, SizesRequiredError
-from polyopt.tune.db import Database, Key, Record
+from polyopt.tune.db import Database, Record
+from polyopt.tune.key import Key
 from polyopt.tune.measure import Job, Result, Runner, prepare
 from polyopt.tune.search import STRATEGIES, search
 from polyopt.tune.space import Config, Space, space_for
