@@ -29,7 +29,7 @@ def block_outputs(schedule: Schedule, machine: Machine, block: int | None = None
     if program.sizes:  # extents unknown: keep the layouts
         return schedule
     for s in schedule.poly.stmts:
-        plan = _plan(program, s, machine, block)
+        plan = plan_blocking(program, s, machine, block)
         if plan is None:
             continue
         tensor, dim, lanes = plan
@@ -43,8 +43,8 @@ def block_outputs(schedule: Schedule, machine: Machine, block: int | None = None
     return schedule
 
 
-def _plan(program: ir.Program, s: PolyStmt, machine: Machine,
-          block: int | None = None) -> tuple[str, int, int] | None:
+def plan_blocking(program: ir.Program, s: PolyStmt, machine: Machine,
+                  block: int | None = None) -> tuple[str, int, int] | None:
     """(output, dimension to block, block size) for a contraction that wants it."""
     t = program.tensors[s.stmt.tensor]
     if (s.kind != "update" or s.stmt.op != "+" or t.role != "output" or t.rank < 3

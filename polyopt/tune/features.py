@@ -1,13 +1,28 @@
-"""Analytic features of a CPU configuration, computed with isl on the definition's largest
+"""Analytic features of a configuration, computed with isl on the definition's largest
 contraction: what the cost model sees besides the knob values.
 
-For a register tile of ``mr`` rows, ``nr`` columns and a reduction tile of ``kc`` (the
-knobs, or the machine model's values), each tensor's footprint is the number of distinct
-elements its accesses touch over that box of iterations (isl counts the image of the box
-under the access relation, so halos, strides and broadcasts come out exact). The features:
-the register tile's operand bytes over L1, the panel bytes (``kc`` deep, all columns of a
-row tile) over L2, accumulators over vector registers, the stride of each operand along the
-vector lanes (the column index), and the number of tiles per core (parallel slack).
+CPU: for a register tile of ``mr`` rows, ``nr`` columns and a reduction tile of ``kc`` (the
+knobs, or the machine model's values), laid out as the pipeline lays it out (a convolution
+blocked by channels has the channel block as its columns and the output row as its rows;
+short reductions such as filter taps run inside the tile), each tensor's footprint is the
+number of distinct elements its accesses touch over a box of iterations (isl counts the
+image of the box under the access relation, so halos, strides and broadcasts come out
+exact). The features:
+
+- the register tile's operand bytes over L1, and the panel bytes (``kc`` deep, every row of
+  a column tile) over L2;
+- the reuse distance of each operand in the GotoBLAS loop order, in bytes touched between
+  two uses of one of its elements, over L1 and L2 (the worst operand): an operand that does
+  not move with the rows is reused by the next row tile (one tile apart), one that does not
+  move with the columns by the next column tile (one panel apart);
+- accumulators over vector registers, and whether they spill;
+- vector-lane use: the useful fraction of the lanes over all column tiles (partial tiles);
+- the stride of each operand along the columns (strided or transposed operands);
+- parallel iterations: the row and column tiles per core;
+- whether the output is blocked by channels, and the row tile over the rows.
+
+CUDA: threads per block, the block tile's shared-memory bytes over the limit, registers per
+thread (the accumulators), blocks over the GPU's multiprocessors and lane use of the tile.
 """
 
 from __future__ import annotations
@@ -21,10 +36,15 @@ import islpy as isl
 from polyopt import ir, lang
 from polyopt.poly import build_poly
 from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.schedule.blocked import plan_blocking
 from polyopt.schedule.machine import Machine, host
 from polyopt.tune.space import Config
 
-N_FEATURES = 6
+N_FEATURES = 11
+N_CUDA_FEATURES = 5
+SMALL_REDUCTION = 16  # reductions this short run inside the register tile (schedule/cpu.py)
+SHARED_BYTES = 48 << 10  # per block without opting in to more
+MULTIPROCESSORS = 132  # H100/H200; the ranking only needs the order of magnitude
 
 
 class Footprints:
@@ -38,39 +58,90 @@ class Footprints:
         self.stmt = _largest_contraction(self.pp)
         self.program = program
 
+    def of(self, config: Config) -> tuple[float, ...]:
+        """The features of a CPU or CUDA configuration (by its knobs)."""
+        if any(k.startswith("gpu_") for k in config):
+            return self.cuda(config.get("gpu_tile"), config.get("gpu_block"),
+                             config.get("gpu_regs"), config.get("gpu_shared") is not False)
+        lanes = self._lanes()
+        block = config.get("block")
+        return self.features(config.get("mr") or 14, config.get("nr") or 2 * lanes,
+                             config.get("kc") or 88, 0 if block == 0 else block or lanes)
+
+    def _lanes(self) -> int:
+        return max(1, self.machine.vector_bytes // 4)
+
     @functools.cache  # noqa: B019 -- one per tuning run, configurations repeat
-    def features(self, mr: int, nr: int, kc: int) -> tuple[float, ...]:
+    def features(self, mr: int, nr: int, kc: int, block: int = 0) -> tuple[float, ...]:
         s, m = self.stmt, self.machine
         if s is None:
             return (0.0,) * N_FEATURES
-        lanes = max(1, m.vector_bytes // 4)
-        row, col, red = self._roles()
+        lanes = self._lanes()
+        row, col, red, col_extent = self._roles(block)
+        blocked = col_extent < self._extent(col)
+        inner: dict[str | None, int] = {
+            it: self._extent(it) for it in s.stmt.reduction_iters
+            if it != red and self._extent(it) <= SMALL_REDUCTION}
+        nr = min(nr, col_extent)
         elem = 4
-        tile = self._bytes({row: mr, col: nr, red: kc}) * elem
-        panel = self._bytes({row: mr, col: self._extent(col), red: kc}) * elem
+        tile = self._bytes({**inner, row: mr, col: nr, red: kc}) * elem
+        panel = self._bytes({**inner, row: self._extent(row), col: nr, red: kc}) * elem
+        reuse = max(self._reuse(r.read, row, col, tile, panel) for r in s.reads)
         accs = mr * max(1, math.ceil(nr / lanes))
+        col_tiles = math.ceil(col_extent / nr)
+        lane_use = col_extent / (col_tiles * math.ceil(nr / lanes) * lanes)
         strided = sum(1 for r in s.reads if _stride(r.read, col) not in (0, 1))
-        tiles = math.ceil(self._extent(row) / mr) * math.ceil(self._extent(col) / nr)
-        return (tile / m.l1d_bytes, panel / m.l2_bytes, accs / m.vector_registers,
-                float(accs + math.ceil(nr / lanes) + 1 > m.vector_registers), float(strided),
-                math.log2(max(1.0, tiles / m.cores)))
+        tiles = math.ceil(self._extent(row) / mr) * col_tiles * max(
+            1, self._extent(col) // col_extent)
+        return (tile / m.l1d_bytes, panel / m.l2_bytes, _log_ratio(reuse, m.l1d_bytes),
+                _log_ratio(reuse, m.l2_bytes), accs / m.vector_registers,
+                float(accs + math.ceil(nr / lanes) + 1 > m.vector_registers), lane_use,
+                float(strided), math.log2(max(1.0, tiles / m.cores)),
+                float(blocked), mr / max(1, self._extent(row)))
 
-    def of(self, config: Config) -> tuple[float, ...]:
-        lanes = max(1, self.machine.vector_bytes // 4)
-        return self.features(config.get("mr") or 14, config.get("nr") or 2 * lanes,
-                             config.get("kc") or 88)
+    @functools.cache  # noqa: B019
+    def cuda(self, tile: tuple[int, ...] | None, block: tuple[int, ...] | None,
+             regs: tuple[int, ...] | None, shared: bool) -> tuple[float, ...]:
+        """Features of a CUDA mapping (unset knobs at the mapper's defaults)."""
+        s = self.stmt
+        if s is None:
+            return (0.0,) * N_CUDA_FEATURES
+        tm, tn, tk = tile or (64, 64, 8)
+        rm, rn = regs or (4, 4)
+        row, col, _, _ = self._roles(0)
+        threads = math.prod(block) if block else (tm // rm) * (tn // rn)
+        smem = (tm + tn) * tk * 4 if shared else 0
+        blocks = math.ceil(self._extent(row) / tm) * math.ceil(self._extent(col) / tn)
+        use = self._extent(col) / (math.ceil(self._extent(col) / tn) * tn)
+        return (math.log2(max(1, threads)) / 10, smem / SHARED_BYTES, rm * rn / 64,
+                math.log2(max(1.0, blocks / MULTIPROCESSORS)), use)
 
-    def _roles(self) -> tuple[str | None, str | None, str | None]:
-        """(row, column, reduction), as the CPU pipeline picks them: the output's last
-        index is the column; the row is the output index most operands do not move with
-        (then the longest); the reduction is the longest."""
+    def _roles(self, block: int) -> tuple[str | None, str | None, str | None, int]:
+        """(row, column, reduction, column extent), as the CPU pipeline picks them. A
+        convolution blocked by channels: the blocked channel is the column (``block``
+        wide), the output's last index the row. Otherwise the output's last index is the
+        column; the row is the output index most operands do not move with (then the
+        longest). The reduction is the longest."""
         s = self.stmt
         assert s is not None
         lhs, reds = s.stmt.lhs, s.stmt.reduction_iters
+        red = max(reds, key=self._extent, default=None)
+        plan = plan_blocking(self.program, s, self.machine, block) if block else None
+        if plan is not None:
+            _, dim, width = plan
+            return lhs[-1], lhs[dim], red, width
         row = max(lhs[:-1], key=lambda it: (sum(1 for r in s.reads if not r.read.uses(it)),
                                             self._extent(it)), default=None)
-        red = max(reds, key=self._extent, default=None)
-        return row, lhs[-1], red
+        return row, lhs[-1], red, self._extent(lhs[-1])
+
+    def _reuse(self, read: ir.Read, row: str | None, col: str | None, tile: int,
+               panel: int) -> int:
+        """Bytes touched between two uses of one element of ``read``'s tensor."""
+        if row is not None and not read.uses(row):
+            return tile  # the next row tile reuses it
+        if col is not None and not read.uses(col):
+            return panel  # the next column tile reuses it
+        return panel * 2  # no reuse across tiles: as far as a whole panel and beyond
 
     def _extent(self, it: str | None) -> int:
         if it is None or self.stmt is None:
@@ -97,6 +168,11 @@ class Footprints:
             count = image.count_val()
             total += int(count.to_python()) if count.is_int() else 0
         return total
+
+
+def _log_ratio(value: int, capacity: int) -> float:
+    """log2 of how far ``value`` exceeds ``capacity`` (0 when it fits)."""
+    return math.log2(max(1.0, value / capacity))
 
 
 def _largest_contraction(pp: PolyProgram) -> PolyStmt | None:

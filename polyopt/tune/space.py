@@ -73,11 +73,8 @@ class Space:
         return {"fusion": config.get("fusion", "smart"), "knobs": knobs}
 
     def encode(self, config: Config) -> list[float]:
-        """Numbers a cost model can learn from: each knob as its value (log2 for sizes), then
-        the machine model's view of a register tile (``analytic``)."""
-        return self._knob_values(config) + analytic(config, self.target)
-
-    def _knob_values(self, config: Config) -> list[float]:
+        """Numbers a cost model can learn from: each knob as its value (log2 for sizes; the
+        isl features of ``polyopt.tune.features`` come on top)."""
         out: list[float] = []
         for name, values in self.knobs:
             v = config[name]
@@ -90,20 +87,6 @@ class Space:
             else:
                 out.append(float(values.index(v)))
         return out
-
-
-def analytic(config: Config, target: str) -> list[float]:
-    """Features of a CPU register tile against this machine: accumulator registers over the
-    register file (above 1: spills), and the packed panels' bytes over L1 and L2 (the
-    unset knobs at the model's usual values)."""
-    if target.startswith("cuda") or "mr" not in config:
-        return []
-    m = host()
-    lanes = max(1, m.vector_bytes // 4)
-    mr, nr, kc = config.get("mr") or 14, config.get("nr") or 2 * lanes, config.get("kc") or 88
-    accs = mr * max(1, nr // lanes)
-    return [accs / m.vector_registers, float(accs + nr // lanes + 1 > m.vector_registers),
-            (mr + nr) * kc * 4 / m.l1d_bytes, nr * kc * 4 / m.l2_bytes]
 
 
 def space_for(source: str, name: str | None, sizes: Mapping[str, int],

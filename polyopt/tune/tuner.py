@@ -119,10 +119,8 @@ def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
 
 def _features(source: str, name: str | None, sizes: Mapping[str, int],
               target: str) -> Callable[[Config], tuple[float, ...]] | None:
-    """isl footprints of a CPU configuration's tiles, for the cost model (None on CUDA, or
-    when the definition has no contraction to tile)."""
-    if target.startswith("cuda"):
-        return None
+    """isl footprints of a configuration's tiles, for the cost model (None when the
+    definition has no contraction to tile)."""
     from polyopt.tune.features import Footprints
 
     fp = Footprints(source, name, sizes)

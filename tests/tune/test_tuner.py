@@ -151,17 +151,42 @@ def test_measurements_run_on_a_dask_cluster(tmp_path: Path) -> None:
 
 def test_isl_footprints_of_register_and_panel_tiles() -> None:
     from polyopt.schedule.machine import Machine
-    from polyopt.tune.features import Footprints
+    from polyopt.tune.features import N_FEATURES, Footprints
 
     machine = Machine(vector_bytes=64, vector_registers=32, l1d_bytes=32768, l2_bytes=1 << 20)
     fp = Footprints(MM, None, {"M": 64, "N": 48, "K": 40}, machine)
-    tile, panel, accs, spills, strided, _ = fp.features(4, 16, 8)
+    f = fp.features(4, 16, 8)
+    assert len(f) == N_FEATURES
+    tile, panel, reuse_l1, reuse_l2, accs, spills, lanes, strided, _, blocked, rows = f
     assert tile == (4 * 8 + 8 * 16) * 4 / 32768  # A's 4x8 and B's 8x16 elements
-    assert panel == (4 * 8 + 8 * 48) * 4 / (1 << 20)  # B's panel spans every column
-    assert accs == 4 / 32 and spills == 0.0 and strided == 0.0
-    assert fp.features(28, 64, 8)[3] == 1.0  # 28 x 4 accumulators cannot fit 32 registers
+    assert panel == (64 * 8 + 8 * 16) * 4 / (1 << 20)  # A's panel spans every row
+    assert reuse_l1 == 0.0 and reuse_l2 == 0.0  # A's panel (2.5 KB) fits L1
+    assert accs == 4 / 32 and spills == 0.0 and strided == 0.0 and lanes == 1.0
+    assert blocked == 0.0 and rows == 4 / 64
+    assert fp.features(28, 64, 8)[5] == 1.0  # 28 x 4 accumulators cannot fit 32 registers
+    assert fp.features(4, 32, 8)[6] == 48 / 64  # two column tiles of 32: 16 lanes idle
+    big = Footprints(MM, None, {"M": 1024, "N": 1024, "K": 1024}, machine)
+    assert big.features(4, 16, 256)[2] == math.log2((1024 + 16) * 256 * 4 / 32768)  # A panel
     nt = "def nt(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,r_k) * B(n,r_k) }"
-    assert Footprints(nt, None, {"M": 8, "N": 8, "K": 8}, machine).features(2, 16, 4)[4] == 1
+    assert Footprints(nt, None, {"M": 8, "N": 8, "K": 8}, machine).features(2, 16, 4)[7] == 1
+
+
+def test_footprints_follow_the_channel_blocking_and_the_gpu_tile() -> None:
+    from polyopt.schedule.machine import Machine
+    from polyopt.tune.features import Footprints
+
+    conv = ("def conv(float(N,C,H,W) I, float(F,C,KH,KW) Wt) -> (O) {\n"
+            "  O(n,f,h,w) +=! I(n,r_c,h + r_kh,w + r_kw) * Wt(f,r_c,r_kh,r_kw)\n}")
+    machine = Machine(vector_bytes=64, vector_registers=32, l1d_bytes=32768, l2_bytes=1 << 20)
+    fp = Footprints(conv, None, {"N": 1, "C": 8, "H": 14, "W": 14, "F": 64, "KH": 3, "KW": 3},
+                    machine)
+    blocked = fp.of({"block": 32, "mr": 7, "nr": 32, "kc": 8})
+    # Rows are 7 output columns, columns the 32 channels of a block, with the 3x3 taps:
+    # the input's 8 x 3 x 9 window and the weights' 32 x 8 x 3 x 3.
+    assert blocked[0] == (8 * 3 * 9 + 32 * 8 * 9) * 4 / 32768 and blocked[9] == 1.0
+    assert fp.of({"block": 0, "mr": 7, "nr": 16, "kc": 8})[9] == 0.0
+    gpu = fp.of({"gpu_tile": (64, 64, 8), "gpu_regs": (4, 4), "gpu_block": None})
+    assert gpu[0] == math.log2(256) / 10 and gpu[1] == (64 + 64) * 8 * 4 / (48 << 10)
 
 
 @pytest.mark.cc
