@@ -658,6 +658,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="tuning-study")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--keep-dbs", metavar="DIR", help="keep the runs' tuning databases here "
+                   "(<kernel>-<strategy>.sqlite; for scripts/cost_model_eval.py)")
     p.add_argument("--from-json", metavar="FILE",
                    help="write the table and plot of a saved study to --out; run nothing")
     args = p.parse_args(argv)
@@ -678,7 +680,7 @@ def new_study(args: argparse.Namespace, kernels: Sequence[Kernel]) -> dict[str, 
     from polyopt.bench.report import environment
 
     settings = {k: v for k, v in vars(args).items()
-                if k not in ("out", "kernels", "from_json")}
+                if k not in ("out", "kernels", "from_json", "keep_dbs")}
     return {"command": "python3 " + shlex.join(["scripts/tuning_study.py", *sys.argv[1:]]),
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "environment": environment(), "settings": settings,
@@ -713,7 +715,8 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
     study, runs, out = new_study(args, kernels), [], Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="polyopt-study-") as tmp:
-        dbdir, workdir = Path(tmp), os.path.join(tmp, "tvm")
+        dbdir, workdir = Path(args.keep_dbs or tmp), os.path.join(tmp, "tvm")
+        dbdir.mkdir(parents=True, exist_ok=True)
         for kernel in kernels:
             mine = study_kernel(kernel, args, dbdir, workdir)
             runs += mine

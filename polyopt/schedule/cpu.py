@@ -237,6 +237,9 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                                    -_vector_rows(s, its[n], its[col]), min(trips[n], mr),
                                    -_stride_rank(s, its[n]), trips[n]))
     red = max(reds, key=lambda n: trips[n])
+    inner = tuple(n for n in reds if n != red and trips[n] <= SMALL_REDUCTION)
+    if inner and not knobs.mr and nr >= 2 * b.lanes and trips[col] == nr:
+        mr = _tap_rows(trips[row])  # filter taps in a tile of a channel block: fewer rows
     program = schedule.poly.program
     if any(r.read.uses(its[row]) and program.tensors[r.read.tensor].role != "input"
            for r in s.reads):  # an operand that cannot be packed: avoid partial row tiles
@@ -244,12 +247,19 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     mr, kc = min(mr, trips[row]), min(knobs.kc or b.kc, trips[red])
     if nr < b.lanes or nr % b.lanes or mr < 1 or kc < 1:
         return None
-    inner = tuple(n for n in reds if n != red and trips[n] <= SMALL_REDUCTION)
     out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc), inner)
     wanted = trips[red] >= PACK_MIN_REDUCTION and trips[row] >= 2 * mr
     if knobs.pack if knobs.pack is not None else wanted:
         out = pack_operands(out, s, its[col], its[row], mr, nr)
     return out
+
+
+def _tap_rows(rows: int) -> int:
+    """Rows of a register tile with filter taps inside: the largest divisor of ``rows`` in
+    6..12, else 8. (A convolution's 28 rows of one vector ran 1.5x slower than 7 rows of
+    two: 28 broadcast loads per weight vector, and no room left for the taps' addresses.)"""
+    fits = [m for m in range(12, 5, -1) if rows % m == 0]
+    return fits[0] if fits else min(rows, 8)
 
 
 def _dividing_rows(mr: int, rows: int) -> int:

@@ -49,3 +49,15 @@ def test_bad_values_raise_option_error(monkeypatch: pytest.MonkeyPatch, name: st
 def test_debug_level(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POLYOPT_DEBUG", " 3 ")
     assert config.debug_level() == 3
+
+
+def test_scratch_cache_sets_and_restores_the_cache_dir(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path / "user"))
+    with config.scratch_cache() as scratch:
+        assert config.cache_dir() == scratch and scratch.is_dir()
+        with config.scratch_cache(tmp_path) as inner:
+            assert config.cache_dir() == inner and inner.parent == tmp_path
+        assert config.cache_dir() == scratch
+    assert config.cache_dir() == tmp_path / "user"
+    assert not scratch.exists() and inner.is_dir()  # a parent's children are its owner's

@@ -1,0 +1,144 @@
+"""How well does each cost model rank schedules it has not seen? Measured offline on the
+tuning databases of a study run (``scripts/tuning_study.py --keep-dbs DIR``).
+
+For each kernel, every successfully measured configuration of every strategy's run (one per
+distinct configuration, its best time) is a sample. Each of ``--splits`` random splits fits
+a model on ``--train`` samples and ranks the others; reported per model and kernel:
+
+- rho: Spearman's rank correlation of predicted and measured times on the held-out samples;
+- top-5: the best measured time among the model's 5 top-ranked held-out samples over the best
+  held-out time (1.00: the model's first five picks contain the best; what a search that
+  measures the model's top few gets).
+
+Models: polyopt's ridge regression on the knob encoding alone and with the isl features
+(``polyopt.tune.features``), and XGBoost on the same inputs when it is installed.
+
+    python3 scripts/cost_model_eval.py --dbdir DIR [--train 32] [--splits 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tuning_study  # the study's kernel definitions
+
+Model = Callable[[list[dict[str, Any]], list[float], list[dict[str, Any]]], list[float]]
+
+
+def samples(kernel: Any, dbdir: Path) -> tuple[Any, list[dict[str, Any]], list[float]]:
+    """(space, configurations, log seconds) of every ok record of the kernel's runs."""
+    from polyopt.tune import Database
+    from polyopt.tune.space import space_for
+    from polyopt.tune.tuner import config_of
+
+    space = space_for(kernel.source, kernel.def_name, kernel.sizes, "c")
+    best: dict[str, tuple[dict[str, Any], float]] = {}
+    for path in sorted(dbdir.glob(f"{kernel.name}-*.sqlite")):
+        with Database(path) as db:
+            for rec in db.records():
+                if rec.status != "ok" or not rec.times:
+                    continue
+                config = config_of(space, rec.options)
+                key = repr(sorted(config.items()))
+                t = min(rec.times)
+                if key not in best or t < best[key][1]:
+                    best[key] = (config, t)
+    configs = [c for c, _ in best.values()]
+    return space, configs, [math.log(t) for _, t in best.values()]
+
+
+def ridge(space: Any, extra: Any) -> Model:
+    from polyopt.tune.search import CostModel
+
+    def fit_predict(train: list[dict[str, Any]], y: list[float],
+                    test: list[dict[str, Any]]) -> list[float]:
+        model = CostModel.fit(space, [(c, math.exp(t)) for c, t in zip(train, y, strict=True)],
+                              extra=extra)
+        return [model.predict(c) for c in test]
+
+    return fit_predict
+
+
+def xgb(space: Any, extra: Any) -> Model | None:
+    try:
+        import xgboost
+    except ImportError:
+        return None
+
+    def encode(c: dict[str, Any]) -> list[float]:
+        return [*space.encode(c), *(extra(c) if extra else ())]
+
+    def fit_predict(train: list[dict[str, Any]], y: list[float],
+                    test: list[dict[str, Any]]) -> list[float]:
+        model = xgboost.XGBRegressor(n_estimators=200, max_depth=3, learning_rate=0.1,
+                                     n_jobs=1, verbosity=0)
+        model.fit(np.array([encode(c) for c in train]), np.array(y))
+        return [float(x) for x in model.predict(np.array([encode(c) for c in test]))]
+
+    return fit_predict
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def evaluate(model: Model, configs: list[dict[str, Any]], y: list[float], train: int,
+             splits: int, seed: int) -> tuple[float, float]:
+    rng = random.Random(seed)
+    rhos, tops = [], []
+    for _ in range(splits):
+        idx = list(range(len(configs)))
+        rng.shuffle(idx)
+        tr, te = idx[:train], idx[train:]
+        pred = model([configs[i] for i in tr], [y[i] for i in tr], [configs[i] for i in te])
+        truth = [y[i] for i in te]
+        rhos.append(spearman(pred, truth))
+        picks = sorted(range(len(te)), key=lambda j: pred[j])[:5]
+        tops.append(math.exp(min(truth[j] for j in picks) - min(truth)))
+    return statistics.median(rhos), statistics.median(tops)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from polyopt.tune.features import Footprints
+
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dbdir", required=True, type=Path)
+    p.add_argument("--kernels", default="matmul,conv3,conv11,conv17")
+    p.add_argument("--train", type=int, default=32)
+    p.add_argument("--splits", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    study_args = tuning_study.parse_args(["--kernels", args.kernels])
+    print(f"| kernel | samples | model | rho (median of {args.splits}) | top-5 / best |")
+    print("|---|---|---|---|---|")
+    for kernel in tuning_study.kernels_for(study_args):
+        space, configs, y = samples(kernel, args.dbdir)
+        if len(configs) <= args.train + 5:
+            print(f"| {kernel.name} | {len(configs)} | too few samples | - | - |")
+            continue
+        fp = Footprints(kernel.source, kernel.def_name, kernel.sizes)
+        models = {"ridge, knobs": ridge(space, None), "ridge, knobs + isl": ridge(space, fp.of),
+                  "xgboost, knobs": xgb(space, None), "xgboost, knobs + isl": xgb(space, fp.of)}
+        for name, model in models.items():
+            if model is None:
+                continue
+            rho, top = evaluate(model, configs, y, args.train, args.splits, args.seed)
+            print(f"| {kernel.name} | {len(configs)} | {name} | {rho:.2f} | {top:.3f} |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
