@@ -247,7 +247,8 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     mr, kc = min(mr, trips[row]), min(knobs.kc or b.kc, trips[red])
     if nr < b.lanes or nr % b.lanes or mr < 1 or kc < 1:
         return None
-    out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc), inner)
+    out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc), inner,
+                     rows_outer=bool(knobs.rows_outer))
     wanted = trips[red] >= PACK_MIN_REDUCTION and trips[row] >= 2 * mr
     if knobs.pack if knobs.pack is not None else wanted:
         out = pack_operands(out, s, its[col], its[row], mr, nr)
@@ -295,7 +296,8 @@ MAX_ROWS = 28
 
 
 def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: str,
-               blocking: tuple[int, int, int], inner: tuple[str, ...] = ()) -> Schedule:
+               blocking: tuple[int, int, int], inner: tuple[str, ...] = (), *,
+               rows_outer: bool = False) -> Schedule:
     """The GotoBLAS order; the small reductions ``inner`` (a convolution's ``kh, kw``) run
     inside the register tile too, so its accumulators stay in registers across them."""
     mr, nr, kc = blocking
@@ -303,8 +305,9 @@ def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: s
     out = schedule.split(col, nr, names[col]).split(row, mr, names[row])
     out = out.split(red, kc, names[red])
     others = [lp.name for lp in chain if lp.name not in (col, row, red, *inner)]
-    order = [*others, names[red][0], names[col][0], names[row][0], names[red][1], *inner,
-             names[row][1], names[col][1]]
+    tiles = [names[row][0], names[col][0]] if rows_outer else [names[col][0], names[row][0]]
+    order = [*others, names[red][0], *tiles, names[red][1], *inner, names[row][1],
+             names[col][1]]
     out = out.reorder(*order).vectorize(names[col][1]).unroll(names[row][1])
     return out.separate(names[row][0]).separate(names[col][0])
 

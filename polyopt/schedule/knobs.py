@@ -22,6 +22,9 @@ KNOBS: dict[str, tuple[type, int, str]] = {
     "block": (int, 0, "channel block of convolution outputs (NCHW[block]c) when useful; "
                       "0: never block (None: the vector lanes)"),
     "cache_tile": (int, 0, "tile size for transposed accesses (0: never tile)"),
+    "rows_outer": (bool, 0, "register-tiled nests: row tiles outside column tiles (the "
+                            "operand that moves with the rows stays in cache; default: "
+                            "the one that moves with the columns)"),
 }
 
 
@@ -33,6 +36,7 @@ class Knobs:
     pack: bool | None = None
     block: int | None = None
     cache_tile: int | None = None
+    rows_outer: bool | None = None
 
     @staticmethod
     def from_options(value: Any) -> Knobs:

@@ -10,11 +10,12 @@ image of the box under the access relation, so halos, strides and broadcasts com
 exact). The features:
 
 - the register tile's operand bytes over L1, and the panel bytes (``kc`` deep, every row of
-  a column tile) over L2;
+  a column tile; every column of a row tile with ``rows_outer``) over L2;
 - the reuse distance of each operand in the GotoBLAS loop order, in bytes touched between
   two uses of one of its elements, over L1 and L2 (the worst operand): an operand that does
-  not move with the rows is reused by the next row tile (one tile apart), one that does not
-  move with the columns by the next column tile (one panel apart);
+  not move with the inner tiles (the rows, unless ``rows_outer``) is reused by the next
+  inner tile (one tile apart), one that does not move with the outer tiles by the next outer
+  tile (one panel apart);
 - accumulators over vector registers, and whether they spill;
 - vector-lane use: the useful fraction of the lanes over all column tiles (partial tiles);
 - the stride of each operand along the columns (strided or transposed operands);
@@ -66,13 +67,15 @@ class Footprints:
         lanes = self._lanes()
         block = config.get("block")
         return self.features(config.get("mr") or 14, config.get("nr") or 2 * lanes,
-                             config.get("kc") or 88, 0 if block == 0 else block or lanes)
+                             config.get("kc") or 88, 0 if block == 0 else block or lanes,
+                             bool(config.get("rows_outer")))
 
     def _lanes(self) -> int:
         return max(1, self.machine.vector_bytes // 4)
 
     @functools.cache  # noqa: B019 -- one per tuning run, configurations repeat
-    def features(self, mr: int, nr: int, kc: int, block: int = 0) -> tuple[float, ...]:
+    def features(self, mr: int, nr: int, kc: int, block: int = 0,
+                 rows_outer: bool = False) -> tuple[float, ...]:
         s, m = self.stmt, self.machine
         if s is None:
             return (0.0,) * N_FEATURES
@@ -85,8 +88,12 @@ class Footprints:
         nr = min(nr, col_extent)
         elem = 4
         tile = self._bytes({**inner, row: mr, col: nr, red: kc}) * elem
-        panel = self._bytes({**inner, row: self._extent(row), col: nr, red: kc}) * elem
-        reuse = max(self._reuse(r.read, row, col, tile, panel) for r in s.reads)
+        if rows_outer:  # a row tile's panel spans every column
+            panel = self._bytes({**inner, row: mr, col: col_extent, red: kc}) * elem
+        else:
+            panel = self._bytes({**inner, row: self._extent(row), col: nr, red: kc}) * elem
+        inside, outside = (col, row) if rows_outer else (row, col)
+        reuse = max(self._reuse(r.read, inside, outside, tile, panel) for r in s.reads)
         accs = mr * max(1, math.ceil(nr / lanes))
         col_tiles = math.ceil(col_extent / nr)
         lane_use = col_extent / (col_tiles * math.ceil(nr / lanes) * lanes)
@@ -134,13 +141,14 @@ class Footprints:
                                             self._extent(it)), default=None)
         return row, lhs[-1], red, self._extent(lhs[-1])
 
-    def _reuse(self, read: ir.Read, row: str | None, col: str | None, tile: int,
+    def _reuse(self, read: ir.Read, inner: str | None, outer: str | None, tile: int,
                panel: int) -> int:
-        """Bytes touched between two uses of one element of ``read``'s tensor."""
-        if row is not None and not read.uses(row):
-            return tile  # the next row tile reuses it
-        if col is not None and not read.uses(col):
-            return panel  # the next column tile reuses it
+        """Bytes touched between two uses of one element of ``read``'s tensor, when the
+        tiles of ``inner`` run inside those of ``outer``."""
+        if inner is not None and not read.uses(inner):
+            return tile  # the next inner tile reuses it
+        if outer is not None and not read.uses(outer):
+            return panel  # the next outer tile reuses it
         return panel * 2  # no reuse across tiles: as far as a whole panel and beyond
 
     def _extent(self, it: str | None) -> int:

@@ -123,7 +123,8 @@ def _cpu_knobs(program: ir.Program) -> tuple[tuple[str, tuple[Any, ...]], ...]:
         knobs += [("mr", (None, 4, 6, 8, 12, 14, 16, 20, 24, 28)),
                   ("nr", (None, lanes, 2 * lanes, 3 * lanes, 4 * lanes)),
                   ("kc", (None, 32, 64, 96, 128, 192, 256, 384, 512)),
-                  ("pack", (None, True, False))]
+                  ("pack", (None, True, False)),
+                  ("rows_outer", (None, True))]
         if any(len(s.lhs) >= 4 for s in program.stmts):  # a convolution's NCHW output:
             # channel blocks of one vector (None), none, or several (more accumulators)
             knobs.append(("block", (None, 0, 2 * lanes, 4 * lanes)))

@@ -21,9 +21,15 @@ def test_register_and_reduction_tiles_follow_the_knobs() -> None:
     assert "pack(" in code and "pack(" not in steps({"pack": False})
 
 
+def test_rows_outer_swaps_the_tile_loops() -> None:
+    assert "s.reorder('k_o', 'n2_o', 'm2_o', 'k_i'" in steps({})
+    assert "s.reorder('k_o', 'm2_o', 'n2_o', 'k_i'" in steps({"rows_outer": True})
+
+
 @pytest.mark.cc
 @pytest.mark.parametrize("knobs", [{"mr": 4, "nr": 16, "kc": 32}, {"pack": False},
-                                   {"mr": 28, "nr": 48, "kc": 512, "pack": True}])
+                                   {"mr": 28, "nr": 48, "kc": 512, "pack": True},
+                                   {"rows_outer": True, "mr": 6}])
 def test_every_knob_setting_computes_the_same(knobs: dict) -> None:
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((200, 200), np.float32), rng.standard_normal((200, 200), np.float32)
