@@ -10,8 +10,9 @@ a model on ``--train`` samples and ranks the others; reported per model and kern
   held-out time (1.00: the model's first five picks contain the best; what a search that
   measures the model's top few gets).
 
-Models: polyopt's ridge regression on the knob encoding alone and with the isl features
-(``polyopt.tune.features``), and XGBoost on the same inputs when it is installed.
+Models: polyopt's two cost-model learners (``polyopt.tune.search.CostModel``: ridge
+regression, and gradient-boosted trees when XGBoost is installed), each on the knob encoding
+alone and with the isl features (``polyopt.tune.features``).
 
     python3 scripts/cost_model_eval.py --dbdir DIR [--train 32] [--splits 50]
 """
@@ -19,6 +20,7 @@ Models: polyopt's ridge regression on the knob encoding alone and with the isl f
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import random
 import statistics
@@ -57,33 +59,18 @@ def samples(kernel: Any, dbdir: Path) -> tuple[Any, list[dict[str, Any]], list[f
     return space, configs, [math.log(t) for _, t in best.values()]
 
 
-def ridge(space: Any, extra: Any) -> Model:
+def learned(space: Any, extra: Any, learner: str) -> Model | None:
+    """polyopt's CostModel with ``learner`` (None: XGBoost is not installed)."""
     from polyopt.tune.search import CostModel
+
+    if learner == "boosted" and importlib.util.find_spec("xgboost") is None:
+        return None
 
     def fit_predict(train: list[dict[str, Any]], y: list[float],
                     test: list[dict[str, Any]]) -> list[float]:
         model = CostModel.fit(space, [(c, math.exp(t)) for c, t in zip(train, y, strict=True)],
-                              extra=extra)
-        return [model.predict(c) for c in test]
-
-    return fit_predict
-
-
-def xgb(space: Any, extra: Any) -> Model | None:
-    try:
-        import xgboost
-    except ImportError:
-        return None
-
-    def encode(c: dict[str, Any]) -> list[float]:
-        return [*space.encode(c), *(extra(c) if extra else ())]
-
-    def fit_predict(train: list[dict[str, Any]], y: list[float],
-                    test: list[dict[str, Any]]) -> list[float]:
-        model = xgboost.XGBRegressor(n_estimators=200, max_depth=3, learning_rate=0.1,
-                                     n_jobs=1, verbosity=0)
-        model.fit(np.array([encode(c) for c in train]), np.array(y))
-        return [float(x) for x in model.predict(np.array([encode(c) for c in test]))]
+                              extra=extra, learner=learner)
+        return model.predict_many(test)
 
     return fit_predict
 
@@ -129,8 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"| {kernel.name} | {len(configs)} | too few samples | - | - |")
             continue
         fp = Footprints(kernel.source, kernel.def_name, kernel.sizes)
-        models = {"ridge, knobs": ridge(space, None), "ridge, knobs + isl": ridge(space, fp.of),
-                  "xgboost, knobs": xgb(space, None), "xgboost, knobs + isl": xgb(space, fp.of)}
+        models = {f"{learner}, {inputs}": learned(space, extra, learner)
+                  for learner in ("ridge", "boosted")
+                  for inputs, extra in (("knobs", None), ("knobs + isl", fp.of))}
         for name, model in models.items():
             if model is None:
                 continue

@@ -53,15 +53,22 @@ def test_strategies_measure_distinct_configurations_default_first(strategy: str)
     assert len(keys) == 24
 
 
-def test_cost_model_ranks_what_it_was_fitted_on() -> None:
+@pytest.mark.parametrize("learner", ["ridge", "boosted"])
+def test_cost_model_ranks_what_it_was_fitted_on(learner: str) -> None:
+    if learner == "boosted":
+        pytest.importorskip("xgboost", reason="the boosted cost model needs xgboost")
     space = space_for(MM, None, SIZES)
     rng = random.Random(2)
     configs = [space.sample(rng) for _ in range(40)]
     timing = [2.0 ** (c["kc"] is None) * (1 + (c["pack"] is False)) for c in configs]
-    model = CostModel.fit(space, list(zip(configs, timing, strict=True)))
+    model = CostModel.fit(space, list(zip(configs, timing, strict=True)), learner=learner)
     fast = next(c for c, t in zip(configs, timing, strict=True) if t == min(timing))
     slow = next(c for c, t in zip(configs, timing, strict=True) if t == max(timing))
     assert model.predict(fast) < model.predict(slow)
+    assert model.predict_many([fast, slow]) == pytest.approx([model.predict(fast),
+                                                           model.predict(slow)])
+    with pytest.raises(polyopt.OptionError, match="learner"):
+        CostModel.fit(space, [], learner="forest")
 
 
 @pytest.mark.cc
