@@ -332,21 +332,16 @@ def _te_conv(tvm: Any, row: dict[str, Any]) -> Any:
     """A plain NCHW convolution (zero padding, no layout choices): MetaSchedule's rules
     pick the tiling."""
     from polyopt.bench.layers import Layer
+    from polyopt.bench.tvm_conv import padded
 
     layer, te = Layer(**row), tvm.te
     data = te.placeholder(layer.input_shape(1), name="I")
     weight = te.placeholder(layer.weight_shape(), name="W")
-    p, s, k = layer.pad, layer.stride, layer.k
-    lim = layer.hw + p
-    padded = te.compute(
-        (1, layer.cin, layer.hw + 2 * p, layer.hw + 2 * p),
-        lambda n, c, y, x: te.if_then_else(
-            tvm.tirx.all(y >= p, y < lim, x >= p, x < lim), data[n, c, y - p, x - p],
-            tvm.tirx.const(0.0, "float32")), name="pad")
+    pad, s, k = padded(tvm, data, layer), layer.stride, layer.k
     rc = te.reduce_axis((0, layer.cin), "rc")
     ry, rx = te.reduce_axis((0, k), "ry"), te.reduce_axis((0, k), "rx")
     out = te.compute(layer.output_shape(1), lambda n, f, y, x: te.sum(
-        padded[n, rc, y * s + ry, x * s + rx] * weight[f, rc, ry, rx], axis=[rc, ry, rx]),
+        pad[n, rc, y * s + ry, x * s + rx] * weight[f, rc, ry, rx], axis=[rc, ry, rx]),
         name="conv")
     return te.create_prim_func([data, weight, out])
 

@@ -72,7 +72,7 @@ def load(threads: int, ctx: Context | None = None) -> tuple[Any, Any]:
 
 
 # ------------------------------------------------------------------ TE definitions
-def _padded(tvm: Any, data: Any, layer: Layer) -> Any:
+def padded(tvm: Any, data: Any, layer: Layer) -> Any:
     te, p = tvm.te, layer.pad
     if not p:
         return data
@@ -89,12 +89,12 @@ def define(tvm: Any, layer: Layer, batch: int) -> Any:
     te, s, k = tvm.te, layer.stride, layer.k
     data = te.placeholder(layer.input_shape(batch), name="I")
     weight = te.placeholder(layer.weight_shape(), name="W")
-    padded = _padded(tvm, data, layer)
+    padded_data = padded(tvm, data, layer)
     ry, rx = te.reduce_axis((0, k), "ry"), te.reduce_axis((0, k), "rx")
     shape = layer.output_shape(batch)
     if layer.kind == "depthwise":
         out = te.compute(shape, lambda n, c, y, x: te.sum(
-            padded[n, c, y * s + ry, x * s + rx] * weight[c, 0, ry, rx], axis=[ry, rx]),
+            padded_data[n, c, y * s + ry, x * s + rx] * weight[c, 0, ry, rx], axis=[ry, rx]),
             name="conv")
         return te.create_prim_func([data, weight, out])
     if layer.groups > 1:
@@ -104,7 +104,7 @@ def define(tvm: Any, layer: Layer, batch: int) -> Any:
                         lambda fo, c, y, x, fi: weight[fo * bf + fi, c, y, x], name="wpack")
     rc = te.reduce_axis((0, layer.cin), "rc")
     blocked = te.compute((batch, layer.cout // bf, *shape[2:], bf), lambda n, fo, y, x, fi: te.sum(
-        padded[n, rc, y * s + ry, x * s + rx] * packed[fo, rc, ry, rx, fi], axis=[rc, ry, rx]),
+        padded_data[n, rc, y * s + ry, x * s + rx] * packed[fo, rc, ry, rx, fi], axis=[rc, ry, rx]),
         name="conv")
     out = te.compute(shape, lambda n, f, y, x: blocked[n, f // bf, y, x, tvm.tirx.indexmod(f, bf)],
                      name="unpack")

@@ -47,6 +47,17 @@ class PolyStmt:
     def iters(self) -> tuple[str, ...]:
         return self.stmt.lhs if self.kind == "init" else self.stmt.iters
 
+    def extent(self, it: str) -> int | None:
+        """How many values iterator ``it`` takes in the domain's bounding box (0 when the
+        domain is empty, None when it is unbounded: sizes not given)."""
+        if self.domain.is_empty():
+            return 0
+        k = self.iters.index(it)
+        lo, hi = self.domain.dim_min_val(k), self.domain.dim_max_val(k)
+        if not (lo.is_int() and hi.is_int()):
+            return None
+        return int(hi.to_python()) - int(lo.to_python()) + 1
+
     @property
     def accumulates(self) -> bool:
         """Does this piece read its target (``op=`` combines with the current value)?"""

@@ -75,15 +75,14 @@ def plan_blocking(program: ir.Program, s: PolyStmt, machine: Machine,
 
 WIDE_ROWS = 28
 
+# Reductions this short (filter taps) join a register tile's reduction loops (cpu.py).
+SMALL_REDUCTION = 16
+
 
 def _has_taps(s: PolyStmt) -> bool:
     """Does the contraction have a short reduction besides its longest (filter taps)?"""
-    extents = []
-    for it in s.stmt.reduction_iters:
-        k = s.iters.index(it)
-        lo, hi = s.domain.dim_min_val(k), s.domain.dim_max_val(k)
-        extents.append(int(hi.to_python()) - int(lo.to_python()) + 1 if hi.is_int() else 0)
-    return len(extents) > 1 and 1 < sorted(extents)[0] <= 16
+    extents = sorted(s.extent(it) or 0 for it in s.stmt.reduction_iters)
+    return len(extents) > 1 and 1 < extents[0] <= SMALL_REDUCTION
 
 
 def _unit_stride(s: PolyStmt) -> bool:

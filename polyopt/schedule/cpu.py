@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 
 import islpy as isl
 
@@ -34,7 +35,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
-from polyopt.schedule.blocked import block_outputs
+from polyopt.schedule.blocked import SMALL_REDUCTION, block_outputs
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.legality import carried
 from polyopt.schedule.machine import Blocking, Machine, gemm_blocking, host
@@ -288,9 +289,6 @@ def _register_shape(b: Blocking, machine: Machine, cols: int) -> tuple[int, int]
     return nv * b.lanes, max(1, min(rows, MAX_ROWS))
 
 
-# Reductions this short (filter taps) join the register tile's reduction loops.
-SMALL_REDUCTION = 16
-
 # More unrolled rows than this make the micro-kernel's code large for little gain.
 MAX_ROWS = 28
 
@@ -390,19 +388,12 @@ def _instances(schedule: Schedule, top: Loop) -> int:
     exact count of a padded convolution's domain took isl 0.2 s, a tenth of its lowering."""
     if schedule.poly.program.sizes:
         return UNKNOWN_TRIP
-    return sum(_box_points(schedule.poly.stmt(name).domain) for name in tf.stmts_of(top))
+    return sum(_box_points(schedule.poly.stmt(name)) for name in tf.stmts_of(top))
 
 
-def _box_points(domain: isl.Set) -> int:
-    if domain.is_empty():
-        return 0
-    total = 1
-    for i in range(domain.dim(isl.dim_type.set)):
-        lo, hi = domain.dim_min_val(i), domain.dim_max_val(i)
-        if not (lo.is_int() and hi.is_int()):
-            return UNKNOWN_TRIP
-        total *= int(hi.to_python()) - int(lo.to_python()) + 1
-    return total
+def _box_points(s: PolyStmt) -> int:
+    extents = [s.extent(it) for it in s.iters]
+    return UNKNOWN_TRIP if None in extents else math.prod(e or 0 for e in extents)
 
 
 def _parallelize_nest(schedule: Schedule, top: str, cores: int) -> Schedule:

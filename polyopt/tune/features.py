@@ -37,13 +37,12 @@ import islpy as isl
 from polyopt import ir, lang
 from polyopt.poly import build_poly
 from polyopt.poly.model import PolyProgram, PolyStmt
-from polyopt.schedule.blocked import plan_blocking
+from polyopt.schedule.blocked import SMALL_REDUCTION, plan_blocking
 from polyopt.schedule.machine import Machine, host
 from polyopt.tune.space import Config
 
 N_FEATURES = 11
 N_CUDA_FEATURES = 5
-SMALL_REDUCTION = 16  # reductions this short run inside the register tile (schedule/cpu.py)
 SHARED_BYTES = 48 << 10  # per block without opting in to more
 MULTIPROCESSORS = 132  # H100/H200; the ranking only needs the order of magnitude
 
@@ -154,10 +153,7 @@ class Footprints:
     def _extent(self, it: str | None) -> int:
         if it is None or self.stmt is None:
             return 1
-        k = self.stmt.iters.index(it)
-        dom = self.stmt.domain
-        lo, hi = dom.dim_min_val(k), dom.dim_max_val(k)
-        return int(hi.to_python()) - int(lo.to_python()) + 1 if hi.is_int() else 1
+        return self.stmt.extent(it) or 1
 
     def _bytes(self, box: Mapping[str | None, int]) -> int:
         """Distinct elements the operands touch over ``box`` (iterations from the domain's

@@ -103,20 +103,18 @@ def run(job: Job, ready: Callable[[], None] | None = None) -> Result:
     """Compile, check and time one candidate (in a worker process). ``ready``: called once
     the candidate is compiled, to wait there until the cores are free for timing."""
     try:
-        kernel, inputs, refs, compile_s = _compile(job)
+        kernel, inputs, refs, got, compile_s = _compile(job)
     except Exception as e:  # a candidate's failure is its result, never the tuner's
         return _failure(e)
     if ready is not None:
         ready()
     try:
-        got = kernel(*inputs)
         schedule = kernel.schedule.as_json()
-        got = got if isinstance(got, tuple) else (got,)
         worst = max((_error(g, r) for g, r in zip(got, refs, strict=True)), default=0.0)
         if not worst <= TOLERANCE:
             return Result("wrong", error=f"relative L2 error {worst:.3g}", schedule=schedule)
-        # The first calls after the check ran 2-3x slow (OpenMP's threads waking up):
-        # let them settle before timing.
+        # The first calls after a pause ran 2-3x slow (OpenMP's threads waking up): one
+        # untimed call after a settling pause before timing.
         time.sleep(SETTLE_S)
         kernel(*inputs)
         times = []
@@ -129,18 +127,21 @@ def run(job: Job, ready: Callable[[], None] | None = None) -> Result:
         return _failure(e)
 
 
-def _compile(job: Job) -> tuple[Any, list[np.ndarray], list[np.ndarray], float]:
+def _compile(job: Job) -> tuple[Any, list[np.ndarray], list[np.ndarray], tuple[Any, ...],
+                                float]:
+    """The kernel, its inputs and references, and its outputs: the first call builds and
+    loads the library, so the checked result comes out of the parallel compile phase."""
     import polyopt
 
     start = time.perf_counter()
     kernel = polyopt.compile(job.source, job.name, target=job.target,
                              sizes=dict(job.sizes), options=_candidate(job.options))
-    kernel.lowered()  # lower and build now, not in the first (checked) call
     with _load(job.data) as data:
         inputs = [data[f"in{i}"] for i in range(len(kernel.program.inputs))]
         refs = [data[f"ref{i}"] for i in range(len(kernel.program.outputs))]
-    kernel(*inputs)  # loads the library
-    return kernel, inputs, refs, time.perf_counter() - start
+    got = kernel(*inputs)
+    return (kernel, inputs, refs, got if isinstance(got, tuple) else (got,),
+            time.perf_counter() - start)
 
 
 def _failure(e: Exception) -> Result:

@@ -141,8 +141,8 @@ class CostModel:
 
     ``boosted``: gradient-boosted trees (XGBoost). On a study's 1,400 measured schedules
     (scripts/cost_model_eval.py, 32 for training) they ranked held-out schedules with
-    Spearman's rho 0.65-0.78, and their top five held the best to within 1-3% on the
-    convolutions, against rho 0.47-0.60 and 13-28% for ``ridge``: ridge regression on the
+    Spearman's rho 0.65-0.78, and their top five held the best to within 0.4-3% on
+    the convolutions, against rho 0.47-0.60 and 13-28% for ``ridge``: ridge regression on the
     encoding and its pairwise products (no dependency; the fallback when XGBoost is not
     installed, or with fewer than ``MIN_BOOSTED`` measurements). ``auto``: boosted when it
     can."""
@@ -155,11 +155,7 @@ class CostModel:
         self._predict = predict
 
     def inputs(self, config: Config) -> np.ndarray:
-        x = np.array([*self.space.encode(config), *(self.extra(config) if self.extra else ())],
-                     dtype=np.float64)
-        if not self.pairs:
-            return x
-        return np.concatenate([[1.0], x, np.outer(x, x)[np.triu_indices(len(x))]])
+        return _inputs(self.space, self.extra, self.pairs, config)
 
     @classmethod
     def fit(cls, space: Space, history: list[tuple[Config, float]], ridge: float = 1.0,
@@ -175,10 +171,10 @@ class CostModel:
         if learner == "boosted" and booster is None:
             raise OptionError("the boosted cost model needs xgboost (pip install xgboost-cpu) "
                               f"and {cls.MIN_BOOSTED} measurements")
-        model = cls(space, None, extra, pairs=booster is None)
-        x = np.stack([model.inputs(c) for c, _ in history])
-        model._predict = _boosted(booster, x, y) if booster else _ridge(x, y, ridge)
-        return model
+        pairs = booster is None  # trees find the interactions themselves
+        x = np.stack([_inputs(space, extra, pairs, c) for c, _ in history])
+        predict = _boosted(booster, x, y) if booster else _ridge(x, y, ridge)
+        return cls(space, predict, extra, pairs)
 
     def predict_many(self, configs: Sequence[Config]) -> list[float]:
         if self._predict is None or not configs:
@@ -188,6 +184,14 @@ class CostModel:
 
     def predict(self, config: Config) -> float:
         return self.predict_many([config])[0]
+
+
+def _inputs(space: Space, extra: Features | None, pairs: bool, config: Config) -> np.ndarray:
+    """The knob encoding and isl features (with their pairwise products for ridge)."""
+    x = np.array([*space.encode(config), *(extra(config) if extra else ())], dtype=np.float64)
+    if not pairs:
+        return x
+    return np.concatenate([[1.0], x, np.outer(x, x)[np.triu_indices(len(x))]])
 
 
 def _ridge(x: np.ndarray, y: np.ndarray, ridge: float) -> Callable[[np.ndarray], np.ndarray]:
