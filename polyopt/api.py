@@ -154,8 +154,11 @@ class Kernel:
                     for shape, dtype in plan.outputs]
         else:
             outs = self._outputs(plan.program, plan.sizes, outputs)
-        buffers = [*arrays, *outs, *self._locals(plan)]
-        plan.kernel.run(buffers, plan.dims)
+        scratch, addresses = self._locals(plan)
+        if isinstance(plan.kernel, CpuKernel):  # the scratch's addresses, found once
+            plan.kernel.run([*arrays, *outs], plan.dims, addresses)
+        else:
+            plan.kernel.run([*arrays, *outs, *scratch], plan.dims)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _plan(self, arrays: list[np.ndarray]) -> _CallPlan:
@@ -176,12 +179,12 @@ class Kernel:
         self._plans[tuple(a.shape for a in arrays)] = plan
         return plan
 
-    def _locals(self, plan: _CallPlan) -> list[np.ndarray]:
-        """Scratch tensors (locals, packed operands), kept per thread and shape: fresh pages
-        on every call would cost more than a small kernel's work. A local the kernel keeps
-        as slices of its own gets a one-element placeholder."""
+    def _locals(self, plan: _CallPlan) -> tuple[list[np.ndarray], tuple[int, ...]]:
+        """Scratch tensors (locals, packed operands) and their addresses, kept per thread and
+        shape: fresh pages on every call would cost more than a small kernel's work. A local
+        the kernel keeps as slices of its own gets a one-element placeholder."""
         if not plan.locals:
-            return []
+            return [], ()
         cache = self._scratch.__dict__.setdefault("buffers", {})
         key = (id(plan.program), plan.locals)
         if key not in cache:
@@ -189,7 +192,8 @@ class Kernel:
                 cache.clear()
             # Zeroed once: packed copies never write their blocks' padding, which register
             # tiles on partial blocks read (and discard).
-            cache[key] = [np.zeros(shape, dtype) for shape, dtype in plan.locals]
+            arrays = [np.zeros(shape, dtype) for shape, dtype in plan.locals]
+            cache[key] = arrays, tuple(a.ctypes.data for a in arrays)
         return cache[key]  # type: ignore[no-any-return]
 
     def _variant(self, sizes: dict[str, int]) -> tuple[Lowered, Any]:

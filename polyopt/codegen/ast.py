@@ -15,7 +15,7 @@ from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.schedule.schedule import GPU_AXES, Schedule
 from polyopt.schedule.transform import trip_count, value_extent
-from polyopt.schedule.tree import loops
+from polyopt.schedule.tree import Loop, loops
 
 PARALLEL = "parallel"
 SEQUENTIAL = "sequential"
@@ -60,10 +60,12 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
         raise CodegenError(f"isl's AST builder failed for '{pp.program.name}': {e}") from e
     if errors:
         raise CodegenError(f"AST annotation failed: {errors[0]!r}") from errors[0]
-    tagged = [lp for lp in loops(schedule.root) if lp.tags]
+    # Tagged loops, and the loops right around vector loops (transposing copies' rows).
+    tagged = [lp for lp in loops(schedule.root) if lp.tags or (
+        isinstance(lp.child, Loop) and "vectorize" in lp.child.tags)]
     extents = {lp.name: value_extent(lp, pp.domain) for lp in tagged
                if lp.tags & set(GPU_AXES) or any(t.startswith("gpu.tile") for t in lp.tags)}
-    return Ast(root, pp, {lp.name: lp.tags for lp in tagged},
+    return Ast(root, pp, {lp.name: lp.tags for lp in tagged if lp.tags},
                {lp.name: trip_count(lp, pp.domain) for lp in tagged},
                frozenset(schedule.buffers), schedule.contractions, extents)
 

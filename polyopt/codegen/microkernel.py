@@ -49,7 +49,7 @@ def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int 
     convolution) run with the accumulators in registers."""
     ks = [k]
     while True:
-        nxt, name = _only_for(ks[-1].for_get_body())
+        nxt, name = only_for(ks[-1].for_get_body())
         if nxt is None or len(ks) > MAX_REDUCTION_LOOPS:
             return None
         label = tags.get(name, frozenset())
@@ -59,7 +59,7 @@ def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int 
         if label:
             return None
         ks.append(nxt)
-    v, v_name = _only_for(u.for_get_body())
+    v, v_name = only_for(u.for_get_body())
     if v is None or "vectorize" not in tags.get(v_name, frozenset()):
         return None
     call = only_user(v.for_get_body())
@@ -76,7 +76,7 @@ def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int 
     return Tile(s, tuple(ks), u, v, args, rows, cols)
 
 
-def _only_for(node: isl.AstNode, name: str = "") -> tuple[isl.AstNode | None, str]:
+def only_for(node: isl.AstNode, name: str = "") -> tuple[isl.AstNode | None, str]:
     """The single for loop ``node`` consists of (through marks), and its loop name."""
     while node.get_type() == isl.ast_node_type.mark:
         mark = node.mark_get_id().get_name()
@@ -86,7 +86,7 @@ def _only_for(node: isl.AstNode, name: str = "") -> tuple[isl.AstNode | None, st
         kids = node.block_get_children()
         if kids.n_ast_node() != 1:
             return None, name
-        return _only_for(kids.get_at(0), name)
+        return only_for(kids.get_at(0), name)
     return (node, name) if node.get_type() == isl.ast_node_type.for_ else (None, name)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import islpy as isl
 
 from polyopt import ir
-from polyopt.codegen import linear, microkernel
+from polyopt.codegen import linear, microkernel, transpose
 from polyopt.codegen.ast import Ast, loop_is_parallel
 from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.exprs import AstExprPrinter, RhsPrinter, cname, ctype, literal
@@ -91,6 +91,7 @@ class _Context:
     values: dict[str, int] | None  # concrete sizes and extents when specialized
     gathers: list[str] = field(default_factory=list)
     contracted: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (loop, dim)
+    helpers: dict[str, str] = field(default_factory=dict)  # C functions the body calls
 
 
 def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> KernelSource:
@@ -106,7 +107,8 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
     ctx.contracted = _slices(ast, ctx)
     body = _Body(ctx, dialect, ast.tags, ast.trips, ast.padded).node(ast.root, 1,
                                                                      in_parallel=False)
-    lines = [dialect.prelude, dialect.function_header(symbol) + " {"]
+    helpers = [transpose.SHUFFLE_CHECK, *ctx.helpers.values()] if ctx.helpers else []
+    lines = [dialect.prelude, *helpers, dialect.function_header(symbol) + " {"]
     lines += _declarations(ctx, dialect, dims)
     lines += body
     lines += ["  (void)dims; (void)err;", "  return 0;", "}", ""]
@@ -185,7 +187,8 @@ class _Body:
              plain: bool = False) -> list[str]:
         pad = "  " * depth
         tags = self.tags.get(loop, frozenset())
-        tile = None if plain else self._register_tile(node, depth, in_parallel, loop)
+        tile = None if plain else (self._register_tile(node, depth, in_parallel, loop)
+                                   or self._transpose(node, depth, in_parallel, loop))
         if tile is None and "vectorize" in tags and not node.for_is_degenerate():
             tile = self._reduction(node, depth)
         if tile is not None:
@@ -194,7 +197,8 @@ class _Body:
         init = self.ast_expr.expr(node.for_get_init(), top=True)
         if node.for_is_degenerate():
             body = self.node(node.for_get_body(), depth + 1, in_parallel)
-            return [f"{pad}{{", f"{pad}  const long {it} = {init};", *body, f"{pad}}}"]
+            return [f"{pad}{{", f"{pad}  const long {it} = {init};",
+                    *self._slice_decls(loop, depth + 1), *body, f"{pad}}}"]
         cond = self.ast_expr.expr(node.for_get_cond(), top=True)
         inc = self.ast_expr.expr(node.for_get_inc(), top=True)
         out = []
@@ -309,6 +313,27 @@ class _Body:
         rest = edge if edge is not None else self._for(node, depth + 1, in_parallel, loop,
                                                        plain=True)
         return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *rest, f"{pad}}}"]
+
+    def _transpose(self, node: isl.AstNode, depth: int, in_parallel: bool,
+                   loop: str) -> list[str] | None:
+        """A transposing copy in vector registers for whole tiles, plain loops otherwise."""
+        if self.dialect.vector_bytes <= 0:
+            return None
+        tp = transpose.match(node, self.tags, self.trips, loop, self.ctx.poly.stmt)
+        if tp is None:
+            return None
+        dtype = self.ctx.poly.program.tensors[tp.stmt.stmt.tensor].dtype
+        emitter = transpose.Emitter(tp, StmtPrinter(self.ctx, tp.stmt), self.ast_expr, dtype,
+                                    self.dialect.vector_bytes)
+        pad = "  " * depth
+        full = emitter.full_tile()
+        lines = None if full is None else emitter.lines(pad + "  ")
+        if full is None or lines is None:
+            return None
+        self.ctx.helpers[transpose.helper_name(dtype, emitter.lanes)] = transpose.helper(
+            dtype, emitter.lanes)
+        plain = self._for(node, depth + 1, in_parallel, loop, plain=True)
+        return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *plain, f"{pad}}}"]
 
     def _if(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str) -> list[str]:
         pad = "  " * depth

@@ -33,15 +33,18 @@ class CpuKernel:
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self._lib = lib  # keeps the library loaded as long as the kernel lives
         self._fn = fn
-        self._nbuf = len(source.buffers)
+        self._pointers = ctypes.c_void_p * max(1, len(source.buffers))
 
     @staticmethod
     def dims_array(dims: Sequence[int]) -> ctypes.Array:
         """The ``dims`` argument, to build once and pass to many ``run`` calls."""
         return (ctypes.c_long * max(1, len(dims)))(*dims)
 
-    def run(self, buffers: Sequence[np.ndarray], dims: Sequence[int] | ctypes.Array) -> None:
-        ptrs = (ctypes.c_void_p * max(1, self._nbuf))(*(b.ctypes.data for b in buffers))
+    def run(self, buffers: Sequence[np.ndarray], dims: Sequence[int] | ctypes.Array,
+            addresses: Sequence[int] = ()) -> None:
+        """Call the kernel on ``buffers``, then the buffers at ``addresses`` (scratch whose
+        addresses the caller keeps: finding an array's address costs a microsecond)."""
+        ptrs = self._pointers(*(b.ctypes.data for b in buffers), *addresses)
         dim_arr = dims if isinstance(dims, ctypes.Array) else self.dims_array(dims)
         err = (ctypes.c_long * 4)()
         self._fn(ptrs, dim_arr, err)

@@ -8,21 +8,11 @@ import pytest
 
 import polyopt
 from polyopt import kernels
-from polyopt.schedule import machine
 
-pytestmark = pytest.mark.cc
+pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("avx512")]
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 MM64 = "def mm(double(M,K) A, double(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
-AVX512 = "vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576"
-
-
-@pytest.fixture(autouse=True)
-def fixed_machine(monkeypatch: pytest.MonkeyPatch) -> object:
-    monkeypatch.setenv("POLYOPT_MACHINE", AVX512)
-    machine.host.cache_clear()
-    yield
-    machine.host.cache_clear()
 
 
 def operands(m: int, k: int, n: int, dtype: type = np.float32) -> tuple[np.ndarray, ...]:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import polyopt
+from polyopt import kernels
 
 TRANSPOSED = "def tr(float(N,M) A, float(M,N) B) -> (C) { C(i,j) = A(j,i) + B(i,j) }"
 
@@ -28,3 +29,41 @@ def test_cache_tiled_transpose_matches_numpy() -> None:
     k = polyopt.compile(TRANSPOSED)
     np.testing.assert_array_equal(k(a, b), a.T + b)
     assert "tile" in k.schedule.as_python()
+
+
+PADDED = {"N": 1, "C": 16, "H": 10, "W": 10, "F": 32, "KH": 3, "KW": 3, "PH": 1, "PW": 1}
+
+
+@pytest.mark.usefixtures("avx512")
+def test_a_padded_copy_vectorizes_its_rows_not_its_unit_dims() -> None:
+    """The padded input's copy has block dims of one: they move outermost, so the loop
+    that vectorizes is the row, not a loop of one iteration."""
+    steps = polyopt.schedule(kernels.source("conv2d"), "conv2d", sizes=PADDED).as_python()
+    assert "s.reorder('ip0', 'ip4', 'ip1', 'ip2', 'ip3')\ns = s.vectorize('ip3')" in steps
+
+
+@pytest.mark.usefixtures("avx512")
+def test_a_blocked_output_is_zeroed_computed_and_copied_back_in_one_nest() -> None:
+    """The copy back runs in strips of whole channel blocks, and it and the zeroing fuse
+    with the register-tiled nest along (n, channel block, row): each row of blocks is
+    copied back while it is in cache."""
+    steps = polyopt.schedule(kernels.source("conv2d"), "conv2d", sizes=PADDED).as_python()
+    assert "s.split('ou1', 16, names=('ou1_o', 'ou1_i'))" in steps
+    assert "s.reorder('ou0', 'ou1_o', 'ou2', 'ou1_i', 'ou3')" in steps
+    for a, b in [("n", "n2"), ("f_b", "f_b2"), ("h", "h2"), ("n", "ou0"), ("f_b", "ou1_o"),
+                 ("h", "ou2")]:
+        assert f"s.fuse('{a}', '{b}')" in steps
+    assert "s.parallel('h')" in steps  # two channel blocks are too few for two threads
+
+
+@pytest.mark.cc
+@pytest.mark.usefixtures("avx512")
+def test_fused_blocked_conv_matches_numpy() -> None:
+    kernel = polyopt.compile(kernels.source("conv2d"), "conv2d", sizes=PADDED)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 16, 10, 10)).astype(np.float32)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+    want = np.einsum("nchwij,fcij->nfhw", win, w)
+    np.testing.assert_allclose(kernel(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(16 * 9))

@@ -1,0 +1,203 @@
+"""Transposing copies: ``for r { for v (vectorize) { T[.., v] = U[.., r] } }`` printed as
+blocks of ``lanes x lanes`` elements transposed in vector registers.
+
+Such a nest (a blocked output's copy back, ``O(f, h, w) = O_pack(f/32, h, w, f%32)``; a
+cache-tiled ``B(j, i) = A(i, j)``) reads each vector's lanes one element apart in memory
+at a stride: compilers print it as one scalar load and insert per lane. Here each block
+is ``lanes`` contiguous vector loads along ``r``, a transpose of log2(lanes) rounds of
+two-vector shuffles, and ``lanes`` contiguous vector stores along ``v``. Blocks are as
+wide as the machine's vectors, or narrower for fewer rows or columns (8 x 8 for a
+14-wide copy); the last block along each side ends flush with the tile, overlapping the
+one before it, so no element is left to scalar code.
+
+It applies only where that is exact: a plain copy (``=`` of one affine read of the same
+type, no padding, no check), a source contiguous along ``r`` and a target along ``v`` in
+every block, and a whole tile (constant trip counts; other instances print plain loops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import islpy as isl
+
+from polyopt import ir
+from polyopt.codegen.exprs import AstExprPrinter, ctype
+from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitute, text
+from polyopt.codegen.microkernel import only_for, only_user, trip_text, vector_type
+from polyopt.dtypes import DTYPES
+from polyopt.poly.model import PolyStmt
+
+# Blocks printed per tile, at most (each is 2 x lanes loads and stores).
+MAX_BLOCKS = 16
+# Smaller blocks are left to plain loops (two rounds of shuffles save little).
+MIN_LANES = 4
+
+
+@dataclass(frozen=True)
+class Transpose:
+    stmt: PolyStmt
+    r: isl.AstNode  # the loop the source is contiguous along
+    v: isl.AstNode  # the vectorized loop the target is contiguous along
+    call: isl.AstExpr  # the statement instance
+    args: tuple[isl.AstExpr, ...]
+    rows: int
+    cols: int
+
+
+def match(r: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int | None],
+          loop: str, stmt_of: Callable[[str], PolyStmt]) -> Transpose | None:
+    """The transposing copy rooted at for-loop ``r`` (named ``loop``), or None."""
+    if tags.get(loop, frozenset()) - {"separate"} or r.for_is_degenerate():
+        return None
+    v, v_name = only_for(r.for_get_body())
+    if v is None or "vectorize" not in tags.get(v_name, frozenset()) or v.for_is_degenerate():
+        return None
+    call = only_user(v.for_get_body())
+    if call is None:
+        return None
+    s = stmt_of(call.get_op_arg(0).get_id().get_name())
+    rhs = s.stmt.rhs
+    if (s.kind != "update" or s.stmt.op != "=" or s.guarded or not isinstance(rhs, ir.Read)
+            or rhs.pad is not None or rhs.tensor == s.stmt.tensor
+            or not all(x.affine for x in s.reads)):
+        return None
+    rows, cols = trips.get(loop), trips.get(v_name)
+    if rows is None or cols is None:
+        return None
+    args = tuple(call.get_op_arg(i + 1) for i in range(call.get_op_n_arg() - 1))
+    return Transpose(s, r, v, call, args, rows, cols)
+
+
+class Emitter:
+    """Prints one transposing copy; ``sp`` is the statement's printer (flat addresses)."""
+
+    def __init__(self, tp: Transpose, sp: Any, ast_expr: AstExprPrinter, dtype: str,
+                 vector_bytes: int) -> None:
+        self.tp, self.sp, self.ast_expr, self.dtype = tp, sp, ast_expr, dtype
+        most = min(vector_bytes // DTYPES[dtype].np.itemsize, tp.rows, tp.cols)
+        self.lanes = 1 << (most.bit_length() - 1) if most > 0 else 0  # a power of two
+        self.r_it, self.v_it = (n.for_get_iterator().get_id().get_name()
+                                for n in (tp.r, tp.v))
+
+    def full_tile(self) -> str | None:
+        r, v = trip_text(self.tp.r, self.ast_expr), trip_text(self.tp.v, self.ast_expr)
+        if r is None or v is None:
+            return None
+        return f"{r} == {self.tp.rows}L && {v} == {self.tp.cols}L"
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """Block origins: every ``lanes`` rows and columns, and a last block flush with the
+        end that overlaps the one before (it copies the same values again)."""
+        def starts(n: int) -> list[int]:
+            out = list(range(0, n - self.lanes + 1, self.lanes))
+            return [*out, n - self.lanes] if n % self.lanes else out
+        return [(i, j) for i in starts(self.tp.rows) for j in starts(self.tp.cols)]
+
+    def lines(self, pad: str) -> list[str] | None:
+        """The whole blocks (None when the copy does not fit the pattern)."""
+        tp, lanes = self.tp, self.lanes
+        if (lanes < MIN_LANES or DTYPES[self.dtype].np.itemsize not in (4, 8)
+                or tp.stmt.stmt.rhs.dtype != self.dtype):
+            return None
+        blocks = self.blocks()
+        if not blocks or len(blocks) > MAX_BLOCKS:
+            return None
+        args = [ast_lin(a) for a in tp.args]
+        bases = [ast_lin(n.for_get_init()) for n in (tp.r, tp.v)]
+        if any(a is None for a in args) or any(b is None or self.r_it in b for b in bases):
+            return None
+        self.args = dict(zip(tp.stmt.iters, args, strict=True))
+        self.bases = bases
+        typedef, vec = vector_type(self.dtype, lanes)
+        out = [f"{pad}{{ /* transposed copy {tp.stmt.name}: {tp.rows} x {tp.cols} */",
+               f"{pad}  {typedef}", f"{pad}  {vec} po_t[{lanes}];"]
+        for i, j in blocks:
+            block = self._block(i, j, vec, pad + "  ")
+            if block is None:
+                return None
+            out += block
+        return [*out, f"{pad}}}"]
+
+    def _block(self, i: int, j: int, vec: str, pad: str) -> list[str] | None:
+        s = self.tp.stmt.stmt
+        read = s.rhs
+        assert isinstance(read, ir.Read)
+        loads, stores = [], []
+        for k in range(self.lanes):
+            src = self._dims(read.indices, {"": i, LANE: 1}, {"": j + k})
+            dst = self._dims(tuple(ir.Var("int32", x, "index") for x in s.lhs),
+                             {"": i + k}, {"": j, LANE: 1})
+            if src is None or dst is None:
+                return None
+            loads.append(f"{pad}__builtin_memcpy(&po_t[{k}], {self._address(read.tensor, src)}, "
+                         f"sizeof po_t[{k}]);")
+            stores.append(f"{pad}__builtin_memcpy({self._address(s.tensor, dst)}, &po_t[{k}], "
+                          f"sizeof po_t[{k}]);")
+        return [*loads, f"{pad}{helper_name(self.dtype, self.lanes)}(po_t);", *stores]
+
+    def _dims(self, indices: tuple[ir.Expr, ...], r: Lin, v: Lin) -> list[Lin] | None:
+        """The index at row offset ``r`` and column offset ``v`` when its lanes are
+        contiguous in the last dimension (and nowhere else)."""
+        r0, v0 = self.bases
+        values = {self.r_it: add(r0, r), self.v_it: add(v0, v)}  # type: ignore[arg-type]
+        env = {it: substitute(a, values) for it, a in self.args.items()}  # type: ignore[arg-type]
+        found = [index_lin(ix, env, self.lanes) for ix in indices]
+        dims = [d for d in found if d is not None]
+        if len(dims) != len(found) or not dims:
+            return None
+        if any(LANE in d for d in dims[:-1]) or dims[-1].get(LANE) != 1:
+            return None
+        return dims
+
+    def _address(self, tensor: str, dims: list[Lin]) -> str:
+        t = self.sp.ctx.poly.program.tensors[tensor]
+        index = [text(d, self.ast_expr.ident) for d in dims]
+        return f"&{self.sp.ref(t)}[{self.sp.flat(t, index)}]"
+
+
+def helper_name(dtype: str, lanes: int) -> str:
+    return f"po_transpose_{lanes}_{dtype}"
+
+
+def helper(dtype: str, lanes: int) -> str:
+    """C for ``helper_name``: transposes ``lanes`` vectors in place, as a square matrix.
+
+    Round ``d`` (lanes/2 down to 1) swaps the off-diagonal ``d x d`` blocks of each
+    ``2d x 2d`` block; each output vector is one two-vector shuffle. Compilers without
+    ``__builtin_shufflevector`` (GCC before 12) get a scalar loop."""
+    typedef, vec = vector_type(dtype, lanes)
+    c = ctype(dtype)
+    name = helper_name(dtype, lanes)
+    rounds = []
+    names = [f"r[{i}]" for i in range(lanes)]
+    d, n = lanes // 2, 0
+    while d >= 1:
+        for i in (i for i in range(lanes) if not i & d):
+            lo = [j if not j & d else lanes + j - d for j in range(lanes)]
+            hi = [j + d if not j & d else lanes + j for j in range(lanes)]
+            for dst, idx in ((i, lo), (i + d, hi)):
+                rounds.append(f"  {vec} s{n}_{dst} = __builtin_shufflevector({names[i]}, "
+                              f"{names[i + d]}, {', '.join(map(str, idx))});")
+        names = [f"s{n}_{i}" for i in range(lanes)]
+        d, n = d // 2, n + 1
+    copy_back = [f"  r[{i}] = {x};" for i, x in enumerate(names)]
+    scalar = [f"  {c} m[{lanes}][{lanes}], t[{lanes}][{lanes}];",
+              "  __builtin_memcpy(m, r, sizeof m);",
+              f"  for (int i = 0; i < {lanes}; i++) for (int j = 0; j < {lanes}; j++) "
+              "t[i][j] = m[j][i];",
+              "  __builtin_memcpy(r, t, sizeof t);"]
+    return "\n".join([typedef, f"static inline void {name}({vec} *r) {{",
+                      "#ifdef PO_HAS_SHUFFLEVECTOR", *rounds, *copy_back, "#else", *scalar,
+                      "#endif", "}"])
+
+
+# Which compilers have ``__builtin_shufflevector`` (clang; GCC from 12);
+# ``-DPO_NO_SHUFFLEVECTOR`` takes the scalar path (the tests check both).
+SHUFFLE_CHECK = """#if defined(__has_builtin) && !defined(PO_NO_SHUFFLEVECTOR)
+#if __has_builtin(__builtin_shufflevector)
+#define PO_HAS_SHUFFLEVECTOR 1
+#endif
+#endif"""

@@ -1,0 +1,122 @@
+"""Fusion of loop nests in the CPU pipeline: nests over the same values share their outer
+loops, so what one writes is still in cache when the next reads it.
+
+Both passes fuse only along loops that stay free of dependences, so the parallel loop the
+pipeline picks afterwards is still there.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import islpy as isl
+
+from polyopt.errors import ScheduleError
+from polyopt.poly.model import PolyStmt
+from polyopt.schedule import transform as tf
+from polyopt.schedule.legality import carried
+from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.tree import Loop, Node, Sequence
+
+
+def nests(root: Node) -> list[Loop]:
+    kids = root.children if isinstance(root, Sequence) else (root,)
+    return [k for k in kids if isinstance(k, Loop)]
+
+
+def fuse_outer(schedule: Schedule) -> Schedule:
+    """Fuse consecutive nests over the same range at their outer loop, where that is legal
+    and the fused loop stays parallel (a row of softmax is then read once from memory).
+    Contractions keep their own nests: they become GotoBLAS nests."""
+    fused = True
+    while fused:
+        fused = False
+        tops = nests(schedule.root)
+        for a, b in pairwise(tops):
+            if tf.trip_count(a, schedule.poly.domain) == 1:
+                continue  # fusing a loop of one iteration gains no locality
+            if not (_fusable(schedule, a) and _fusable(schedule, b) and _same_range(
+                    schedule, a, b)):
+                continue
+            try:
+                candidate = schedule.fuse(a.name, b.name)
+            except ScheduleError:
+                continue
+            if loop_free(candidate, tf.find(candidate.root, a.name)):
+                schedule, fused = candidate, True
+                break
+    return schedule
+
+
+def _fusable(schedule: Schedule, top: Loop) -> bool:
+    return not any(is_contraction(schedule.poly.stmt(s)) for s in tf.stmts_of(top))
+
+
+def _same_range(schedule: Schedule, a: Loop, b: Loop) -> bool:
+    dom = schedule.poly.domain
+    program = schedule.poly.program
+    # Compared where every size is positive: an empty tensor makes some nests vanish.
+    positive = " and ".join(f"{n} > 0" for n in program.sizes) or "true"
+    params = isl.Set(f"{program.params} -> {{ : {positive} }}")
+    ranges = [isl.UnionMap.from_union_pw_aff(lp.expr.intersect_domain_union_set(dom)).range()
+              .intersect_params(params) for lp in (a, b)]
+    return bool(ranges[0].is_equal(ranges[1]))
+
+
+def fuse_tiled(schedule: Schedule) -> Schedule:
+    """After register tiling, fuse each contraction's nest with the nests next to it (a
+    blocked output's zeroing before it, its copy back after it) along the outer loops they
+    share that carry no dependence: a row of output blocks is then zeroed, computed and
+    copied back while it is in L1, instead of in three passes over the whole output."""
+    fused = True
+    while fused:
+        fused = False
+        for a, b in pairwise(nests(schedule.root)):
+            if not (_has_contraction(schedule, a) or _has_contraction(schedule, b)):
+                continue
+            candidate = _fuse_levels(schedule, a.name, b.name)
+            if candidate is not schedule:
+                schedule, fused = candidate, True
+                break
+    return schedule
+
+
+def _fuse_levels(schedule: Schedule, a: str, b: str) -> Schedule:
+    """Fuse sibling loops ``a`` and ``b``, then their two child loops, and so on, while the
+    loops span the same values and stay free of dependences. Loops of one iteration (a batch
+    of one) fuse only on the way to a longer loop: alone they gain no locality."""
+    out, best = schedule, schedule
+    while True:
+        la, lb = tf.find(out.root, a), tf.find(out.root, b)
+        if not (_same_range(out, la, lb) and loop_free(out, la) and loop_free(out, lb)):
+            return best
+        try:
+            candidate = out.fuse(a, b)
+        except ScheduleError:
+            return best
+        if not loop_free(candidate, tf.find(candidate.root, a)):
+            return best
+        out = candidate
+        if tf.trip_count(la, out.poly.domain) != 1:
+            best = out
+        kids = tf.find(out.root, a).child
+        if not (isinstance(kids, Sequence) and len(kids.children) == 2
+                and all(isinstance(k, Loop) for k in kids.children)):
+            return best
+        a, b = (k.name for k in kids.children)  # type: ignore[union-attr]
+
+
+def _has_contraction(schedule: Schedule, top: Loop) -> bool:
+    return any(is_contraction(schedule.poly.stmt(s)) for s in tf.stmts_of(top))
+
+
+def is_contraction(s: PolyStmt) -> bool:
+    """A ``+=`` with a reduction and an output of two or more dimensions."""
+    return (s.kind == "update" and s.stmt.op == "+" and not s.guarded
+            and len(s.stmt.lhs) >= 2 and bool(s.stmt.reduction_iters))
+
+
+def loop_free(schedule: Schedule, lp: Loop) -> bool:
+    """Does ``lp`` carry no dependence (its iterations may run in any order)?"""
+    current = tf.find(schedule.root, lp.name)
+    return carried(schedule.root, current, schedule.deps, schedule.poly.domain).is_empty()

@@ -1,0 +1,64 @@
+"""Transposing copies printed as vector-register transposes (polyopt.codegen.transpose):
+whole and overlapping blocks, narrower blocks for short sides, float64, the scalar
+fallback, and the copies it must leave alone, against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyopt
+
+pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("avx512")]
+
+TR = "def tr({t}(N,M) A) -> (B) {{ B(i,j) = A(j,i) }}"
+NUMPY = {"float": np.float32, "double": np.float64}
+
+
+@pytest.mark.parametrize(("dtype", "shape"), [("float", (77, 70)), ("float", (64, 48)),
+                                              ("double", (77, 70))])
+def test_transposed_copy_matches_numpy(dtype: str, shape: tuple[int, int]) -> None:
+    n, m = shape
+    kernel = polyopt.compile(TR.format(t=dtype), sizes={"N": n, "M": m})
+    assert "transposed copy" in kernel.source  # 16 x 16 tiles: whole (and partial) blocks
+    a = np.random.default_rng(0).standard_normal((n, m)).astype(NUMPY[dtype])
+    np.testing.assert_array_equal(kernel(a), a.T)
+
+
+def test_scalar_fallback_matches_numpy() -> None:
+    """Compilers without ``__builtin_shufflevector`` transpose through a local array."""
+    kernel = polyopt.compile(TR.format(t="float"), sizes={"N": 40, "M": 33},
+                             options={"cflags": ["-DPO_NO_SHUFFLEVECTOR"]})
+    assert "transposed copy" in kernel.source
+    a = np.random.default_rng(1).standard_normal((40, 33)).astype(np.float32)
+    np.testing.assert_array_equal(kernel(a), a.T)
+
+
+def test_short_sides_take_narrower_overlapping_blocks() -> None:
+    """A blocked convolution's copy back over 10-wide rows: 8 x 8 blocks at 0 and 2."""
+    src = ("def conv(float(N,C,H,W) I, float(F,C,KH,KW) Wt) -> (O) {\n"
+           "  O(n,f,h,w) +=! I(n,r_c,h + r_kh,w + r_kw) * Wt(f,r_c,r_kh,r_kw)\n}")
+    sizes = {"N": 1, "C": 16, "H": 12, "W": 12, "F": 32, "KH": 3, "KW": 3}
+    kernel = polyopt.compile(src, sizes=sizes)
+    assert "pack('O', 1, 16, 1)" in kernel.schedule.as_python()
+    assert "transposed copy O_0: 16 x 10" in kernel.source
+    assert "po_transpose_8_float32" in kernel.source
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    want = np.einsum("nchwij,fcij->nfhw",
+                     np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3)), w)
+    np.testing.assert_allclose(kernel(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(16 * 9))
+
+
+@pytest.mark.parametrize(("src", "n"), [
+    ("def tr(float(N,M) A) -> (B) { B(i,j) = 2 * A(j,i) }", 64),  # not a plain copy
+    ("def tr(float(N,M) A) -> (B) { B(i,j) = A(i,j) }", 64),  # nothing to transpose
+    ("def tr(float(N,M) A) -> (B) { B(i,j) = A(j,i) }", 3),  # sides shorter than 4 lanes
+])
+def test_other_copies_stay_plain(src: str, n: int) -> None:
+    kernel = polyopt.compile(src, sizes={"N": n, "M": n})
+    assert "transposed copy" not in kernel.source
+    a = np.random.default_rng(3).standard_normal((n, n)).astype(np.float32)
+    want = 2 * a.T if "2 *" in src else a.T if "A(j,i)" in src else a
+    np.testing.assert_array_equal(kernel(a), want)
