@@ -216,9 +216,33 @@ def _rewrite(s: ir.Stmt, tensor: str, name: str, dim: int, factor: int, outer: i
         if not isinstance(e, ir.Read) or e.tensor != tensor:
             return e
         index = _shifted(e.indices, e.pad)
-        return replace(e, tensor=name, indices=_packed_index(index, dim, factor, outer),
-                       pad=None)
+        split = _split_index(s, index[dim], factor)
+        packed = _packed_index(index, dim, factor, outer)
+        if split is not None:
+            packed = (*packed[:outer], split[0], *packed[outer + 1:-1], split[1])
+        return replace(e, tensor=name, indices=packed, pad=None)
     return replace(s, rhs=ir.rewrite(s.rhs, read))
+
+
+def _split_index(s: ir.Stmt, x: ir.Expr, factor: int) -> tuple[ir.Expr, ir.Expr] | None:
+    """``(b, v)`` when index ``x`` is ``factor*b + v`` with ``0 <= v < factor`` in ``s``'s
+    domain (an output's strip-mined channel, read from weights packed by the same block):
+    then ``x / factor`` is ``b`` and ``x % factor`` is ``v``, which the register-tile
+    printer can follow when its vectors are narrower than the block."""
+    if not (isinstance(x, ir.Binary) and x.op == "+" and isinstance(x.b, ir.Var)
+            and isinstance(x.a, ir.Binary) and x.a.op == "*" and isinstance(x.a.a, ir.Const)
+            and x.a.a.value == factor and isinstance(x.a.b, ir.Var)):
+        return None
+    v = x.b.name
+    if v not in s.iters:
+        return None
+    domain = isl.Set(s.domain)
+    pos = s.iters.index(v)
+    low, high = domain.dim_min_val(pos), domain.dim_max_val(pos)
+    if not (low.is_int() and high.is_int() and low.to_python() >= 0
+            and high.to_python() < factor):
+        return None
+    return x.a.b, x.b
 
 
 def _copy_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
