@@ -102,10 +102,14 @@ def _tune(args: argparse.Namespace) -> int:
                   executor=executor, seed=args.seed, repeat=args.repeat,
                   timeout=args.timeout, progress=progress)
     print(file=sys.stderr)
-    ranked = sorted(result.trials, key=lambda t: t.result.best)[:10]
-    print("| rank | ms | status | options |\n|---|---|---|---|")
-    for i, t in enumerate(ranked, 1):
-        print(f"| {i} | {t.result.best * 1e3:.4g} | {t.result.status} | {t.options} |")
+    confirmed = {i: r for i, r in result.confirmed if r.status == "ok"}
+    ranked = sorted(range(len(result.trials)), key=lambda i: result.trials[i].result.best)
+    print("| rank | ms | confirmed ms | status | options |\n|---|---|---|---|---|")
+    for rank, i in enumerate(ranked[:10], 1):
+        t, again = result.trials[i], confirmed.get(i)
+        print(f"| {rank} | {t.result.best * 1e3:.4g} | "
+              f"{'-' if again is None else f'{again.best * 1e3:.4g}'} | {t.result.status} | "
+              f"{t.options} |")
     print(result)
     return 0
 

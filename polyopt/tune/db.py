@@ -43,7 +43,9 @@ from polyopt.errors import OptionError, PolyoptError
 from polyopt.tune.key import Key, Shapes, shape_distance
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "wrong", "error", "timeout")
+# "confirmed": a schedule timed again with the fastest others of its search, side by side
+# (polyopt.tune.tuner); a key's best is its fastest confirmed record when it has one.
+STATUSES = ("ok", "confirmed", "wrong", "error", "timeout")
 BUSY_TIMEOUT_S = 60.0
 _RETRIES = 8
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -183,17 +185,19 @@ class Database:
         return [_record(r) for r in self._read(sql, args)]
 
     def best(self, key: Key) -> Record | None:
-        """The ok record of ``key`` with the fastest sample, or None."""
-        rows = self._read(f"{_SELECT} WHERE key_id = ? AND status = 'ok' AND best IS NOT NULL "
-                          "ORDER BY best, id LIMIT 1", [key.id])
+        """The fastest confirmed record of ``key``, else its fastest ok one, or None."""
+        rows = self._read(f"{_SELECT} WHERE key_id = ? AND status IN ('ok', 'confirmed') "
+                          "AND best IS NOT NULL ORDER BY status != 'confirmed', best, id LIMIT 1",
+                          [key.id])
         return _record(rows[0]) if rows else None
 
     def nearest(self, key: Key, k: int = 3) -> list[Record]:
         """The best ok record of up to ``k`` other keys of the same definition, target and
         machine (any version), nearest shapes first (:func:`shape_distance`)."""
         rows = self._read(f"{_SELECT} WHERE definition = ? AND target = ? AND machine = ? "
-                          "AND key_id != ? AND status = 'ok' AND best IS NOT NULL "
-                          "ORDER BY best, id", [key.definition, key.target, key.machine, key.id])
+                          "AND key_id != ? AND status IN ('ok', 'confirmed') AND best IS NOT NULL "
+                          "ORDER BY status != 'confirmed', best, id",
+                          [key.definition, key.target, key.machine, key.id])
         seen: set[str] = set()
         ranked: list[tuple[float, float, Record]] = []
         for row in rows:  # by best time, so the first row of a key is its best record
@@ -209,7 +213,8 @@ class Database:
     def summary(self) -> list[Summary]:
         """One line per key: name, target, shapes, record count, best ok time, last date."""
         rows = self._read("SELECT key_id, MAX(def_name), target, shapes, COUNT(*), "
-                          "MIN(CASE WHEN status = 'ok' THEN best END), MAX(created) "
+                          "MIN(CASE WHEN status IN ('ok', 'confirmed') THEN best END), "
+                          "MAX(created) "
                           "FROM records GROUP BY key_id ORDER BY 2, target, shapes", [])
         return [Summary(r[0], r[1], r[2], _shapes(r[3]), r[4],
                         math.inf if r[5] is None else r[5], r[6]) for r in rows]

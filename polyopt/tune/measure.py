@@ -44,6 +44,16 @@ class Job:
 
 
 @dataclass(frozen=True)
+class Confirm:
+    """Time several measured candidates again in one process, interleaved: a candidate's
+    best of a few calls in its own process is a noisy sample, and the fastest of many such
+    samples is too often a lucky one (the winner's curse)."""
+
+    jobs: tuple[Job, ...]
+    rounds: int = 3
+
+
+@dataclass(frozen=True)
 class Result:
     status: str  # "ok" | "wrong" | "error" | "timeout"
     times: tuple[float, ...] = ()
@@ -127,6 +137,36 @@ def run(job: Job, ready: Callable[[], None] | None = None) -> Result:
         return _failure(e)
 
 
+def confirm(task: Confirm, ready: Callable[[], None] | None = None) -> list[Result]:
+    """Compile every candidate of ``task``, then time them in turn, ``rounds`` times (each
+    ``repeat`` calls after an untimed one): their times are comparable, taken alike."""
+    built: list[Any] = []
+    for job in task.jobs:
+        try:
+            kernel, inputs, refs, got, _ = _compile(job)
+            worst = max((_error(g, r) for g, r in zip(got, refs, strict=True)), default=0.0)
+            built.append((kernel, inputs) if worst <= TOLERANCE else
+                         Result("wrong", error=f"relative L2 error {worst:.3g}"))
+        except Exception as e:
+            built.append(_failure(e))
+    if ready is not None:
+        ready()
+    times: list[list[float]] = [[] for _ in built]
+    time.sleep(SETTLE_S)
+    for _ in range(max(1, task.rounds)):
+        for b, samples, job in zip(built, times, task.jobs, strict=True):
+            if isinstance(b, Result):
+                continue
+            kernel, inputs = b
+            kernel(*inputs)
+            for _ in range(max(1, job.repeat)):
+                t0 = time.perf_counter()
+                kernel(*inputs)
+                samples.append(time.perf_counter() - t0)
+    return [b if isinstance(b, Result) else Result("ok", tuple(s), schedule=b[0].schedule.as_json())
+            for b, s in zip(built, times, strict=True)]
+
+
 def _compile(job: Job) -> tuple[Any, list[np.ndarray], list[np.ndarray], tuple[Any, ...],
                                 float]:
     """The kernel, its inputs and references, and its outputs: the first call builds and
@@ -192,11 +232,24 @@ class Runner:
             for w in workers:
                 w.kill()
 
-    def _remote(self, job: Job) -> Result:
-        if isinstance(job.data, str):  # the workers may be other machines: send the data
-            job = replace(job, data=Path(job.data).read_bytes())
-        future = self.executor.submit(run, job, pure=False) if _is_dask(self.executor) \
-            else self.executor.submit(run, job)
+    def confirm(self, task: Confirm) -> list[Result]:
+        """``confirm(task)`` in one worker process (or one task of the executor)."""
+        if self.executor is not None:
+            out = self._remote(task)
+            return out if isinstance(out, list) else [out] * len(task.jobs)
+        worker = _Worker(task, Path(self._dir.name), -1)
+        try:
+            deadline = time.monotonic() + self.timeout * len(task.jobs)
+            out = worker.wait_built(deadline) or worker.finish(self.timeout)
+        finally:
+            worker.kill()
+        return out if isinstance(out, list) else [out] * len(task.jobs)
+
+    def _remote(self, job: Job | Confirm) -> Any:
+        fn: Callable[..., Any] = confirm if isinstance(job, Confirm) else run
+        job = _shipped(job)
+        future = self.executor.submit(fn, job, pure=False) if _is_dask(self.executor) \
+            else self.executor.submit(fn, job)
         try:
             return future.result(timeout=self.timeout)  # type: ignore[no-any-return]
         except Exception as e:  # a lost worker or a timeout: that candidate fails
@@ -216,7 +269,7 @@ class _Worker:
     """One worker process. It says "built" on its stdout once compiled, then waits for a
     line on its stdin before it checks and times, and leaves its ``Result`` in a file."""
 
-    def __init__(self, job: Job, directory: Path, i: int) -> None:
+    def __init__(self, job: Job | Confirm, directory: Path, i: int) -> None:
         src, self.dst = directory / f"job{i}.pkl", directory / f"result{i}.pkl"
         self.dst.unlink(missing_ok=True)
         src.write_bytes(pickle.dumps(job))
@@ -238,7 +291,7 @@ class _Worker:
             return None
         return self._outcome()
 
-    def finish(self, timeout: float) -> Result:
+    def finish(self, timeout: float) -> Any:
         assert self.proc.stdin is not None
         with contextlib.suppress(OSError):
             self.proc.stdin.write("go\n")
@@ -249,10 +302,10 @@ class _Worker:
             return Result("timeout", error=f"no result within {timeout:g} s")
         return self._outcome()
 
-    def _outcome(self) -> Result:
+    def _outcome(self) -> Any:
         self.proc.wait()
         if self.dst.is_file():
-            return pickle.loads(self.dst.read_bytes())  # type: ignore[no-any-return]
+            return pickle.loads(self.dst.read_bytes())
         tail = self.log.read_text(errors="replace").strip()[-2000:]
         return Result("error", error=f"the worker process died (exit {self.proc.returncode}): "
                                      f"{tail}")
@@ -264,6 +317,15 @@ class _Worker:
         for f in (self.proc.stdin, self.proc.stdout):
             if f is not None:
                 f.close()
+
+
+def _shipped(job: Any) -> Any:
+    """``job`` with its data inlined: the workers may be other machines."""
+    if isinstance(job, Confirm):
+        return replace(job, jobs=tuple(_shipped(j) for j in job.jobs))
+    if isinstance(job.data, str):
+        return replace(job, data=Path(job.data).read_bytes())
+    return job
 
 
 def _is_dask(executor: Any) -> bool:

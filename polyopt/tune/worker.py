@@ -1,6 +1,7 @@
-"""``python -m polyopt.tune.worker JOB RESULT``: compile one pickled ``Job``, say "built" on
-stdout, wait for a line on stdin, then check and time it and pickle its ``Result`` to RESULT
-(the tuner's worker processes; see ``polyopt.tune.measure``)."""
+"""``python -m polyopt.tune.worker JOB RESULT``: compile one pickled ``Job`` (or the jobs of a
+``Confirm``), say "built" on stdout, wait for a line on stdin, then check and time it and
+pickle its ``Result`` (a list of them) to RESULT (the tuner's worker processes; see
+``polyopt.tune.measure``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pickle
 import sys
 from pathlib import Path
 
-from polyopt.tune.measure import run
+from polyopt.tune.measure import Confirm, confirm, run
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +24,8 @@ def main(argv: list[str]) -> int:
         protocol.flush()
         sys.stdin.readline()
 
-    result = run(pickle.loads(Path(argv[0]).read_bytes()), ready)
+    task = pickle.loads(Path(argv[0]).read_bytes())
+    result = confirm(task, ready) if isinstance(task, Confirm) else run(task, ready)
     tmp = Path(argv[1] + ".tmp")
     tmp.write_bytes(pickle.dumps(result))
     tmp.replace(argv[1])  # the parent sees a whole result or none
