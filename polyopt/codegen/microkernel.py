@@ -134,6 +134,18 @@ def vector_rhs(e: ir.Expr, dtype: str, value: dict[int, str]) -> str | None:
     return None
 
 
+def unit_dims(sp: Any, tensor: str) -> int:
+    """How many trailing dims of ``tensor`` have extent 1 (a pack by 1 leaves one; a 1x1
+    filter has two), in a specialized kernel; ``sp`` is a statement printer."""
+    t = sp.ctx.poly.program.tensors[tensor]
+    n = 0
+    for e in reversed(t.shape):
+        if sp.ctx.values is None or ir.extent_value(e, {}) != 1:
+            break
+        n += 1
+    return n
+
+
 def vector_type(dtype: str, lanes: int) -> tuple[str, str]:
     """(typedef line, type name) for ``lanes`` elements of ``dtype``."""
     c = ctype(dtype)
@@ -199,7 +211,7 @@ class Emitter:
     def _grid(self, indices: tuple[ir.Expr, ...],
               tensor: str) -> dict[tuple[int, int], list[Lin]] | None:
         out = {}
-        unit = self._unit_dims(tensor)
+        unit = unit_dims(self.sp, tensor)
         for r in range(self.t.rows):
             for v in range(self.nv):
                 dims = self._dims(indices, r, v)
@@ -208,16 +220,6 @@ class Emitter:
                 out[(r, v)] = dims
         return out
 
-    def _unit_dims(self, tensor: str) -> int:
-        """How many trailing dims of ``tensor`` have extent 1 (a pack by 1 leaves one)."""
-        t = self.sp.ctx.poly.program.tensors[tensor]
-        values = self.sp.ctx.values
-        n = 0
-        for e in reversed(t.shape):
-            if values is None or ir.extent_value(e, {}) != 1:
-                break
-            n += 1
-        return n
 
     def _lanes_ok(self, dims: list[Lin], unit: int = 0) -> bool:
         """Lanes run with stride 1 along the last dimension that is not of extent 1, or not

@@ -26,7 +26,7 @@ import islpy as isl
 from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, ctype
 from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitute, text
-from polyopt.codegen.microkernel import only_for, only_user, trip_text, vector_type
+from polyopt.codegen.microkernel import only_for, only_user, trip_text, unit_dims, vector_type
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
 
@@ -127,8 +127,8 @@ class Emitter:
         assert isinstance(read, ir.Read)
         loads, stores = [], []
         for k in range(self.lanes):
-            src = self._dims(read.indices, {"": i, LANE: 1}, {"": j + k})
-            dst = self._dims(tuple(ir.Var("int32", x, "index") for x in s.lhs),
+            src = self._dims(read.tensor, read.indices, {"": i, LANE: 1}, {"": j + k})
+            dst = self._dims(s.tensor, tuple(ir.Var("int32", x, "index") for x in s.lhs),
                              {"": i + k}, {"": j, LANE: 1})
             if src is None or dst is None:
                 return None
@@ -138,17 +138,19 @@ class Emitter:
                           f"sizeof po_t[{k}]);")
         return [*loads, f"{pad}{helper_name(self.dtype, self.lanes)}(po_t);", *stores]
 
-    def _dims(self, indices: tuple[ir.Expr, ...], r: Lin, v: Lin) -> list[Lin] | None:
+    def _dims(self, tensor: str, indices: tuple[ir.Expr, ...], r: Lin,
+              v: Lin) -> list[Lin] | None:
         """The index at row offset ``r`` and column offset ``v`` when its lanes are
-        contiguous in the last dimension (and nowhere else)."""
+        contiguous: along the last dimension of extent above one, and nowhere else."""
         r0, v0 = self.bases
         values = {self.r_it: add(r0, r), self.v_it: add(v0, v)}  # type: ignore[arg-type]
         env = {it: substitute(a, values) for it, a in self.args.items()}  # type: ignore[arg-type]
         found = [index_lin(ix, env, self.lanes) for ix in indices]
         dims = [d for d in found if d is not None]
-        if len(dims) != len(found) or not dims:
+        last = len(dims) - 1 - unit_dims(self.sp, tensor)
+        if len(dims) != len(found) or last < 0:
             return None
-        if any(LANE in d for d in dims[:-1]) or dims[-1].get(LANE) != 1:
+        if any(LANE in d for n, d in enumerate(dims) if n != last) or dims[last].get(LANE) != 1:
             return None
         return dims
 

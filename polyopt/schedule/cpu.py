@@ -30,6 +30,8 @@ from __future__ import annotations
 import contextlib
 import math
 
+import islpy as isl
+
 from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
@@ -146,7 +148,8 @@ def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine,
         return schedule, chain[-1].name
     inner = chain[-1]
     stmts = [schedule.poly.stmt(n) for n in below.stmts]
-    movers = [lp for lp in chain[:-1] if any(_transposed(s, lp, inner) for s in stmts)]
+    program = schedule.poly.program
+    movers = [lp for lp in chain[:-1] if any(_transposed(program, s, lp, inner) for s in stmts)]
     if not movers:
         return schedule, inner.name
     tensors = {r.read.tensor for s in stmts for r in s.reads} | {s.stmt.tensor for s in stmts}
@@ -156,12 +159,10 @@ def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine,
     if size < 2 or _trip(outer, schedule) < 2 * size:
         return schedule, inner.name
     try:
-        if outer is not chain[-2]:
-            block = _block_of(stmts, outer) or size
-            return _strip_transpose(schedule, chain, outer.name, block), inner.name
-        if _trip(inner, schedule) >= 2 * size:
+        if outer is chain[-2] and _trip(inner, schedule) >= 2 * size:
             return schedule.tile((outer.name, inner.name), size), f"{inner.name}_i"
-        return schedule, inner.name
+        block = _block_of(stmts, outer) or size
+        return _strip_transpose(schedule, chain, outer.name, block), inner.name
     except ScheduleError:
         return schedule, inner.name
 
@@ -191,17 +192,32 @@ def _strip_transpose(schedule: Schedule, chain: list[Loop], outer: str, size: in
     return out.reorder(*order, parts[1], chain[-1].name)
 
 
-def _transposed(s: PolyStmt, outer: Loop, inner: Loop) -> bool:
-    """Does an access of ``s`` walk its last dimension with ``outer`` but not ``inner``?"""
+def _transposed(program: ir.Program, s: PolyStmt, outer: Loop, inner: Loop) -> bool:
+    """Does an access of ``s`` walk its stride-1 dimension (its last one of extent above
+    one) with ``outer`` but not ``inner``?"""
     a, b = raw_iterator(outer.expr, s.name), raw_iterator(inner.expr, s.name)
     if a is None or b is None:
         return False
-    lasts = [r.read.indices[-1] for r in s.reads if r.read.indices]
-    moves = [{v.name for v in ix.walk() if isinstance(v, ir.Var) and v.kind == "index"}
-             for ix in lasts]
-    if s.stmt.lhs:
-        moves.append({s.stmt.lhs[-1]})
-    return any(a in m and b not in m for m in moves)
+    accesses = [(r.read.tensor, r.read.indices) for r in s.reads]
+    accesses.append((s.stmt.tensor, tuple(ir.Var("int32", i, "index") for i in s.stmt.lhs)))
+    for tensor, indices in accesses:
+        last = _stride_one(program.tensors[tensor], indices)
+        moves = {v.name for v in last.walk() if isinstance(v, ir.Var) and v.kind == "index"} \
+            if last is not None else set()
+        if a in moves and b not in moves:
+            return True
+    return False
+
+
+def _stride_one(t: ir.Tensor, indices: tuple[ir.Expr, ...]) -> ir.Expr | None:
+    """The index of ``t``'s last dimension of extent above one (a 1x1 filter's weights
+    ``Wt(f, c, 0, 0)`` are contiguous along ``c``)."""
+    for ix, e in zip(reversed(indices), reversed(t.shape), strict=False):
+        with contextlib.suppress(isl.Error):  # an extent of unknown sizes
+            if ir.extent_value(e, {}) == 1:
+                continue
+        return ix
+    return None
 
 
 def _vectorize(schedule: Schedule, name: str) -> Schedule:

@@ -62,3 +62,20 @@ def test_other_copies_stay_plain(src: str, n: int) -> None:
     a = np.random.default_rng(3).standard_normal((n, n)).astype(np.float32)
     want = 2 * a.T if "2 *" in src else a.T if "A(j,i)" in src else a
     np.testing.assert_array_equal(kernel(a), want)
+
+
+def test_pointwise_weights_pack_as_transposed_copies() -> None:
+    """A 1x1 filter's weights ``Wt(f, c, 0, 0)`` are contiguous along ``c`` (its extent-1
+    dims do not count): their pack into channel blocks is cut in strips of 16 channels and
+    transposed in registers (layer 22 of ResNet-50: 446 us as gathers, 115 us so)."""
+    src = ("def conv(float(N,C,H,W) I, float(F,C,KH,KW) Wt) -> (O) {\n"
+           "  O(n,f,h,w) +=! I(n,r_c,h + r_kh,w + r_kw) * Wt(f,r_c,r_kh,r_kw)\n}")
+    sizes = {"N": 1, "C": 96, "H": 7, "W": 7, "F": 32, "KH": 1, "KW": 1}
+    kernel = polyopt.compile(src, sizes=sizes)
+    assert "s.split('wtp1', 16" in kernel.schedule.as_python()
+    assert "transposed copy Wt_pack_0: 16 x 16" in kernel.source
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 96, 7, 7)).astype(np.float32)
+    w = rng.standard_normal((32, 96, 1, 1)).astype(np.float32)
+    want = np.einsum("nchw,fc->nfhw", x, w[:, :, 0, 0])
+    np.testing.assert_allclose(kernel(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(96))
