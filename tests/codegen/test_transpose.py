@@ -13,6 +13,8 @@ pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("avx512")]
 
 TR = "def tr({t}(N,M) A) -> (B) {{ B(i,j) = A(j,i) }}"
 NUMPY = {"float": np.float32, "double": np.float64}
+CONV = ("def conv(float(N,C,H,W) I, float(F,C,KH,KW) Wt) -> (O) {\n"
+        "  O(n,f,h,w) +=! I(n,r_c,h + r_kh,w + r_kw) * Wt(f,r_c,r_kh,r_kw)\n}")
 
 
 @pytest.mark.parametrize(("dtype", "shape"), [("float", (77, 70)), ("float", (64, 48)),
@@ -36,10 +38,8 @@ def test_scalar_fallback_matches_numpy() -> None:
 
 def test_short_sides_take_narrower_overlapping_blocks() -> None:
     """A blocked convolution's copy back over 10-wide rows: 8 x 8 blocks at 0 and 2."""
-    src = ("def conv(float(N,C,H,W) I, float(F,C,KH,KW) Wt) -> (O) {\n"
-           "  O(n,f,h,w) +=! I(n,r_c,h + r_kh,w + r_kw) * Wt(f,r_c,r_kh,r_kw)\n}")
     sizes = {"N": 1, "C": 16, "H": 12, "W": 12, "F": 32, "KH": 3, "KW": 3}
-    kernel = polyopt.compile(src, sizes=sizes)
+    kernel = polyopt.compile(CONV, sizes=sizes)
     assert "pack('O', 1, 16, 1)" in kernel.schedule.as_python()
     assert "transposed copy O_0: 16 x 10" in kernel.source
     assert "po_transpose_8_float32" in kernel.source
@@ -68,10 +68,8 @@ def test_pointwise_weights_pack_as_transposed_copies() -> None:
     """A 1x1 filter's weights ``Wt(f, c, 0, 0)`` are contiguous along ``c`` (its extent-1
     dims do not count): their pack into channel blocks is cut in strips of 16 channels and
     transposed in registers (layer 22 of ResNet-50: 446 us as gathers, 115 us so)."""
-    src = ("def conv(float(N,C,H,W) I, float(F,C,KH,KW) Wt) -> (O) {\n"
-           "  O(n,f,h,w) +=! I(n,r_c,h + r_kh,w + r_kw) * Wt(f,r_c,r_kh,r_kw)\n}")
     sizes = {"N": 1, "C": 96, "H": 7, "W": 7, "F": 32, "KH": 1, "KW": 1}
-    kernel = polyopt.compile(src, sizes=sizes)
+    kernel = polyopt.compile(CONV, sizes=sizes)
     assert "s.split('wtp1', 16" in kernel.schedule.as_python()
     assert "transposed copy Wt_pack_0: 16 x 16" in kernel.source
     rng = np.random.default_rng(6)
