@@ -323,15 +323,21 @@ class _Body:
         if tp is None:
             return None
         dtype = self.ctx.poly.program.tensors[tp.stmt.stmt.tensor].dtype
-        emitter = transpose.Emitter(tp, StmtPrinter(self.ctx, tp.stmt), self.ast_expr, dtype,
-                                    self.dialect.vector_bytes)
         pad = "  " * depth
-        full = emitter.full_tile()
-        lines = None if full is None else emitter.lines(pad + "  ")
+        # One run over flattened rows when the strides allow; else unrolled blocks of a tile.
+        for kind in (transpose.NestEmitter, *(() if tp.outer else (transpose.Emitter,))):
+            emitter = kind(tp, StmtPrinter(self.ctx, tp.stmt), self.ast_expr, dtype,
+                           self.dialect.vector_bytes)
+            full = emitter.full_tile()
+            lines = None if full is None else emitter.lines(pad + "  ")
+            if full is not None and lines is not None:
+                break
         if full is None or lines is None:
             return None
         self.ctx.helpers[transpose.helper_name(dtype, emitter.lanes)] = transpose.helper(
             dtype, emitter.lanes)
+        if not full:  # every instance is whole
+            return lines
         plain = self._for(node, depth + 1, in_parallel, loop, plain=True)
         return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *plain, f"{pad}}}"]
 

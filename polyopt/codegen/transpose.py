@@ -17,6 +17,7 @@ every block, and a whole tile (constant trip counts; other instances print plain
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,22 +40,31 @@ MIN_LANES = 4
 @dataclass(frozen=True)
 class Transpose:
     stmt: PolyStmt
-    r: isl.AstNode  # the loop the source is contiguous along
+    r: isl.AstNode  # the loop the source is contiguous along (the innermost of ``rows``)
     v: isl.AstNode  # the vectorized loop the target is contiguous along
     call: isl.AstExpr  # the statement instance
     args: tuple[isl.AstExpr, ...]
     rows: int
     cols: int
+    outer: tuple[isl.AstNode, ...] = ()  # loops above ``r`` whose rows are contiguous too
 
 
 def match(r: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int | None],
           loop: str, stmt_of: Callable[[str], PolyStmt]) -> Transpose | None:
-    """The transposing copy rooted at for-loop ``r`` (named ``loop``), or None."""
+    """The transposing copy rooted at for-loop ``r`` (named ``loop``), or None: ``r`` and
+    any untagged loops right inside it, then a vectorized loop over one plain copy."""
     if tags.get(loop, frozenset()) - {"separate"} or r.for_is_degenerate():
         return None
-    v, v_name = only_for(r.for_get_body())
-    if v is None or "vectorize" not in tags.get(v_name, frozenset()) or v.for_is_degenerate():
-        return None
+    rows = [r]
+    while True:
+        v, v_name = only_for(rows[-1].for_get_body())
+        if v is None or v.for_is_degenerate():
+            return None
+        if "vectorize" in tags.get(v_name, frozenset()):
+            break
+        if tags.get(v_name, frozenset()) - {"separate"}:
+            return None
+        rows.append(v)
     call = only_user(v.for_get_body())
     if call is None:
         return None
@@ -64,11 +74,11 @@ def match(r: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int 
             or rhs.pad is not None or rhs.tensor == s.stmt.tensor
             or not all(x.affine for x in s.reads)):
         return None
-    rows, cols = trips.get(loop), trips.get(v_name)
-    if rows is None or cols is None:
+    n_rows, cols = (trips.get(loop), trips.get(v_name)) if len(rows) == 1 else (0, 0)
+    if n_rows is None or cols is None:
         return None
     args = tuple(call.get_op_arg(i + 1) for i in range(call.get_op_n_arg() - 1))
-    return Transpose(s, r, v, call, args, rows, cols)
+    return Transpose(s, rows[-1], v, call, args, n_rows, cols, tuple(rows[:-1]))
 
 
 class Emitter:
@@ -158,6 +168,120 @@ class Emitter:
         t = self.sp.ctx.poly.program.tensors[tensor]
         index = [text(d, self.ast_expr.ident) for d in dims]
         return f"&{self.sp.ref(t)}[{self.sp.flat(t, index)}]"
+
+
+class NestEmitter:
+    """A copy over a nest of row loops that the source reads as one contiguous run and the
+    target writes a vector apart (packing ``Wt(f, c, kh, kw)`` into
+    ``Wt_pack(f/16, c, kh, kw, f%16)``: the rows ``c, kh, kw`` flatten to one index ``q``):
+    one transpose per ``lanes`` values of ``q`` and of the vector loop, in C loops whose
+    last block ends flush with the end. Needs a specialized kernel (constant strides)."""
+
+    def __init__(self, tp: Transpose, sp: Any, ast_expr: AstExprPrinter, dtype: str,
+                 vector_bytes: int) -> None:
+        self.tp, self.sp, self.ast_expr, self.dtype = tp, sp, ast_expr, dtype
+        self.lanes = vector_bytes // DTYPES[dtype].np.itemsize
+        self.loops = (*tp.outer, tp.r)
+
+    def full_tile(self) -> str:
+        return ""  # constant trips: every instance is whole
+
+    def lines(self, pad: str) -> list[str] | None:
+        tp, lanes = self.tp, self.lanes
+        trips = [_const_trip(n) for n in (*self.loops, tp.v)]
+        if (None in trips or lanes < MIN_LANES or tp.stmt.stmt.rhs.dtype != self.dtype
+                or DTYPES[self.dtype].np.itemsize not in (4, 8)):
+            return None
+        sizes = [n for n in trips if n is not None]
+        rows, cols = math.prod(sizes[:-1]), sizes[-1]
+        read = tp.stmt.stmt.rhs
+        assert isinstance(read, ir.Read)
+        lhs = tuple(ir.Var("int32", x, "index") for x in tp.stmt.stmt.lhs)
+        src, dst = self._flat(read.tensor, read.indices), self._flat(tp.stmt.stmt.tensor, lhs)
+        its = [n.for_get_iterator().get_id().get_name() for n in (*self.loops, tp.v)]
+        s_row, d_row = (_row_stride(f, its[:-1], sizes[:-1]) if f else None for f in (src, dst))
+        if (src is None or dst is None or s_row != 1 or d_row is None or dst.get(its[-1]) != 1
+                or not src.get(its[-1]) or rows < lanes or cols < lanes):
+            return None
+        inits = [ast_lin(n.for_get_init()) for n in (*self.loops, tp.v)]
+        if any(i is None or set(i) & set(its) for i in inits):
+            return None
+        at = dict(zip(its, inits, strict=True))
+        bases = [text(substitute(f, at), self.ast_expr.ident)  # type: ignore[arg-type]
+                 for f in (src, dst)]
+        return self._print(pad, rows, cols, bases, (src.get(its[-1], 0), d_row), read.tensor)
+
+    def _print(self, pad: str, rows: int, cols: int, bases: list[str],
+               strides: tuple[int, int], source: str) -> list[str]:
+        tp, lanes = self.tp, self.lanes
+        tensors = self.sp.ctx.poly.program.tensors
+        s_ref, d_ref = (self.sp.ref(tensors[x]) for x in (source, tp.stmt.stmt.tensor))
+        typedef, vec = vector_type(self.dtype, lanes)
+        s_col, d_row = strides
+        loads = [f"__builtin_memcpy(&po_t[{k}], &{s_ref}[{bases[0]} + (po_c + {k}L) * "
+                 f"{s_col}L + po_r], sizeof po_t[{k}]);" for k in range(lanes)]
+        stores = [f"__builtin_memcpy(&{d_ref}[{bases[1]} + (po_r + {k}L) * {d_row}L + po_c], "
+                  f"&po_t[{k}], sizeof po_t[{k}]);" for k in range(lanes)]
+        inner = pad + "      "
+        return [f"{pad}{{ /* transposed copy {tp.stmt.name}: {rows} x {cols} */",
+                f"{pad}  {typedef}", f"{pad}  {vec} po_t[{lanes}];",
+                f"{pad}  for (long po_i = 0; po_i < {rows}L; po_i += {lanes}L) {{",
+                f"{pad}    const long po_r = po_i + {lanes}L <= {rows}L ? po_i : "
+                f"{rows - lanes}L;",
+                f"{pad}    for (long po_j = 0; po_j < {cols}L; po_j += {lanes}L) {{",
+                f"{inner}const long po_c = po_j + {lanes}L <= {cols}L ? po_j : "
+                f"{cols - lanes}L;",
+                *(inner + x for x in loads),
+                f"{inner}{helper_name(self.dtype, lanes)}(po_t);",
+                *(inner + x for x in stores), f"{pad}    }}", f"{pad}  }}", f"{pad}}}"]
+
+    def _flat(self, tensor: str, indices: tuple[ir.Expr, ...]) -> Lin | None:
+        """The element offset of ``tensor[indices]`` as a linear form of the AST
+        iterators (a specialized kernel's extents are constants)."""
+        ctx = self.sp.ctx
+        t = ctx.poly.program.tensors[tensor]
+        if ctx.values is None or tensor in ctx.contracted:
+            return None
+        args = [ast_lin(a) for a in self.tp.args]
+        if any(a is None for a in args):
+            return None
+        env = dict(zip(self.tp.stmt.iters, args, strict=True))
+        flat: Lin = {"": 0}
+        stride = 1
+        for d in reversed(range(t.rank)):
+            dim = index_lin(indices[d], env)  # type: ignore[arg-type]
+            if dim is None:
+                return None
+            flat = add(flat, {k: v * stride for k, v in dim.items()})
+            stride *= ctx.values[f"{tensor}.{d}"]
+        return flat
+
+
+def _row_stride(flat: Lin, its: list[str], trips: list[int]) -> int | None:
+    """The stride of the flattened rows when loops ``its`` (outermost first, ``trips``
+    values each) step through ``flat`` as one index, else None."""
+    stride = flat.get(its[-1], 0)
+    expect = stride
+    for it, trip in zip(reversed(its), reversed(trips), strict=True):
+        if flat.get(it, 0) != expect or not expect:
+            return None
+        expect *= trip
+    return stride
+
+
+def _const_trip(loop: isl.AstNode) -> int | None:
+    """The trip count of ``for (it = a; it <= b; it += 1)`` with constant ``a`` and ``b``."""
+    init = ast_lin(loop.for_get_init())
+    cond = loop.for_get_cond()
+    if (init is None or set(init) - {""} or ast_lin(loop.for_get_inc()) != {"": 1}
+            or cond.get_type() != isl.ast_expr_type.op):
+        return None
+    op = cond.get_op_type()
+    bound = ast_lin(cond.get_op_arg(1))
+    if op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt) or bound is None or \
+            set(bound) - {""}:
+        return None
+    return bound.get("", 0) - init.get("", 0) + (op == isl.ast_expr_op_type.le)
 
 
 def helper_name(dtype: str, lanes: int) -> str:

@@ -18,6 +18,8 @@ KNOBS: dict[str, tuple[type, int, str]] = {
     "mr": (int, 1, "register-tile rows (unrolled and jammed)"),
     "nr": (int, 1, "register-tile columns (a multiple of the vector lanes)"),
     "kc": (int, 1, "reduction tile of a register-tiled nest (the packed panels' depth)"),
+    "mc": (int, 1, "rows per L2 block of a register-tiled nest, whose column tiles then run "
+                   "inside each block (None: no such level)"),
     "pack": (bool, 0, "pack operands into panels (None: when the reduction is long enough)"),
     "block": (int, 0, "channel block of convolution outputs (NCHW[block]c) when useful; "
                       "0: never block (None: the vector lanes)"),
@@ -33,6 +35,7 @@ class Knobs:
     mr: int | None = None
     nr: int | None = None
     kc: int | None = None
+    mc: int | None = None
     pack: bool | None = None
     block: int | None = None
     cache_tile: int | None = None

@@ -10,7 +10,8 @@ image of the box under the access relation, so halos, strides and broadcasts com
 exact). The features:
 
 - the register tile's operand bytes over L1, and the panel bytes (``kc`` deep, every row of
-  a column tile; every column of a row tile with ``rows_outer``) over L2;
+  a column tile, or of its L2 block of ``mc`` rows; every column of a row tile with
+  ``rows_outer``) over L2;
 - the reuse distance of each operand in the GotoBLAS loop order, in bytes touched between
   two uses of one of its elements, over L1 and L2 (the worst operand): an operand that does
   not move with the inner tiles (the rows, unless ``rows_outer``) is reused by the next
@@ -67,14 +68,14 @@ class Footprints:
         block = config.get("block")
         return self.features(config.get("mr") or 14, config.get("nr") or 2 * lanes,
                              config.get("kc") or 88, 0 if block == 0 else block or lanes,
-                             bool(config.get("rows_outer")))
+                             bool(config.get("rows_outer")), config.get("mc") or 0)
 
     def _lanes(self) -> int:
         return max(1, self.machine.vector_bytes // 4)
 
     @functools.cache  # noqa: B019 -- one per tuning run, configurations repeat
     def features(self, mr: int, nr: int, kc: int, block: int = 0,
-                 rows_outer: bool = False) -> tuple[float, ...]:
+                 rows_outer: bool = False, mc: int = 0) -> tuple[float, ...]:
         s, m = self.stmt, self.machine
         if s is None:
             return (0.0,) * N_FEATURES
@@ -89,8 +90,9 @@ class Footprints:
         tile = self._bytes({**inner, row: mr, col: nr, red: kc}) * elem
         if rows_outer:  # a row tile's panel spans every column
             panel = self._bytes({**inner, row: mr, col: col_extent, red: kc}) * elem
-        else:
-            panel = self._bytes({**inner, row: self._extent(row), col: nr, red: kc}) * elem
+        else:  # a column tile's panel spans every row (of an L2 block of ``mc`` rows)
+            rows = min(mc, self._extent(row)) if mc else self._extent(row)
+            panel = self._bytes({**inner, row: rows, col: nr, red: kc}) * elem
         inside, outside = (col, row) if rows_outer else (row, col)
         reuse = max(self._reuse(r.read, inside, outside, tile, panel) for r in s.reads)
         accs = mr * max(1, math.ceil(nr / lanes))

@@ -128,6 +128,8 @@ def _cpu_knobs(program: ir.Program) -> tuple[tuple[str, tuple[Any, ...]], ...]:
         if any(len(s.lhs) >= 4 for s in program.stmts):  # a convolution's NCHW output:
             # channel blocks of one vector (None), none, or several (more accumulators)
             knobs.append(("block", (None, 0, 2 * lanes, 4 * lanes)))
+        else:  # L2 row blocks (a convolution's rows are too short to cut)
+            knobs.append(("mc", (None, 64, 128, 256, 512)))
     if any(len(s.lhs) >= 2 for s in program.stmts):
         knobs.append(("cache_tile", (None, 0, 8, 32, 64)))
     return tuple(knobs)

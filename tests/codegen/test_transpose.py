@@ -42,6 +42,8 @@ def test_short_sides_take_narrower_overlapping_blocks() -> None:
     kernel = polyopt.compile(CONV, sizes=sizes)
     assert "pack('O', 1, 16, 1)" in kernel.schedule.as_python()
     assert "transposed copy O_0: 16 x 10" in kernel.source
+    # The weights' rows c, kh, kw are one contiguous run of 16 * 3 * 3 in Wt.
+    assert "transposed copy Wt_pack_0: 144 x 16" in kernel.source
     assert "po_transpose_8_float32" in kernel.source
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
@@ -71,7 +73,7 @@ def test_pointwise_weights_pack_as_transposed_copies() -> None:
     sizes = {"N": 1, "C": 96, "H": 7, "W": 7, "F": 32, "KH": 1, "KW": 1}
     kernel = polyopt.compile(CONV, sizes=sizes)
     assert "s.split('wtp1', 16" in kernel.schedule.as_python()
-    assert "transposed copy Wt_pack_0: 16 x 16" in kernel.source
+    assert "transposed copy Wt_pack_0: 96 x 16" in kernel.source  # one run of 96 rows
     rng = np.random.default_rng(6)
     x = rng.standard_normal((1, 96, 7, 7)).astype(np.float32)
     w = rng.standard_normal((32, 96, 1, 1)).astype(np.float32)

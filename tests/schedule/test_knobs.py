@@ -21,6 +21,14 @@ def test_register_and_reduction_tiles_follow_the_knobs() -> None:
     assert "pack(" in code and "pack(" not in steps({"pack": False})
 
 
+def test_mc_cuts_the_rows_in_l2_blocks() -> None:
+    code = steps({"mc": 60, "mr": 6})  # a multiple of the register tile's rows
+    assert "s.split('m2', 60, names=('m2_c', 'm2_m'))" in code
+    assert "s.split('m2_m', 6, names=('m2_o', 'm2_i'))" in code
+    assert "s.reorder('k_o', 'm2_c', 'n2_o', 'm2_o', 'k_i'" in code
+    assert "m2_c" not in steps({"mc": 256})  # one block would hold all 200 rows
+
+
 def test_rows_outer_swaps_the_tile_loops() -> None:
     assert "s.reorder('k_o', 'n2_o', 'm2_o', 'k_i'" in steps({})
     assert "s.reorder('k_o', 'm2_o', 'n2_o', 'k_i'" in steps({"rows_outer": True})
@@ -29,7 +37,8 @@ def test_rows_outer_swaps_the_tile_loops() -> None:
 @pytest.mark.cc
 @pytest.mark.parametrize("knobs", [{"mr": 4, "nr": 16, "kc": 32}, {"pack": False},
                                    {"mr": 28, "nr": 48, "kc": 512, "pack": True},
-                                   {"rows_outer": True, "mr": 6}])
+                                   {"rows_outer": True, "mr": 6}, {"mc": 64, "mr": 12},
+                                   {"mc": 30, "mr": 7, "pack": False}])
 def test_every_knob_setting_computes_the_same(knobs: dict) -> None:
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((200, 200), np.float32), rng.standard_normal((200, 200), np.float32)

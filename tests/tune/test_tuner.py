@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import polyopt
+from polyopt import kernels
 from polyopt.tune.db import Database
 from polyopt.tune.measure import Confirm, Job, Runner, prepare, reference
 from polyopt.tune.search import CostModel, search
@@ -25,7 +26,10 @@ SIZES = {"M": 64, "N": 48, "K": 40}
 def test_space_has_the_knobs_that_matter_and_round_trips_options() -> None:
     space = space_for(MM, None, SIZES)
     names = [n for n, _ in space.knobs]
-    assert {"mr", "nr", "kc", "pack"} <= set(names) and "fusion" not in names
+    assert {"mr", "nr", "kc", "mc", "pack"} <= set(names) and "fusion" not in names
+    conv = dict(space_for(kernels.source("conv2d"), "conv2d", {
+        "N": 1, "C": 8, "H": 9, "W": 9, "F": 16, "KH": 3, "KW": 3, "PH": 1, "PW": 1}).knobs)
+    assert "block" in conv and "mc" not in conv  # a convolution's rows are too short to cut
     rng = random.Random(0)
     for _ in range(20):
         c = space.sample(rng)
