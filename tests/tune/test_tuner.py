@@ -160,6 +160,17 @@ def test_cli_tune_prints_a_table_and_records(tmp_path: Path,
 
 
 @pytest.mark.cc
+def test_cuda_mappings_tune_in_the_emulator(tmp_path: Path) -> None:
+    """The CUDA space end to end without a GPU: each mapping compiles for CUDA, runs in the
+    emulator against the float64 reference, and the fastest are confirmed."""
+    result = tune(MM, sizes=SIZES, target="cuda-emulated", trials=3, strategy="random",
+                  repeat=1, db=str(tmp_path / "g.sqlite"))
+    assert [t.result.status for t in result.trials] == ["ok"] * 3
+    assert all("gpu" in t.options for t in result.trials)
+    assert result.key.target == "cuda-emulated" and result.best_time < math.inf
+
+
+@pytest.mark.cc
 def test_measurements_run_on_a_dask_cluster(tmp_path: Path) -> None:
     distributed = pytest.importorskip("dask.distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
