@@ -10,9 +10,14 @@ wide as the machine's vectors, or narrower for fewer rows or columns (8 x 8 for 
 14-wide copy); the last block along each side ends flush with the tile, overlapping the
 one before it, so no element is left to scalar code.
 
-It applies only where that is exact: a plain copy (``=`` of one affine read of the same
-type, no padding, no check), a source contiguous along ``r`` and a target along ``v`` in
-every block, and a whole tile (constant trip counts; other instances print plain loops).
+Two printers: ``NestEmitter`` when ``r`` is a nest of loops whose values the source reads as
+one contiguous run and the constant strides allow it (packing a 3x3 filter's weights along
+``c, kh, kw``: one C loop over the flattened rows); ``Emitter`` otherwise, with its blocks
+unrolled, so indices that divide (``f / 32``, ``f % 32``) stay exact per block.
+
+They apply only where that is exact: a plain copy (``=`` of one affine read of the same
+type, no padding, no check), a source contiguous along the rows and a target along ``v``,
+and whole tiles (constant trip counts; other instances print plain loops).
 """
 
 from __future__ import annotations
