@@ -438,16 +438,18 @@ def best_time(call: Call, repeat: int = 10) -> float:
 
 
 def same_process(kernel: Kernel, runs: Sequence[Run], threads: int, rounds: int,
-                 seed: int) -> dict[str, Any]:
+                 seed: int, pause: float = 0.0) -> dict[str, Any]:
     """Every system once checked against float64, then timed in ``rounds`` interleaved
-    rounds (best of 10 calls each, after a pause); ms per system, and the wrong ones."""
+    rounds ``pause`` s apart (best of 10 calls each, after a settling pause); ms per
+    system, and the wrong ones."""
     inputs, ref = inputs_and_reference(kernel, seed)
     tvm = next((r for r in runs if r.strategy == TVM), None)
     calls = {**polyopt_calls(kernel, [r for r in runs if r.strategy != TVM], inputs),
              **tvm_calls(kernel, tvm, inputs, threads), **peer_calls(kernel, inputs, threads)}
     errors = {name: _error(call(), ref) for name, call in calls.items()}
     times = dict.fromkeys(calls, math.inf)
-    for _ in range(rounds):
+    for i in range(rounds):
+        time.sleep(pause if i else 0.0)
         for name, call in calls.items():
             time.sleep(SETTLE_S)
             times[name] = min(times[name], best_time(call))
@@ -564,8 +566,16 @@ def markdown(study: dict[str, Any]) -> str:
         f"few schedules and the default again side by side and keeps the fastest of those "
         f"(at most {_confirm_s(study):.0f} s, not in wall s).", "",
         f"## Same-process times at the end of each kernel's runs (ms, best over {rounds} "
-        "interleaved rounds of 10 calls)", "", same_table(study), "",
+        "interleaved rounds of 10 calls)", "", *_retimed(study), same_table(study), "",
         "## Search quality", "", *quality_lines(study), ""])
+
+
+def _retimed(study: dict[str, Any]) -> list[str]:
+    r = study.get("retimed")
+    if not r:
+        return []
+    return [f"Measured again with `--retime` on {r['date']}: best over {r['rounds']} rounds "
+            f"{r['pause_s']:g} s apart; MetaSchedule's times are the study's own.", ""]
 
 
 def _confirm_s(study: dict[str, Any]) -> float:
@@ -665,6 +675,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "(<kernel>-<strategy>.sqlite; for scripts/cost_model_eval.py)")
     p.add_argument("--from-json", metavar="FILE",
                    help="write the table and plot of a saved study to --out; run nothing")
+    p.add_argument("--retime", metavar="FILE",
+                   help="time a saved study's systems again (polyopt's default and best "
+                        "schedules, torch, numpy; --rounds rounds, --pause s apart) and "
+                        "write it to --out with the new same-process table")
+    p.add_argument("--pause", type=float, default=0.0,
+                   help="seconds between same-process rounds (catch this VM's fast phases)")
     args = p.parse_args(argv)
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
@@ -723,8 +739,8 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
         for kernel in kernels:
             mine = study_kernel(kernel, args, dbdir, workdir)
             runs += mine
-            study["same_process"][kernel.name] = same_process(kernel, mine, args.threads,
-                                                              args.rounds, args.seed)
+            study["same_process"][kernel.name] = same_process(
+                kernel, mine, args.threads, args.rounds, args.seed, args.pause)
             if kernel.name == "matmul":
                 study["metrics"]["seeding"] = seed_metric(args, dbdir)
             save(study, runs, out)
@@ -732,6 +748,26 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
         [r for r in runs if r.strategy != TVM], args.early, max(args.budgets))
     save(study, runs, out)
     return study
+
+
+def retime(study: dict[str, Any], args: argparse.Namespace) -> None:
+    """The same-process table of a saved study, measured again here (MetaSchedule's
+    libraries were scratch: its times stay those of the study)."""
+    from polyopt.bench.conv import configure_threads
+
+    configure_threads(args.threads)
+    saved = argparse.Namespace(**{**vars(args), **study["settings"],
+                                  "kernels": ",".join(k["name"] for k in study["kernels"])})
+    for kernel in kernels_for(saved):
+        runs = [Run(r["kernel"], r["strategy"], options=r["best_options"])
+                for r in study["runs"] if r["kernel"] == kernel.name and r["strategy"] != TVM]
+        old = study["same_process"].get(kernel.name, {"ms": {}, "wrong": {}})
+        new = same_process(kernel, runs, args.threads, args.rounds, args.seed, args.pause)
+        keep = {k: v for k, v in old["ms"].items() if k.startswith(TVM)}
+        study["same_process"][kernel.name] = {"ms": {**new["ms"], **keep},
+                                              "wrong": {**old["wrong"], **new["wrong"]}}
+    study["retimed"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+                        "rounds": args.rounds, "pause_s": args.pause}
 
 
 def seed_metric(args: argparse.Namespace, dbdir: Path) -> dict[str, Any]:
@@ -748,9 +784,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return tvm_default_child(argv[1])
     args = parse_args(argv)
     out = Path(args.out)
-    if args.from_json:
-        study = json.loads(Path(args.from_json).read_text())
+    if args.from_json or args.retime:
+        study = json.loads(Path(args.from_json or args.retime).read_text())
         out.mkdir(parents=True, exist_ok=True)
+        if args.retime:
+            retime(study, args)
+            (out / "tuning_study.json").write_text(json.dumps(study, indent=1) + "\n")
     else:
         study = run_study(args)
     text = markdown(study)

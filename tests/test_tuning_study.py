@@ -92,3 +92,18 @@ def test_search_quality_metrics_table_and_plot(quick: tuple[dict, str, Path]) ->
         pytest.skip("matplotlib is not installed")
     png = out / "tuning_study.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.cc
+def test_retime_measures_a_saved_study_again(quick: tuple[dict, str, Path],
+                                             tmp_path: Path) -> None:
+    _, _, out = quick
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--retime", str(out / "tuning_study.json"),
+         "--rounds", "2", "--pause", "0.1", "--out", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    again = json.loads((tmp_path / "tuning_study.json").read_text())
+    assert again["retimed"]["rounds"] == 2 and again["retimed"]["pause_s"] == 0.1
+    assert {"default", "random", "model"} <= set(again["same_process"]["conv2"]["ms"])
+    assert "Measured again with `--retime`" in proc.stdout
