@@ -59,11 +59,7 @@ def test_a_blocked_output_is_zeroed_computed_and_copied_back_in_one_nest() -> No
 @pytest.mark.cc
 @pytest.mark.usefixtures("avx512")
 def test_fused_blocked_conv_matches_numpy() -> None:
+    from test_layout import check_conv  # same directory: pytest puts it on the path
+
     kernel = polyopt.compile(kernels.source("conv2d"), "conv2d", sizes=PADDED)
-    rng = np.random.default_rng(4)
-    x = rng.standard_normal((1, 16, 10, 10)).astype(np.float32)
-    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
-    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
-    want = np.einsum("nchwij,fcij->nfhw", win, w)
-    np.testing.assert_allclose(kernel(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(16 * 9))
+    check_conv(kernel, (1, 16, 10, 10, 32, 3), 1)
