@@ -245,6 +245,20 @@ class Program:
         return "\n".join(parts)
 
 
+def unit_tail(t: Tensor) -> int:
+    """How many trailing dimensions of ``t`` have extent 1 (a pack by 1 leaves one, a 1x1
+    filter has two): its stride-1 dimension is the last one before them."""
+    n = 0
+    for e in reversed(t.shape):
+        try:
+            if extent_value(e, {}) != 1:
+                break
+        except isl.Error:  # an extent of unknown sizes
+            break
+        n += 1
+    return n
+
+
 def extent_value(extent: str, sizes: Mapping[str, int]) -> int:
     """Evaluate an extent (isl affine text over size names) at concrete sizes."""
     names = tuple(sorted(sizes))

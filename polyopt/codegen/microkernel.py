@@ -137,13 +137,7 @@ def vector_rhs(e: ir.Expr, dtype: str, value: dict[int, str]) -> str | None:
 def unit_dims(sp: Any, tensor: str) -> int:
     """How many trailing dims of ``tensor`` have extent 1 (a pack by 1 leaves one; a 1x1
     filter has two), in a specialized kernel; ``sp`` is a statement printer."""
-    t = sp.ctx.poly.program.tensors[tensor]
-    n = 0
-    for e in reversed(t.shape):
-        if sp.ctx.values is None or ir.extent_value(e, {}) != 1:
-            break
-        n += 1
-    return n
+    return 0 if sp.ctx.values is None else ir.unit_tail(sp.ctx.poly.program.tensors[tensor])
 
 
 def vector_type(dtype: str, lanes: int) -> tuple[str, str]:

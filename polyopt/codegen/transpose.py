@@ -114,8 +114,7 @@ class Emitter:
     def lines(self, pad: str) -> list[str] | None:
         """The whole blocks (None when the copy does not fit the pattern)."""
         tp, lanes = self.tp, self.lanes
-        if (lanes < MIN_LANES or DTYPES[self.dtype].np.itemsize not in (4, 8)
-                or tp.stmt.stmt.rhs.dtype != self.dtype):
+        if not _vectors_fit(tp, self.dtype, lanes):
             return None
         blocks = self.blocks()
         if not blocks or len(blocks) > MAX_BLOCKS:
@@ -194,8 +193,7 @@ class NestEmitter:
     def lines(self, pad: str) -> list[str] | None:
         tp, lanes = self.tp, self.lanes
         trips = [_const_trip(n) for n in (*self.loops, tp.v)]
-        if (None in trips or lanes < MIN_LANES or tp.stmt.stmt.rhs.dtype != self.dtype
-                or DTYPES[self.dtype].np.itemsize not in (4, 8)):
+        if None in trips or not _vectors_fit(tp, self.dtype, lanes):
             return None
         sizes = [n for n in trips if n is not None]
         rows, cols = math.prod(sizes[:-1]), sizes[-1]
@@ -260,6 +258,13 @@ class NestEmitter:
             flat = add(flat, {k: v * stride for k, v in dim.items()})
             stride *= ctx.values[f"{tensor}.{d}"]
         return flat
+
+
+def _vectors_fit(tp: Transpose, dtype: str, lanes: int) -> bool:
+    """Whether the copy moves ``dtype`` unchanged, in 4- or 8-byte elements, ``lanes`` of
+    them (at least ``MIN_LANES``) to a vector."""
+    return (lanes >= MIN_LANES and DTYPES[dtype].np.itemsize in (4, 8)
+            and tp.stmt.stmt.rhs.dtype == dtype)
 
 
 def _row_stride(flat: Lin, its: list[str], trips: list[int]) -> int | None:

@@ -30,8 +30,6 @@ from __future__ import annotations
 import contextlib
 import math
 
-import islpy as isl
-
 from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
@@ -153,7 +151,7 @@ def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine,
     if not movers:
         return schedule, inner.name
     tensors = {r.read.tensor for s in stmts for r in s.reads} | {s.stmt.tensor for s in stmts}
-    elem = max(DTYPES[schedule.poly.program.tensors[t].dtype].np.itemsize for t in tensors)
+    elem = max(DTYPES[program.tensors[t].dtype].np.itemsize for t in tensors)
     size = max(2, machine.line_bytes // elem) if knobs.cache_tile is None else knobs.cache_tile
     outer = movers[-1]
     if size < 2 or _trip(outer, schedule) < 2 * size:
@@ -201,23 +199,12 @@ def _transposed(program: ir.Program, s: PolyStmt, outer: Loop, inner: Loop) -> b
     accesses = [(r.read.tensor, r.read.indices) for r in s.reads]
     accesses.append((s.stmt.tensor, tuple(ir.Var("int32", i, "index") for i in s.stmt.lhs)))
     for tensor, indices in accesses:
-        last = _stride_one(program.tensors[tensor], indices)
-        moves = {v.name for v in last.walk() if isinstance(v, ir.Var) and v.kind == "index"} \
-            if last is not None else set()
+        last = len(indices) - 1 - ir.unit_tail(program.tensors[tensor])
+        moves = {v.name for v in indices[last].walk()
+                 if isinstance(v, ir.Var) and v.kind == "index"} if last >= 0 else set()
         if a in moves and b not in moves:
             return True
     return False
-
-
-def _stride_one(t: ir.Tensor, indices: tuple[ir.Expr, ...]) -> ir.Expr | None:
-    """The index of ``t``'s last dimension of extent above one (a 1x1 filter's weights
-    ``Wt(f, c, 0, 0)`` are contiguous along ``c``)."""
-    for ix, e in zip(reversed(indices), reversed(t.shape), strict=False):
-        with contextlib.suppress(isl.Error):  # an extent of unknown sizes
-            if ir.extent_value(e, {}) == 1:
-                continue
-        return ix
-    return None
 
 
 def _vectorize(schedule: Schedule, name: str) -> Schedule:

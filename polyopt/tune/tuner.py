@@ -155,9 +155,8 @@ def _confirm(runner: Runner, done: list[Trial], source: str, name: str | None,
     process, interleaved; nothing when fewer than two schedules ran."""
     ranked = sorted((i for i, t in enumerate(done) if t.result.status == "ok"),
                     key=lambda i: done[i].result.best)
-    picked: dict[str, int] = {}
-    for i in ([0] if ranked and ranked[0] != 0 and done[0].result.status == "ok" else []) + \
-            ranked:
+    picked: dict[str, int] = {}  # schedule -> its first trial: the default, then the fastest
+    for i in [0, *ranked] if ranked and done[0].result.status == "ok" else ranked:
         if len(picked) > CONFIRM_TOP:
             break
         picked.setdefault(done[i].result.schedule, i)
