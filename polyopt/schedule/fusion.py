@@ -85,6 +85,8 @@ def _fuse_levels(schedule: Schedule, a: str, b: str) -> Schedule:
     """Fuse sibling loops ``a`` and ``b``, then their two child loops, and so on, while the
     loops span the same values and stay free of dependences. Loops of one iteration (a batch
     of one) fuse only on the way to a longer loop: alone they gain no locality."""
+    if not _longer_shared_loop(schedule, tf.find(schedule.root, a), tf.find(schedule.root, b)):
+        return schedule  # each fusion is a legality check: skip those that would be undone
     out, best = schedule, schedule
     while True:
         la, lb = tf.find(out.root, a), tf.find(out.root, b)
@@ -105,6 +107,16 @@ def _fuse_levels(schedule: Schedule, a: str, b: str) -> Schedule:
                 and all(isinstance(k, Loop) for k in kids.children)):
             return best
         a, b = (k.name for k in kids.children)  # type: ignore[union-attr]
+
+
+def _longer_shared_loop(schedule: Schedule, a: Node, b: Node) -> bool:
+    """Do the nests at ``a`` and ``b`` share, level by level, a run of loops over the same
+    values that reaches one of more than one iteration?"""
+    while isinstance(a, Loop) and isinstance(b, Loop) and _same_range(schedule, a, b):
+        if tf.trip_count(a, schedule.poly.domain) != 1:
+            return True
+        a, b = a.child, b.child
+    return False
 
 
 def _has_contraction(schedule: Schedule, top: Loop) -> bool:
