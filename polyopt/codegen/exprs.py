@@ -56,6 +56,14 @@ def literal(value: int | float | bool, dtype: str) -> str:
     return f"(({d.c}){v}LL)"
 
 
+def convert(text: str, src: str, dst: str) -> str:
+    """C ``text`` of type ``src`` converted to ``dst``: a float to an integer saturates and
+    maps NaN to 0 (the prelude's ``po_cvt``), where a C cast would be undefined."""
+    if DTYPES[src].is_float and DTYPES[dst].kind in "iu":
+        return f"po_cvt_{dst}_{src}({text})"
+    return f"(({ctype(dst)})({text}))"
+
+
 class RhsPrinter:
     """Prints a statement's right-hand side. ``load(read)`` renders a tensor read."""
 
@@ -68,7 +76,7 @@ class RhsPrinter:
 
     def cast(self, e: ir.Expr, dtype: str) -> str:
         text = self.expr(e)
-        return text if e.dtype == dtype else f"(({ctype(dtype)})({text}))"
+        return text if e.dtype == dtype else convert(text, e.dtype, dtype)
 
     def _const(self, e: ir.Const) -> str:
         return literal(e.value, e.dtype)
@@ -80,7 +88,7 @@ class RhsPrinter:
         return self.load(e)
 
     def _cast(self, e: ir.Cast) -> str:
-        return f"(({ctype(e.dtype)})({self.expr(e.x)}))"
+        return convert(self.expr(e.x), e.x.dtype, e.dtype)
 
     def _unary(self, e: ir.Unary) -> str:
         if e.op == "!":

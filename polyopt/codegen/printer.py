@@ -21,7 +21,7 @@ from polyopt import ir
 from polyopt.codegen import linear, microkernel, transpose
 from polyopt.codegen.ast import Ast, loop_is_parallel
 from polyopt.codegen.builtins import PRELUDE
-from polyopt.codegen.exprs import AstExprPrinter, RhsPrinter, cname, ctype, literal
+from polyopt.codegen.exprs import AstExprPrinter, RhsPrinter, cname, convert, ctype, literal
 from polyopt.codegen.linear import ast_lin
 from polyopt.dtypes import DTYPES, identity
 from polyopt.errors import CodegenError
@@ -287,11 +287,17 @@ class _Body:
                 f"{self.ast_expr.expr(node.for_get_cond(), top=True)}; {it} += "
                 f"{self.ast_expr.expr(node.for_get_inc(), top=True)}) {{")
         texts = [self.ast_expr.expr(a, top=True) for a in args]
+        # OpenMP combines the lanes' min/max as it likes, which may drop a NaN that one lane
+        # holds (po_min/po_max keep it within a lane): a flag carries it across lanes.
+        nan = s.stmt.op in ("min", "max")
+        flag = ([f"{pad}  int po_nan = 0;"], " reduction(|:po_nan)",
+                [f"{pad}    po_nan |= po_acc != po_acc;"],
+                f"po_nan ? ({ctype(t.dtype)})NAN : po_acc") if nan else ([], "", [], "po_acc")
         return [f"{pad}{{ /* reduction of {s.name} */", *binds,
-                f"{pad}  {ctype(t.dtype)} po_acc = {target};",
-                f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc)", head,
-                *sp.lines(texts, pad + "    ", accumulator="po_acc"), f"{pad}  }}",
-                f"{pad}  {target} = po_acc;", f"{pad}}}"]
+                f"{pad}  {ctype(t.dtype)} po_acc = {target};", *flag[0],
+                f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc){flag[1]}", head,
+                *sp.lines(texts, pad + "    ", accumulator="po_acc"), *flag[2], f"{pad}  }}",
+                f"{pad}  {target} = {flag[3]};", f"{pad}}}"]
 
     def _register_tile(self, node: isl.AstNode, depth: int, in_parallel: bool,
                        loop: str) -> list[str] | None:
@@ -490,7 +496,9 @@ class StmtPrinter:
             return f"{int(e.value)}L"
         if isinstance(e, ir.Var):
             return self.env.get(e.name) or cname(e.kind, e.name)
-        if isinstance(e, ir.Cast) and not e.dtype.startswith("float"):
+        if isinstance(e, ir.Cast) and not DTYPES[e.dtype].is_float:
+            if DTYPES[e.x.dtype].is_float:
+                return f"((long){convert(self.rhs.expr(e.x), e.x.dtype, e.dtype)})"
             return self._index(e.x)
         if isinstance(e, ir.Unary) and e.op == "-":
             return f"(-{self._index(e.x)})"
