@@ -99,3 +99,13 @@ def test_gather_through_a_converted_float_index() -> None:
     np.testing.assert_array_equal(k(np.array([0.5, 3.9, np.nan], np.float32), A), [0, 3, 0])
     with pytest.raises(polyopt.BoundsError, match="2147483647"):
         k(np.array([1e20], np.float32), A)
+
+
+def test_signed_overflow_wraps_like_numpy() -> None:
+    info = np.iinfo(np.int32)
+    a = np.array([info.min, info.max, 5], np.int32)
+    src = "def w(int32(N) a) -> (o) { o(i) = -a(i) + a(i) * 3 + 2147483647 }"
+    with np.errstate(over="ignore"):
+        want = -a + a * np.int32(3) + np.int32(info.max)
+    for got in run_all(src, a):
+        np.testing.assert_array_equal(got, want)
