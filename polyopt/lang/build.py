@@ -17,6 +17,7 @@ from polyopt.lang.dead import drop_dead
 from polyopt.lang.infer import Interval, constraints, infer
 from polyopt.lang.parser import parse
 from polyopt.lang.sema import CheckedDef, CheckedStmt, check_def
+from polyopt.lang.widen import widen_reductions
 
 
 def build_program(source: str, name: str | None = None,
@@ -24,7 +25,8 @@ def build_program(source: str, name: str | None = None,
     """Parse, check and range-infer the def ``name`` of ``source`` (see the package doc)."""
     with _guard(source):
         d = _pick(_defs(source), name, source)
-        return eliminate_common(drop_dead(_assemble(check_def(d, source, sizes))))
+        program = eliminate_common(drop_dead(_assemble(check_def(d, source, sizes))))
+        return widen_reductions(program)
 
 
 def def_names(source: str) -> list[str]:
