@@ -105,14 +105,14 @@ def _computation_dtype(arrays: list[np.ndarray], dtype: Any, casting: Casting) -
     for k, a in enumerate(arrays):
         if dtypes.from_numpy(a.dtype.newbyteorder("=")) is None:
             raise OptionError(f"einsum does not support dtype {a.dtype} (operand {k}); "
-                              "only bool, integer and float16/32/64 operands are")
+                              "only bool, integer, bfloat16 and float16/32/64 operands are")
     try:
         dt = np.dtype(dtype) if dtype is not None else np.result_type(*arrays)
     except TypeError as e:
         raise OptionError(f"einsum dtype={dtype!r} is not a numpy dtype") from e
     tc = dtypes.from_numpy(dt.newbyteorder("="))
     if tc is None:
-        raise OptionError(f"einsum does not support dtype={dt}; only bool, integer and "
+        raise OptionError(f"einsum does not support dtype={dt}; only bool, integer, bfloat16 and "
                           "float16/32/64 are")
     for k, a in enumerate(arrays):
         if not np.can_cast(a.dtype, tc.np, casting):

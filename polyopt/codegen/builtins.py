@@ -51,6 +51,7 @@ PRELUDE = r"""
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define PO_PI 3.14159265358979323846
 
@@ -117,6 +118,32 @@ PO_CVT16(uint32_t, uint32) PO_CVT16(uint64_t, uint64)
 PO_FN _Float16 po_fmod_float16(_Float16 a, _Float16 b) {
   return (_Float16)po_fmod_float32((float)a, (float)b); }
 #endif
+/* 16-bit floats kept as bits (uint16_t) by targets that cannot compute on them: loads widen
+   to float exactly, stores round to nearest even (overflow to inf, NaN stays NaN). */
+PO_FN uint32_t po_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+PO_FN float po_f32_from(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+PO_FN float po_bfloat16_load(uint16_t h) { return po_f32_from((uint32_t)h << 16); }
+PO_FN uint16_t po_bfloat16_store(float f) {
+  uint32_t u = po_f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+PO_FN float po_float16_load(uint16_t h) {
+  uint32_t u = (uint32_t)(h & 0x7fffu) << 13, exp = u & (0x7c00u << 13);
+  u += (127u - 15u) << 23;
+  if (exp == 0x7c00u << 13) u += (128u - 16u) << 23;  /* inf, NaN */
+  else if (exp == 0) u = po_f32_bits(po_f32_from(u + (1u << 23)) - po_f32_from(113u << 23));
+  return po_f32_from(u | ((uint32_t)(h & 0x8000u) << 16)); }
+PO_FN uint16_t po_float16_store(float f) {
+  uint32_t u = po_f32_bits(f), sign = u & 0x80000000u, o;
+  u ^= sign;
+  if (u >= (127u + 16u) << 23) o = u > 0x7f800000u ? 0x7e00u : 0x7c00u;  /* NaN, inf */
+  else if (u < 113u << 23) {  /* a subnormal half or zero: float addition rounds it */
+    float magic = po_f32_from(((127u - 15u) + (23u - 10u) + 1u) << 23);
+    o = po_f32_bits(po_f32_from(u) + magic) - po_f32_bits(magic);
+  } else o = (u + ((uint32_t)(15 - 127) << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
+  return (uint16_t)(o | (sign >> 16)); }
+PO_FN float po_bfloat16_round(float f) { return po_bfloat16_load(po_bfloat16_store(f)); }
+PO_FN float po_float16_round(float f) { return po_float16_load(po_float16_store(f)); }
 PO_FN long po_floord(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* CUDA math functions that libm lacks. */

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polyopt import ir
-from polyopt.codegen.exprs import AstExprPrinter, cname, ctype, literal
+from polyopt.codegen.exprs import AstExprPrinter, cname, literal
 from polyopt.codegen.linear import ast_lin
 from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyStmt
@@ -132,7 +132,7 @@ class TileEmitter:
         self.sizes = sizes
         s = tile.stmt
         self.dtype = sp.ctx.poly.program.tensors[s.stmt.tensor].dtype
-        self.ctype = ctype(self.dtype)
+        self.ctype = sp.ctx.types.value(self.dtype)
         moves = {it: ast_lin(a) or {} for it, a in zip(s.iters, tile.args, strict=True)}
         if any(not ast_lin(a) for a in tile.args):
             raise CodegenError(f"gpu_tile: statement {s.name} has non-affine iterators")

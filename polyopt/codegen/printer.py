@@ -21,7 +21,7 @@ from polyopt import ir
 from polyopt.codegen import linear, microkernel, transpose
 from polyopt.codegen.ast import Ast, loop_is_parallel
 from polyopt.codegen.builtins import PRELUDE
-from polyopt.codegen.exprs import AstExprPrinter, RhsPrinter, cname, convert, ctype, literal
+from polyopt.codegen.exprs import C_TYPES, AstExprPrinter, RhsPrinter, Types, cname
 from polyopt.codegen.linear import ast_lin
 from polyopt.dtypes import DTYPES, identity
 from polyopt.errors import CodegenError
@@ -62,6 +62,7 @@ class Dialect:
     parallel_pragma = "#pragma omp parallel for"
     simd_pragma = "#pragma omp simd"
     vector_bytes = 0  # register tiles use vectors this wide (0: plain loops)
+    types: Types = C_TYPES  # bfloat16 as bits; C computes on _Float16 natively
 
     def function_header(self, symbol: str) -> str:
         return (f"{self.function_qualifier}int {symbol}(void **bufs, const long *dims, "
@@ -92,6 +93,7 @@ class _Context:
     gathers: list[str] = field(default_factory=list)
     contracted: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (loop, dim)
     helpers: dict[str, str] = field(default_factory=dict)  # C functions the body calls
+    types: Types = C_TYPES
 
 
 def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> KernelSource:
@@ -103,7 +105,8 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
     buffers = tuple(program.tensors)
     dims = tuple(program.sizes) + tuple(
         f"{t.name}.{d}" for t in program.tensors.values() for d in range(t.rank))
-    ctx = _Context(pp, _specialized_values(program) if specialized else None)
+    ctx = _Context(pp, _specialized_values(program) if specialized else None,
+                   types=dialect.types)
     ctx.contracted = _slices(ast, ctx)
     body = _Body(ctx, dialect, ast.tags, ast.trips, ast.padded).node(ast.root, 1,
                                                                      in_parallel=False)
@@ -137,8 +140,9 @@ def _declarations(ctx: _Context, dialect: Dialect, dims: tuple[str, ...]) -> lis
     out = []
     for i, t in enumerate(program.tensors.values()):
         const = "const " if t.role == "input" else ""
-        out.append(f"  {const}{ctype(t.dtype)} *{dialect.restrict} {cname('tensor', t.name)} = "
-                   f"({const}{ctype(t.dtype)} *)bufs[{i}];")
+        c = dialect.types.storage(t.dtype)
+        out.append(f"  {const}{c} *{dialect.restrict} {cname('tensor', t.name)} = "
+                   f"({const}{c} *)bufs[{i}];")
     for i, d in enumerate(dims):
         if "." in d:
             tensor, k = d.split(".")
@@ -234,7 +238,8 @@ class _Body:
                 t = self.ctx.poly.program.tensors[tensor]
                 size = slice_bytes(self.ctx.poly, tensor, dim, self.ctx.values or {})
                 elems = size // DTYPES[t.dtype].np.itemsize
-                out.append(f"{'  ' * depth}{ctype(t.dtype)} po_slice_{tensor}[{elems}];")
+                c = self.ctx.types.storage(t.dtype)
+                out.append(f"{'  ' * depth}{c} po_slice_{tensor}[{elems}];")
         return out
 
     def _hoisted(self, node: isl.AstNode, depth: int) -> tuple[list[str], list[str] | None]:
@@ -255,8 +260,8 @@ class _Body:
         for n, (read, dims) in enumerate(fixed):
             t = self.ctx.poly.program.tensors[read.tensor]
             index = [linear.text(d, self.ast_expr.ident) for d in dims]
-            lines.append(f"{pad}const {ctype(t.dtype)} po_h{n} = "
-                         f"{sp.ref(t)}[{sp.flat(t, index)}];")
+            value = self.ctx.types.load(t.dtype, f"{sp.ref(t)}[{sp.flat(t, index)}]")
+            lines.append(f"{pad}const {self.ctx.types.value(t.dtype)} po_h{n} = {value};")
             sp.preloaded[id(read)] = f"po_h{n}"
         texts = [self.ast_expr.expr(a, top=True) for a in args]
         return lines, sp.lines(texts, "  " * (depth + 1))
@@ -289,12 +294,12 @@ class _Body:
         texts = [self.ast_expr.expr(a, top=True) for a in args]
         # OpenMP combines the lanes' min/max as it likes, which may drop a NaN that one lane
         # holds (po_min/po_max keep it within a lane): a flag carries it across lanes.
-        nan = s.stmt.op in ("min", "max")
+        nan, c = s.stmt.op in ("min", "max"), self.ctx.types.value(t.dtype)
         flag = ([f"{pad}  int po_nan = 0;"], " reduction(|:po_nan)",
                 [f"{pad}    po_nan |= po_acc != po_acc;"],
-                f"po_nan ? ({ctype(t.dtype)})NAN : po_acc") if nan else ([], "", [], "po_acc")
+                f"po_nan ? ({c})NAN : po_acc") if nan else ([], "", [], "po_acc")
         return [f"{pad}{{ /* reduction of {s.name} */", *binds,
-                f"{pad}  {ctype(t.dtype)} po_acc = {target};", *flag[0],
+                f"{pad}  {c} po_acc = {target};", *flag[0],
                 f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc){flag[1]}", head,
                 *sp.lines(texts, pad + "    ", accumulator="po_acc"), *flag[2], f"{pad}  }}",
                 f"{pad}  {target} = {flag[3]};", f"{pad}}}"]
@@ -376,7 +381,7 @@ class StmtPrinter:
         self.ctx = ctx
         self.s = s
         self.hoisted: list[str] = []
-        self.rhs = RhsPrinter(self._load)
+        self.rhs = RhsPrinter(self._load, ctx.types)
         self.env: dict[str, str] = {}  # index variables printed as expressions
         self.preloaded: dict[int, str] = {}  # id(read) -> a local holding its value
 
@@ -391,28 +396,30 @@ class StmtPrinter:
         s, stmt = self.s, self.s.stmt
         binds = [f"const long {cname('index', it)} = {a};" for it, a in zip(s.iters, args,
                                                                               strict=True)]
-        t = self.ctx.poly.program.tensors[stmt.tensor]
-        target = self.target(t)
-        if accumulator is not None:
+        t, ty = self.ctx.poly.program.tensors[stmt.tensor], self.ctx.types
+        target, current = self.target(t), ty.load(t.dtype, self.target(t))
+        if accumulator is not None:  # a local of the value type
             binds = [b for b, it in zip(binds, s.iters, strict=True) if it not in stmt.lhs]
-            target = accumulator
+            target = current = accumulator
         if s.kind == "init":
-            store = f"{target} = {literal(identity(stmt.op, t.dtype), t.dtype)};"
+            value = ty.literal(identity(stmt.op, t.dtype), t.dtype)
         else:
-            store = f"{target} = {self._value(target, t.dtype)};"
+            value = self._value(current, t.dtype)
+        store = f"{target} = {value if accumulator else ty.store(t.dtype, value)};"
         inner = [*self.hoisted, store]
         if self.hoisted:  # gather checks leave the instance with ``break``
             inner = ["do {", *(f"  {x}" for x in inner), "} while (0);"]
         return [f"{pad}{{ /* {s.name} */", *(f"{pad}  {x}" for x in binds + inner), f"{pad}}}"]
 
-    def _value(self, target: str, dtype: str) -> str:
-        stmt = self.s.stmt
+    def _value(self, current: str, dtype: str) -> str:
+        """The value stored: the right-hand side, combined with ``current`` by an update."""
+        stmt, ty = self.s.stmt, self.ctx.types
         rhs = self.rhs.cast(stmt.rhs, dtype)
         if stmt.op == "=":
             return rhs
         if stmt.op in ("min", "max"):
-            return f"po_{stmt.op}_{dtype}({target}, {rhs})"
-        return f"(({ctype(dtype)})({target} {stmt.op} {rhs}))"
+            return f"po_{stmt.op}_{ty.arith(dtype)}({current}, {rhs})"
+        return f"(({ty.value(dtype)})({current} {stmt.op} {rhs}))"
 
     def flat(self, t: ir.Tensor, index: list[str]) -> str:
         dims = list(range(t.rank))
@@ -440,8 +447,9 @@ class StmtPrinter:
         if read.pad is not None and self.s.guarded:
             cond = " && ".join(f"0 <= {ix} && {ix} < {cname('extent', t.name)}_{d}"
                                for d, ix in enumerate(index))
-            return f"(({cond}) ? {access} : {literal(read.fill, t.dtype)})"
-        return access
+            return (f"(({cond}) ? {self.ctx.types.load(t.dtype, access)} : "
+                    f"{self.ctx.types.literal(read.fill, t.dtype)})")
+        return self.ctx.types.load(t.dtype, access)
 
     def _affine(self, read: ir.Read) -> bool:
         return all(r.affine for r in self.s.reads if r.read is read)
@@ -498,7 +506,7 @@ class StmtPrinter:
             return self.env.get(e.name) or cname(e.kind, e.name)
         if isinstance(e, ir.Cast) and not DTYPES[e.dtype].is_float:
             if DTYPES[e.x.dtype].is_float:
-                return f"((long){convert(self.rhs.expr(e.x), e.x.dtype, e.dtype)})"
+                return f"((long){self.rhs.cast(e.x, e.dtype)})"
             return self._index(e.x)
         if isinstance(e, ir.Unary) and e.op == "-":
             return f"(-{self._index(e.x)})"

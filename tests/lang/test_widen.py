@@ -38,7 +38,7 @@ def test_a_local_is_retyped_and_elementwise_defs_are_unchanged() -> None:
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("target", ["c"])
+@pytest.mark.parametrize("target", ["c", "cuda-emulated"])
 def test_float16_sums_accumulate_in_float32(target: str) -> None:
     x = np.random.default_rng(0).random(20000).astype(np.float16)
     want = x.astype(np.float64).sum()
@@ -50,7 +50,7 @@ def test_float16_sums_accumulate_in_float32(target: str) -> None:
 
 
 @pytest.mark.cc
-@pytest.mark.parametrize("target", ["c"])
+@pytest.mark.parametrize("target", ["c", "cuda-emulated"])
 def test_float16_matmul_with_a_long_reduction(target: str) -> None:
     rng = np.random.default_rng(1)
     A = (rng.random((16, 4096)) - 0.5).astype(np.float16)
