@@ -154,12 +154,33 @@ class Kernel:
                     for shape, dtype in plan.outputs]
         else:
             outs = self._outputs(plan.program, plan.sizes, outputs)
+        given = list(outs)
+        if outputs is not None:
+            outs = self._unaliased(plan.program, outs, arrays)
         scratch, addresses = self._locals(plan)
         if isinstance(plan.kernel, CpuKernel):  # the scratch's addresses, found once
             plan.kernel.run([*arrays, *outs], plan.dims, addresses)
         else:
             plan.kernel.run([*arrays, *outs, *scratch], plan.dims)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        for out, buf in zip(outs, given, strict=True):
+            if out is not buf:
+                buf[...] = out
+        return given[0] if len(given) == 1 else tuple(given)
+
+    def _unaliased(self, program: ir.Program, outs: list[Any], inputs: list[Any]) -> list[Any]:
+        """``outs`` with a private copy for each buffer that overlaps an input (the kernel
+        reads inputs while it writes outputs; the copy is stored back after the call). Two
+        outputs in overlapping memory cannot both hold their result: an error."""
+        safe = []
+        for k, buf in enumerate(outs):
+            for j in range(k):
+                if _overlap(buf, outs[j]):
+                    raise ShapeError(f"def '{self.name}': outputs {program.outputs[j].name} "
+                                     f"and {program.outputs[k].name} were given overlapping "
+                                     f"buffers; each output needs memory of its own")
+            clash = any(_overlap(buf, x) for x in inputs)
+            safe.append(buf.copy() if clash else buf)  # a copy keeps what op= combines with
+        return safe
 
     def _plan(self, arrays: list[np.ndarray]) -> _CallPlan:
         """Everything a call at these input shapes needs besides the data, made once: the
@@ -313,6 +334,16 @@ def _find_def(source: str, name: str | None) -> syntax.Def:
     if name not in defs:
         raise OptionError(f"no def named {name!r}; the source defines {', '.join(names)}")
     return defs[name]
+
+
+def _overlap(a: Any, b: Any) -> bool:
+    """Whether two arrays (numpy, or GPU arrays by their address ranges) share memory."""
+    if is_device_array(a) or is_device_array(b):
+        if not (is_device_array(a) and is_device_array(b)):
+            return False
+        lo_a, lo_b = int(a.gpudata), int(b.gpudata)
+        return lo_a < lo_b + b.nbytes and lo_b < lo_a + a.nbytes and min(a.nbytes, b.nbytes) > 0
+    return bool(np.may_share_memory(a, b))  # exact for the contiguous arrays a call holds
 
 
 def _shape(t: ir.Tensor, sizes: Mapping[str, int]) -> tuple[int, ...]:

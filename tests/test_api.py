@@ -86,6 +86,48 @@ def test_caller_buffer_for_op_without_bang() -> None:
     np.testing.assert_allclose(acc, 1 + a.sum(1), rtol=1e-5)
 
 
+@pytest.mark.parametrize("n", [4, 16, 70])
+def test_an_output_that_is_an_input_gets_the_right_product(n: int) -> None:
+    a, b = rand(n, n), rand(n, n)
+    want = a @ b
+    out = polyopt.compile(MATMUL)(a, b, outputs=[a])
+    assert out is a
+    np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_output_overlapping_an_input_view_gets_the_right_product() -> None:
+    big, b = rand(17, 16), rand(16, 16)
+    a, c = big[:16], big[1:]  # rows 1..15 of each are the same memory
+    want = a @ b
+    polyopt.compile(MATMUL)(a, b, outputs=[c])
+    np.testing.assert_allclose(big[1:], want, rtol=1e-5, atol=1e-5)
+
+
+def test_accumulating_onto_an_output_that_is_an_input() -> None:
+    src = "def acc(float(N) x) -> (y) { y(i) += x(i) * x(i) }"
+    x = rand(6)
+    want = x + x * x
+    with pytest.warns(polyopt.PolyoptWarning):
+        k = polyopt.compile(src)
+    k(x, outputs=[x])
+    np.testing.assert_allclose(x, want, rtol=1e-6)
+
+
+def test_one_buffer_for_two_outputs_is_refused() -> None:
+    src = """def two(float(N) x) -> (s, d) { s(i) = x(i) + x(i)
+        d(i) = x(i) - 1.0 }"""
+    buf = np.empty(6, np.float32)
+    with pytest.raises(ShapeError, match="outputs s and d were given overlapping buffers"):
+        polyopt.compile(src)(rand(6), outputs=[buf, buf])
+
+
+def test_einsum_out_may_be_an_operand() -> None:
+    a, b = rand(8, 8), rand(8, 8)
+    want = a @ b
+    assert polyopt.einsum("ij,jk->ik", a, b, out=a) is a
+    np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-5)
+
+
 def test_noncontiguous_inputs_are_copied() -> None:
     a = rand(8, 6)[:, ::2]
     b = rand(3, 4)
