@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -15,7 +14,7 @@ from polyopt.lang.affine import Lin, always_equal, context, params_text
 from polyopt.lang.cse import eliminate_common
 from polyopt.lang.dead import drop_dead
 from polyopt.lang.infer import Interval, constraints, infer
-from polyopt.lang.parser import parse
+from polyopt.lang.parser import parse, stack_room
 from polyopt.lang.sema import CheckedDef, CheckedStmt, check_def
 from polyopt.lang.widen import widen_reductions
 
@@ -38,22 +37,17 @@ def def_names(source: str) -> list[str]:
 @contextmanager
 def _guard(source: str) -> Iterator[None]:
     """Raise only PolyoptErrors (and warnings turned into errors) out of the front end."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 20000))
     try:
-        yield
+        with stack_room():
+            yield
     except (PolyoptError, Warning):
         raise
-    except RecursionError:
-        raise LanguageError("expression nested too deeply", source, None) from None
     except isl.Error as e:
         raise LanguageError(f"isl rejected a set built from this def: {e}", source,
                             None) from None
     except Exception as e:
         raise LanguageError(f"internal error in the language front end: "
                             f"{type(e).__name__}: {e}", source, None) from e
-    finally:
-        sys.setrecursionlimit(old)
 
 
 def _defs(source: str) -> tuple[S.Def, ...]:
