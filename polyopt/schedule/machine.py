@@ -187,12 +187,22 @@ def _override(machine: Machine, spec: str, what: str = ENV_VAR) -> Machine:
         raise OptionError(f"{what}: {err}; valid fields: {', '.join(valid)}") from None
 
 
-@functools.cache
 def host() -> Machine:
-    """The machine polyopt runs on (read once), with ``POLYOPT_MACHINE`` overrides applied."""
+    """The machine polyopt runs on, with ``POLYOPT_MACHINE`` overrides applied. The hardware
+    is read once per process; the variable at every call, so a change applies to the next
+    compile."""
+    return _overridden(os.environ.get(ENV_VAR, ""))
+
+
+@functools.lru_cache(maxsize=16)
+def _overridden(spec: str) -> Machine:
+    return _override(_hardware(), spec)
+
+
+@functools.cache
+def _hardware() -> Machine:
     vector_bytes, registers = _vector_shape(platform.machine(), _cpu_flags(CPUINFO))
-    machine = Machine(vector_bytes, registers, cores=_cores(), **_read_caches(SYSFS_CACHE))
-    return _override(machine, os.environ.get(ENV_VAR, ""))
+    return Machine(vector_bytes, registers, cores=_cores(), **_read_caches(SYSFS_CACHE))
 
 
 def configured(spec: str | Mapping[str, int] | None) -> Machine:

@@ -30,9 +30,7 @@ NEON = Machine(vector_bytes=16, vector_registers=32, cores=4, l1d_bytes=64 << 10
 @pytest.fixture(autouse=True)
 def _fresh_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv(mm.ENV_VAR, raising=False)
-    host.cache_clear()
     yield
-    host.cache_clear()
 
 
 @pytest.mark.parametrize(("text", "size"), [
@@ -66,6 +64,13 @@ def test_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
     machine = host()
     assert (machine.vector_bytes, machine.l2_bytes) == (32, 1 << 20)
     assert (machine.l3_bytes, machine.l1d_bytes) == (0, 48 << 10)
+
+
+def test_env_is_read_at_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(mm.ENV_VAR, "l2_bytes=1M")
+    assert host().l2_bytes == 1 << 20
+    monkeypatch.setenv(mm.ENV_VAR, "l2_bytes=512K")
+    assert host().l2_bytes == 512 << 10  # no cache to clear: the next compile sees it
 
 
 @pytest.mark.parametrize(("spec", "bad"), [
