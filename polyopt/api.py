@@ -12,13 +12,21 @@ import numpy as np
 
 from polyopt import dtypes, ir, lang
 from polyopt.codegen.printer import KernelSource
-from polyopt.errors import OptionError, PolyoptError, PolyoptWarning, ShapeError, SizesRequiredError
+from polyopt.errors import (
+    InputTypeError,
+    OptionError,
+    PolyoptError,
+    PolyoptWarning,
+    ShapeError,
+    SizesRequiredError,
+)
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
 from polyopt.pipeline import (
     Lowered,
     base_schedule,
     check_options,
+    check_schedule,
     is_cuda,
     lower,
     lower_program,
@@ -42,6 +50,7 @@ def compile(source: str, name: str | None = None, *, target: str = "c",
     if not isinstance(source, str):
         raise OptionError(f"source must be a string of TC definitions, not {type(source).__name__}")
     opts = check_options(options, target)
+    check_schedule(schedule)
     return Kernel(source, name, dict(sizes or {}), parametric, schedule, opts)
 
 
@@ -367,12 +376,28 @@ def _as_input(x: Any, decl: syntax.TensorDecl, def_name: str, device: bool) -> A
         return x
     if not isinstance(x, np.ndarray | np.generic):
         if isinstance(x, int | float | bool) and not decl.type.dims:
-            return np.asarray(x, dtype=want.np)
-        raise ShapeError(f"def '{def_name}': input {decl.name} must be a numpy array, "
-                         f"not {type(x).__name__}")
+            return _python_scalar(x, decl, def_name, want)
+        scalar = ", or a Python int, float or bool" if not decl.type.dims else ""
+        raise InputTypeError(f"def '{def_name}': input {decl.name} must be a numpy array "
+                             f"(or, with target='cuda', a PyCUDA GPUArray){scalar}, not "
+                             f"{type(x).__module__}.{type(x).__name__}")
     a = np.asarray(x)
     _check_array(a, decl, def_name, want.np)
     return np.ascontiguousarray(a)
+
+
+def _python_scalar(x: int | float | bool, decl: syntax.TensorDecl, def_name: str,
+                   want: dtypes.DType) -> np.ndarray:
+    """A rank-0 input given as a Python number, checked to fit the declared integer type."""
+    if want.kind in "iu" and isinstance(x, int) and not isinstance(x, bool):
+        info = np.iinfo(want.np)
+        if not info.min <= x <= info.max:
+            raise ShapeError(f"def '{def_name}': input {decl.name} is {want.name}, which holds "
+                             f"{info.min}..{info.max}; got {x}")
+    elif want.kind in "iu" and isinstance(x, float):
+        raise ShapeError(f"def '{def_name}': input {decl.name} is {want.name}; got the float "
+                         f"{x!r} (pass an int, or a numpy array of that dtype)")
+    return np.asarray(x, dtype=want.np)
 
 
 def _check_array(a: Any, decl: syntax.TensorDecl, def_name: str, want: np.dtype) -> None:
@@ -388,7 +413,9 @@ def _check_array(a: Any, decl: syntax.TensorDecl, def_name: str, want: np.dtype)
 def _check_output(buf: Any, t: ir.Tensor, shape: tuple[int, ...], def_name: str) -> None:
     want = dtypes.DTYPES[t.dtype].np
     if not isinstance(buf, np.ndarray) and not is_device_array(buf):
-        raise ShapeError(f"def '{def_name}': output {t.name} must be a numpy array")
+        raise InputTypeError(f"def '{def_name}': output {t.name} must be a numpy array (or, "
+                             f"with target='cuda', a PyCUDA GPUArray), not "
+                             f"{type(buf).__module__}.{type(buf).__name__}")
     if buf.shape != shape or buf.dtype != want:
         raise ShapeError(f"def '{def_name}': output {t.name} must be {want} of shape {shape}, "
                          f"got {buf.dtype} of shape {buf.shape}")

@@ -33,6 +33,11 @@ class ShapeError(PolyoptError, ValueError):
     """Arguments whose count, rank, extents or dtypes do not fit the definition."""
 
 
+class InputTypeError(ShapeError, TypeError):
+    """An argument of a kind polyopt does not take (a list, a torch tensor where a numpy array
+    is expected); also a ``TypeError``, as Python's own functions raise for one."""
+
+
 class BoundsError(PolyoptError):
     """An access that may fall outside its tensor (found by the isl proof or at call time)."""
 

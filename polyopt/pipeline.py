@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import islpy as isl
+import numpy as np
 
 from polyopt import config, ir, lang
 from polyopt.codegen import Ast, KernelSource, build_ast, render
@@ -86,12 +87,28 @@ def check_options(options: Mapping[str, Any] | None, target: str) -> dict[str, A
             isinstance(f, str) for f in opts["cflags"]):
         raise OptionError("option cflags must be a list of strings")
     opts["cflags"] = tuple(opts["cflags"])
-    opts["openmp"] = bool(opts["openmp"])
-    opts["tuned"] = bool(opts.get("tuned", True))
+    opts.setdefault("tuned", True)
+    for key in ("openmp", "tuned"):  # "no" would be truthy: only a real bool says what it means
+        if not isinstance(opts[key], bool | np.bool_):
+            raise OptionError(f"option {key} must be True or False, not {opts[key]!r}")
+        opts[key] = bool(opts[key])
     opts["machine"] = configured(opts.get("machine"))
     opts["gpu"] = GpuMapping.from_options(opts.get("gpu"))
     opts["knobs"] = Knobs.from_options(opts.get("knobs"))
     return opts
+
+
+SCHEDULES = ("auto", "program-order")
+
+
+def check_schedule(schedule: object) -> None:
+    """Refuse a ``schedule=`` argument that is none of None, a name in SCHEDULES or a
+    Schedule, when it is given rather than at the first call."""
+    if schedule is None or isinstance(schedule, Schedule):
+        return
+    if not isinstance(schedule, str) or schedule not in SCHEDULES:
+        raise OptionError(f"schedule must be {' or '.join(map(repr, SCHEDULES))} or a "
+                          f"polyopt.Schedule, not {schedule!r}")
 
 
 def is_cuda(options: Mapping[str, Any]) -> bool:
@@ -154,8 +171,8 @@ def _schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
             return schedule.specialize(pp, deps, dict(pp.program.bound))
         except isl.Error as e:
             raise ScheduleError(f"the schedule does not fit def '{pp.program.name}': {e}") from e
-    raise OptionError(f"schedule must be 'auto', 'program-order' or a Schedule, "
-                      f"not {schedule!r}")
+    check_schedule(schedule)
+    raise AssertionError(schedule)  # check_schedule refuses everything else
 
 
 def _debug_dump(lowered: Lowered) -> None:

@@ -139,11 +139,43 @@ def test_noncontiguous_inputs_are_copied() -> None:
     ((rand(2, 3), rand(3)), r"input B must have rank 2"),
     ((rand(2, 3), rand(4, 5)), r"size K is 3 from A dim 1 but 4 from B dim 0"),
     ((rand(2, 3, dtype=np.float64), rand(3, 4)), r"input A must have dtype float32"),
-    (([[1.0]], rand(1, 1)), r"input A must be a numpy array"),
 ])
 def test_call_time_errors(args: tuple, message: str) -> None:
     with pytest.raises(ShapeError, match=message):
         polyopt.compile(MATMUL)(*args)
+
+
+@pytest.mark.parametrize("value", [[[1.0]], (1.0,), "A", memoryview(b"1234")])
+def test_a_non_array_input_is_a_type_error_naming_what_is_accepted(value: object) -> None:
+    with pytest.raises(TypeError, match="input A must be a numpy array") as info:
+        polyopt.compile(MATMUL)(value, rand(1, 1))
+    assert isinstance(info.value, polyopt.InputTypeError | ShapeError)
+    with pytest.raises(polyopt.InputTypeError, match="output C must be a numpy array"):
+        polyopt.compile(MATMUL)(rand(1, 1), rand(1, 1), outputs=[[[0.0]]])
+
+
+def test_a_python_int_out_of_range_for_a_rank_0_input() -> None:
+    k = polyopt.compile("def f(int8 a, float(N) x) -> (o) { o(i) = x(i) * a }")
+    np.testing.assert_array_equal(k(-128, np.ones(2, np.float32)), [-128, -128])
+    for bad, message in ((300, r"int8, which holds -128..127; got 300"),
+                         (2.5, r"int8; got the float 2.5")):
+        with pytest.raises(ShapeError, match=message):
+            k(bad, np.ones(2, np.float32))
+
+
+@pytest.mark.parametrize("schedule", ["pluto", 42, "Auto"])
+def test_a_bad_schedule_argument_is_refused_at_compile(schedule: object) -> None:
+    with pytest.raises(OptionError, match=r"schedule must be 'auto' or 'program-order' or a "
+                                          r"polyopt\.Schedule"):
+        polyopt.compile(MATMUL, schedule=schedule)
+
+
+@pytest.mark.parametrize("key", ["openmp", "tuned"])
+@pytest.mark.parametrize("value", ["no", 0, 1, None])
+def test_boolean_options_must_be_bools(key: str, value: object) -> None:
+    with pytest.raises(OptionError, match=f"option {key} must be True or False"):
+        polyopt.compile(MATMUL, options={key: value})
+    polyopt.compile(MATMUL, options={key: np.False_})
 
 
 def test_wrong_output_buffer() -> None:
