@@ -69,7 +69,7 @@ def compile_shared(source: str, *, flags: Sequence[str] | None = None,
     needs them. Raises :class:`CompileError` with the compiler's log and the saved source on
     failure.
     """
-    return _compile(_prepare(source, flags, link_flags), source)
+    return _compile(_prepare(source, flags, link_flags), source)[0]
 
 
 def load_library(source: str, *, flags: Sequence[str] | None = None,
@@ -79,19 +79,19 @@ def load_library(source: str, *, flags: Sequence[str] | None = None,
     mem = (str(job.cfg.cache_dir), job.key)
     if not job.cfg.no_cache and mem in _LIBS:
         return _LIBS[mem]
-    path = _compile(job, source)
+    path, root = _compile(job, source)
     try:
-        lib = ctypes.CDLL(str(path))
+        lib = _load(path, root)
     except OSError as exc:
-        if job.cfg.no_cache:
+        if root is None:
             raise CompileError(f"cannot load the compiled object {path}", str(exc)) from exc
         _trace(job.cfg, 1, f"cached object {path} does not load ({exc}); rebuilding")
-        cache.invalidate(job.cfg.cache_dir, job.key)
-        path = _compile(job, source)
+        cache.invalidate(root, job.key)
+        path, root = _compile(job, source)
         try:
-            lib = ctypes.CDLL(str(path))
+            lib = _load(path, root)
         except OSError as exc2:
-            saved = str(cache.entry_path(job.cfg.cache_dir, job.key, ".c"))
+            saved = str(cache.entry_path(root, job.key, ".c")) if root else None
             raise CompileError(f"cannot load the freshly compiled object {path}", str(exc2),
                                saved) from exc2
     if job.cfg.no_cache:
@@ -99,6 +99,10 @@ def load_library(source: str, *, flags: Sequence[str] | None = None,
     else:
         _LIBS[mem] = lib
     return lib
+
+
+def _load(path: Path, root: Path | None) -> ctypes.CDLL:
+    return ctypes.CDLL(str(path))
 
 
 def compiler_identity(cc: str | Sequence[str]) -> str:
@@ -142,22 +146,25 @@ def _prepare(source: str, flags: Sequence[str] | None, link_flags: Sequence[str]
     return _Job(cfg, identity, final, key, link)
 
 
-def _compile(job: _Job, source: str) -> Path:
+def _compile(job: _Job, source: str) -> tuple[Path, Path | None]:
+    """The object's path and the cache root it is in (None for an uncached object)."""
     if job.cfg.no_cache:
-        out = Path(tempfile.mkdtemp(prefix="polyopt-nocache-")) / f"{job.key}.so"
-        out.write_bytes(_build(job, source))
-        return out
+        return _uncached(job, source), None
     info = {"compiler": job.identity, "flags": list(job.flags)}
     try:
-        path = cache.get_or_build(job.cfg.cache_dir, job.key, source,
-                                  lambda: _build(job, source), info)
+        root = cache.usable_root(job.cfg.cache_dir, job.key)
+        path = cache.get_or_build(root, job.key, source, lambda: _build(job, source), info)
     except OSError as exc:
         _trace(job.cfg, 0, f"cache dir {job.cfg.cache_dir} unusable ({exc}); compiling uncached")
-        out = Path(tempfile.mkdtemp(prefix="polyopt-nocache-")) / f"{job.key}.so"
-        out.write_bytes(_build(job, source))
-        return out
+        return _uncached(job, source), None
     _trace(job.cfg, 2, f"object {path}")
-    return path
+    return path, root
+
+
+def _uncached(job: _Job, source: str) -> Path:
+    out = Path(tempfile.mkdtemp(prefix="polyopt-nocache-")) / f"{job.key}.so"
+    out.write_bytes(_build(job, source))
+    return out
 
 
 def _build(job: _Job, source: str) -> bytes:
