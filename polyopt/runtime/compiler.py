@@ -3,12 +3,15 @@
 ``compile_shared`` returns the path of a cached ``.so``; ``load_library`` also ``dlopen``s it
 through ctypes and keeps the handle alive for the life of the process. Compiles run in a
 private temp dir (never the working directory) with ``LC_ALL=C`` so logs are predictable.
+Uncached objects live in a per-process temp dir removed at exit; ``load_library`` unlinks
+them once loaded (the mapping stays valid).
 Compilers that reject ``-march=native`` (some clang and non-x86 gcc builds) are retried once
 without it, and remembered per process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from polyopt import config
 from polyopt.errors import CompileError
-from polyopt.runtime import cache
+from polyopt.runtime import cache, tempdirs
 
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared",
                                   "-std=gnu11")
@@ -102,7 +105,14 @@ def load_library(source: str, *, flags: Sequence[str] | None = None,
 
 
 def _load(path: Path, root: Path | None) -> ctypes.CDLL:
-    return ctypes.CDLL(str(path))
+    """``dlopen`` the object; an uncached one (``root`` None) is unlinked once loaded, since
+    nothing will load it again and the mapping keeps its inode alive."""
+    try:
+        return ctypes.CDLL(str(path))
+    finally:
+        if root is None:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def compiler_identity(cc: str | Sequence[str]) -> str:
@@ -162,9 +172,14 @@ def _compile(job: _Job, source: str) -> tuple[Path, Path | None]:
 
 
 def _uncached(job: _Job, source: str) -> Path:
-    out = Path(tempfile.mkdtemp(prefix="polyopt-nocache-")) / f"{job.key}.so"
-    out.write_bytes(_build(job, source))
-    return out
+    """Build into this process's private temp dir (removed at exit), under a unique name."""
+    data = _build(job, source)
+    fd, name = tempfile.mkstemp(prefix=f"{job.key[:16]}-", suffix=".so",
+                                dir=tempdirs.process_dir())
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.chmod(name, 0o700)
+    return Path(name)
 
 
 def _build(job: _Job, source: str) -> bytes:
@@ -172,8 +187,8 @@ def _build(job: _Job, source: str) -> bytes:
     flags = job.flags
     if job.identity in _NO_NATIVE:
         flags = tuple(f for f in flags if f != _NATIVE)
-    with tempfile.TemporaryDirectory(prefix="polyopt-cc-") as tmp:
-        src, out = Path(tmp) / f"{job.key[:16]}.c", Path(tmp) / "out.so"
+    with tempdirs.private_tempdir("polyopt-cc-") as tmp:
+        src, out = tmp / f"{job.key[:16]}.c", tmp / "out.so"
         src.write_text(source)
         proc = _run(job, flags, src, out)
         if proc.returncode != 0 and _NATIVE in flags and "-march" in proc.stderr:

@@ -13,13 +13,12 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from polyopt import config
 from polyopt.errors import CompileError
-from polyopt.runtime import cache, trust
+from polyopt.runtime import cache, tempdirs, trust
 
 DEFAULT_ARCH = "sm_90"
 FLAGS = ("-std=c++17", "-O3", "-Xptxas", "-v", "--cubin")
@@ -96,8 +95,8 @@ def _cached(cfg: config.Config, key: str, report_key: str) -> tuple[bytes, str] 
 
 def _run(nvcc: str, flags: tuple[str, ...], source: str,
          cfg: config.Config) -> tuple[bytes, str]:
-    with tempfile.TemporaryDirectory(prefix="polyopt-nvcc-") as tmp:
-        src, out = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.cubin"
+    with tempdirs.private_tempdir("polyopt-nvcc-") as tmp:
+        src, out = tmp / "kernel.cu", tmp / "kernel.cubin"
         src.write_text(source)
         argv = [nvcc, *flags, "-o", str(out), str(src)]
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, check=False,

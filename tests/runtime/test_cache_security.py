@@ -1,4 +1,4 @@
-"""The cache trusts only what the current user alone could have written.
+"""The cache trusts only what the current user alone could have written; temp dirs do not leak.
 
 Root bypasses permission bits, so these tests check polyopt's own ownership and mode checks,
 not the kernel's. Tests that need another user's files chown them to ``nobody`` and skip
@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -150,6 +153,83 @@ def test_untrusted_fallback_compiles_uncached(cache_dir: Path, tmpdir_: Path,
         assert load_library(ADD).add(3, 4) == 7
     assert "compiling uncached" in caplog.text
     assert not list(cache_dir.rglob("*.so")) and not list(_fallback(tmpdir_).rglob("*.so"))
+
+
+UNCACHED = """
+from polyopt.runtime.compiler import compile_shared, load_library
+for i in range(5):
+    src = f"int f{i}(void) {{ return {i}; }}\\n"
+    assert getattr(load_library(src), f"f{i}")() == i
+    assert compile_shared(src).is_file()
+"""
+
+
+@pytest.mark.cc
+def test_uncached_compiles_leave_no_temp_dirs(tmpdir_: Path) -> None:
+    env = {**os.environ, "POLYOPT_NO_CACHE": "1", "TMPDIR": str(tmpdir_)}
+    proc = subprocess.run([sys.executable, "-c", UNCACHED], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert not list(tmpdir_.iterdir())
+
+
+@pytest.mark.cc
+def test_uncached_load_leaves_no_object(monkeypatch: pytest.MonkeyPatch, tmpdir_: Path) -> None:
+    monkeypatch.setenv("POLYOPT_NO_CACHE", "1")
+    assert load_library(ADD).add(1, 1) == 2
+    assert not list(tmpdir_.rglob("*.so"))
+
+
+KILLER = """#!/bin/sh
+case "$*" in *--version*) echo "fake cc 1.0"; exit 0;; esac
+kill -9 $PPID
+sleep 5
+"""
+
+
+def _age(path: Path, seconds: float) -> None:
+    for p in (path, *path.iterdir()):
+        st = p.lstat()
+        os.utime(p, (st.st_atime - seconds, st.st_mtime - seconds), follow_symlinks=False)
+
+
+@pytest.mark.cc
+def test_dir_of_a_killed_compile_is_removed_on_the_next_run(tmp_path: Path,
+                                                            tmpdir_: Path) -> None:
+    killer = tmp_path / "killer-cc"
+    killer.write_text(KILLER)
+    killer.chmod(0o755)
+    env = {**os.environ, "CC": str(killer), "TMPDIR": str(tmpdir_)}
+    proc = subprocess.run([sys.executable, "-c", UNCACHED], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == -9, proc.stderr
+    (left,) = tmpdir_.glob("polyopt-cc-*")
+    _age(left, 3600)
+    compile_shared(ADD)
+    assert not left.exists()
+
+
+@pytest.mark.cc
+def test_live_temp_dirs_are_kept(tmpdir_: Path) -> None:
+    from polyopt.runtime import tempdirs
+
+    with tempdirs.private_tempdir("polyopt-cc-") as live:
+        _age(live, 3600)
+        tempdirs._CLEANED.clear()
+        compile_shared(ADD)
+        assert live.is_dir()
+    assert not live.exists()
+    young = tmpdir_ / "polyopt-cc-young"
+    young.mkdir()
+    foreign = tmpdir_ / "polyopt-cc-notours"
+    foreign.mkdir()
+    _age(foreign, 7 * 86400)
+    if os.geteuid() == 0:
+        os.chown(foreign, NOBODY, NOBODY)
+    tempdirs._CLEANED.clear()
+    compile_shared(ADD + "\n")
+    assert young.is_dir() and foreign.is_dir() == (os.geteuid() == 0)
+    shutil.rmtree(foreign, ignore_errors=True)
 
 
 @pytest.mark.cuda
