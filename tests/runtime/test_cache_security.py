@@ -247,6 +247,16 @@ def test_planted_cubin_in_world_writable_cache_is_not_used(cache_dir: Path,
     assert list(_fallback(tmpdir_).glob("c/*/*.cubin"))
 
 
+def test_tuning_database_avoids_a_world_writable_cache_dir(cache_dir: Path,
+                                                           tmpdir_: Path) -> None:
+    from polyopt.tune.db import default_path
+
+    assert default_path() == cache_dir / "tuning.sqlite"
+    os.chmod(cache_dir, 0o777)
+    cache.clear_memory()
+    assert default_path() == _fallback(tmpdir_) / "tuning.sqlite"
+
+
 def test_cache_under_a_parent_writable_by_all_is_refused(tmp_path: Path, tmpdir_: Path) -> None:
     parent = tmp_path / "shared"
     parent.mkdir()
