@@ -40,6 +40,7 @@ from typing import IO, Any, TypeVar
 
 from polyopt import config
 from polyopt.errors import OptionError, PolyoptError
+from polyopt.runtime import cache, trust
 from polyopt.tune.key import Key, Shapes, shape_distance
 
 SCHEMA_VERSION = 1
@@ -128,8 +129,14 @@ _SELECT = f"SELECT {_COLUMNS} FROM records"
 
 
 def default_path() -> Path:
-    """``tuning.sqlite`` in polyopt's cache dir (``POLYOPT_CACHE_DIR`` or the user's)."""
-    return config.cache_dir() / "tuning.sqlite"
+    """``tuning.sqlite`` in polyopt's cache dir (``POLYOPT_CACHE_DIR`` or the user's), or in
+    the private fallback when others could write to that dir (see :mod:`polyopt.runtime.trust`)."""
+    try:
+        return cache.usable_root(config.cache_dir()) / "tuning.sqlite"
+    except trust.UntrustedLocationError:
+        raise
+    except OSError:  # cannot be created: opening it reports why, as a DatabaseError
+        return config.cache_dir() / "tuning.sqlite"
 
 
 @dataclass(frozen=True)
@@ -278,7 +285,7 @@ class Database:
 
     def _open(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                    check_same_thread=False)
         except (OSError, sqlite3.Error) as e:
