@@ -178,7 +178,8 @@ class Kernel:
 
     def _unaliased(self, program: ir.Program, outs: list[Any], inputs: list[Any]) -> list[Any]:
         """``outs`` with a private copy for each buffer that overlaps an input (the kernel
-        reads inputs while it writes outputs; the copy is stored back after the call). Two
+        reads inputs while it writes outputs) or is not aligned for its dtype; the copy is
+        stored back after the call. Two
         outputs in overlapping memory cannot both hold their result: an error."""
         safe = []
         for k, buf in enumerate(outs):
@@ -187,7 +188,8 @@ class Kernel:
                     raise ShapeError(f"def '{self.name}': outputs {program.outputs[j].name} "
                                      f"and {program.outputs[k].name} were given overlapping "
                                      f"buffers; each output needs memory of its own")
-            clash = any(_overlap(buf, x) for x in inputs)
+            # Vectorized code may assume elements at their natural alignment, as C does.
+            clash = not _aligned(buf) or any(_overlap(buf, x) for x in inputs)
             safe.append(buf.copy() if clash else buf)  # a copy keeps what op= combines with
         return safe
 
@@ -355,6 +357,10 @@ def _overlap(a: Any, b: Any) -> bool:
     return bool(np.may_share_memory(a, b))  # exact for the contiguous arrays a call holds
 
 
+def _aligned(a: Any) -> bool:
+    return bool(getattr(a.flags, "aligned", True))  # GPU arrays are always aligned
+
+
 def _shape(t: ir.Tensor, sizes: Mapping[str, int]) -> tuple[int, ...]:
     shape = tuple(ir.extent_value(e, sizes) for e in t.shape)
     if any(n < 0 for n in shape):
@@ -383,7 +389,7 @@ def _as_input(x: Any, decl: syntax.TensorDecl, def_name: str, device: bool) -> A
                              f"{type(x).__module__}.{type(x).__name__}")
     a = np.asarray(x)
     _check_array(a, decl, def_name, want.np)
-    return np.ascontiguousarray(a)
+    return np.require(a, requirements="CA")  # contiguous and aligned, copied if not
 
 
 def _python_scalar(x: int | float | bool, decl: syntax.TensorDecl, def_name: str,

@@ -128,6 +128,18 @@ def test_einsum_out_may_be_an_operand() -> None:
     np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-5)
 
 
+def test_unaligned_inputs_and_outputs_work_through_aligned_copies() -> None:
+    def unaligned(n: int) -> np.ndarray:
+        a = np.frombuffer(bytearray(4 * n + 8), np.float32, count=n, offset=1)
+        assert not a.flags.aligned
+        return a
+
+    x, out = unaligned(1000), unaligned(1000)
+    x[:] = np.arange(1000)
+    polyopt.compile("def f(float(N) x) -> (o) { o(i) = x(i) * 2 + 1 }")(x, outputs=[out])
+    np.testing.assert_array_equal(out, np.arange(1000) * 2 + 1)
+
+
 def test_noncontiguous_inputs_are_copied() -> None:
     a = rand(8, 6)[:, ::2]
     b = rand(3, 4)
