@@ -389,6 +389,8 @@ def _as_input(x: Any, decl: syntax.TensorDecl, def_name: str, device: bool) -> A
                              f"{type(x).__module__}.{type(x).__name__}")
     a = np.asarray(x)
     _check_array(a, decl, def_name, want.np)
+    if a.flags.c_contiguous and a.flags.aligned:
+        return a
     return np.require(a, requirements="CA")  # contiguous and aligned, copied if not
 
 
