@@ -12,7 +12,7 @@ import numpy as np
 
 from polyopt import dtypes, ir, lang
 from polyopt.codegen.printer import KernelSource
-from polyopt.errors import OptionError, PolyoptError, PolyoptWarning, ShapeError, SizesRequiredError
+from polyopt.errors import OptionError, PolyoptWarning, ShapeError, SizesRequiredError
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
 from polyopt.pipeline import (
@@ -219,16 +219,10 @@ class Kernel:
         caller chose neither a schedule nor the size-generic kernel (``tuned`` option)."""
         if not self._options.get("tuned", True) or self._parametric:
             return None
-        from polyopt.tune.tuner import lookup  # sqlite only when asked
+        from polyopt.tune.replay import tuned_schedule  # sqlite only when asked
 
-        record = lookup(self._source_text, self.name, sizes, self._options["target"])
-        if record is None:
-            return None
-        try:
-            return schedule_from_json(record.schedule_json, self._source_text, self.name,
-                                      sizes=sizes)
-        except PolyoptError:  # recorded by another version of polyopt: the default then
-            return None
+        # Never raises: a record that cannot be used is a TuningWarning and the default.
+        return tuned_schedule(self._source_text, self.name, sizes, self._options["target"])
 
     def _reuses_static(self, sizes: dict[str, int]) -> bool:
         """Does the compile-time lowering already serve a call at ``sizes``?"""
