@@ -55,6 +55,9 @@ def tuned_schedule(source: str, name: str | None, sizes: Mapping[str, int], targ
         if lang.build_program(source, name, sizes).sizes:
             return None  # a key needs every size; the size-generic kernel has none
         key = make_key(source, name, sizes, target)
+    except PolyoptError:  # the definition at these sizes: compile itself reports that
+        return None
+    try:
         record = best_record(key, db)
     except PolyoptError as e:  # an unreadable database or a malformed record
         _warn(f"cannot read the tuning database ({e})")

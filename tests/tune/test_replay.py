@@ -195,3 +195,12 @@ def test_scratch_counts_locals_but_not_slices() -> None:
     with pytest.raises(polyopt.ScheduleError, match="the largest, A_pack"):
         memory.check_scratch(program, limit=sum(n for n, _, _ in sizes) - 1)
     assert (memory.physical_memory() or 1) > 0
+
+
+def test_sizes_the_definition_rejects_are_not_a_database_problem(db_path: Path) -> None:
+    _store(db_path, _default())
+    src = "def valid(float(N) x, float(K) w) -> (y) { y(i) +=! x(i + r_k) * w(r_k) }"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no TuningWarning: compile reports the sizes
+        with pytest.raises(polyopt.ShapeError, match="negative"):
+            polyopt.compile(src, sizes={"N": 2, "K": 5})
