@@ -202,5 +202,6 @@ def test_sizes_the_definition_rejects_are_not_a_database_problem(db_path: Path) 
     src = "def valid(float(N) x, float(K) w) -> (y) { y(i) +=! x(i + r_k) * w(r_k) }"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no TuningWarning: compile reports the sizes
+        kernel = polyopt.compile(src)  # the sizes come with the call
         with pytest.raises(polyopt.ShapeError, match="negative"):
-            polyopt.compile(src, sizes={"N": 2, "K": 5})
+            kernel(np.ones(2, np.float32), np.ones(5, np.float32))
