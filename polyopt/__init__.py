@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 from polyopt import tune  # the package, callable as polyopt.tune(...)
 from polyopt.api import Kernel, compile
 from polyopt.einsum import einsum
@@ -28,6 +30,11 @@ from polyopt.schedule import Schedule
 
 __version__ = "0.1.0"
 
+# The operator library, reachable after a bare `import polyopt` (the README's use). It is
+# installed from the top-level kernels/ (setup.cfg's package_dir), which type checkers
+# cannot follow: hence a module object rather than an import statement.
+kernels = importlib.import_module("polyopt.kernels")
+
 __all__ = [
     "BoundsError",
     "CodegenError",
@@ -46,6 +53,7 @@ __all__ = [
     "SizesRequiredError",
     "compile",
     "einsum",
+    "kernels",
     "schedule",
     "tune",
 ]

@@ -15,7 +15,6 @@ from polyopt.codegen.printer import KernelSource
 from polyopt.errors import (
     InputTypeError,
     OptionError,
-    PolyoptError,
     PolyoptWarning,
     ShapeError,
     SizesRequiredError,
@@ -251,16 +250,10 @@ class Kernel:
         caller chose neither a schedule nor the size-generic kernel (``tuned`` option)."""
         if not self._options.get("tuned", True) or self._parametric:
             return None
-        from polyopt.tune.tuner import lookup  # sqlite only when asked
+        from polyopt.tune.replay import tuned_schedule  # sqlite only when asked
 
-        record = lookup(self._source_text, self.name, sizes, self._options["target"])
-        if record is None:
-            return None
-        try:
-            return schedule_from_json(record.schedule_json, self._source_text, self.name,
-                                      sizes=sizes)
-        except PolyoptError:  # recorded by another version of polyopt: the default then
-            return None
+        # Never raises: a record that cannot be used is a TuningWarning and the default.
+        return tuned_schedule(self._source_text, self.name, sizes, self._options["target"])
 
     def _reuses_static(self, sizes: dict[str, int]) -> bool:
         """Does the compile-time lowering already serve a call at ``sizes``?"""
@@ -391,7 +384,7 @@ def _as_input(x: Any, decl: syntax.TensorDecl, def_name: str, device: bool) -> A
     _check_array(a, decl, def_name, want.np)
     if a.flags.c_contiguous and a.flags.aligned:
         return a
-    return np.require(a, requirements="CA")  # contiguous and aligned, copied if not
+    return np.require(a, requirements=["C", "A"])  # contiguous and aligned, copied if not
 
 
 def _python_scalar(x: int | float | bool, decl: syntax.TensorDecl, def_name: str,

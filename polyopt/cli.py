@@ -144,9 +144,10 @@ def _db(args: argparse.Namespace) -> int:
 
     with Database(args.db) as db:
         if args.db_command == "list":
+            summary = db.summary()  # a malformed record: one error line, no table
             print(f"{'key':12}  {'def':16} {'target':13} {'records':>7} {'best ms':>10}  "
                   f"{'last record':19}  shapes")
-            for s in db.summary():
+            for s in summary:
                 shapes = " ".join("x".join(map(str, shape)) for shape in s.shapes)
                 print(f"{s.key_id[:12]:12}  {s.def_name:16} {s.target:13} {s.records:7d} "
                       f"{s.best * 1e3:10.4f}  {s.last[:19]:19}  {shapes}")

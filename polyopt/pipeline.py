@@ -26,6 +26,7 @@ from polyopt.schedule.cpu import optimize
 from polyopt.schedule.gpu import GpuMapping, map_to_gpu
 from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import configured
+from polyopt.schedule.memory import check_scratch
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
@@ -133,6 +134,8 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
             src = render_cuda(ast, specialized=not program.sizes, grid_cap=options["gpu"].grid)
         else:
             src = render(ast, dialect_for(options["machine"]), specialized=not program.sizes)
+        if not program.sizes:  # every size known: what its first call will allocate
+            check_scratch(pp.program, sliced=src.slices)
     except isl.Error as e:  # every isl failure reaches the user with context
         raise PolyoptError(f"internal isl error while compiling '{program.name}': {e}") from e
     lowered = Lowered(pp.program, pp, deps, sched, ast, src)

@@ -10,15 +10,17 @@ reason; nothing is estimated. Results go to the terminal (a table) and to
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 import numpy as np
 
@@ -37,7 +39,10 @@ from polyopt.bench.peers import (
 from polyopt.bench.records import TOLERANCE, Record, add_speedups, totals
 from polyopt.errors import OptionError
 
-__all__ = ["Settings", "add_arguments", "main", "run", "settings_from"]
+__all__ = ["Settings", "add_arguments", "choose_baseline", "in_own_thread", "main", "run",
+           "settings_from"]
+
+T = TypeVar("T")
 
 # Per target, the systems timed, in table order. On CUDA only torch has a GPU path here.
 SYSTEMS = {"c": ("polyopt", "numpy", "torch", "tvm"), "cuda": ("polyopt", "torch")}
@@ -75,6 +80,8 @@ class Settings:
     seed: int
     command: str
     tuned: bool = False  # polyopt uses the tuning database's best schedules
+    usable_cpus: int | None = None  # the caller's CPUs before anything ran
+    baseline_note: str = ""  # why speed-ups are not relative to the --baseline asked for
 
     @property
     def systems(self) -> tuple[str, ...]:
@@ -130,15 +137,21 @@ def settings_from(args: argparse.Namespace) -> Settings:
     threads = args.threads or _default_threads()
     return Settings(args.model, layers, args.batch, args.target, args.repeat, args.baseline,
                     args.tvm_trials, Path(args.out), threads, args.settle, args.scale,
-                    args.seed, _command(args, threads), bool(getattr(args, "tuned", False)))
+                    args.seed, _command(args, threads), bool(getattr(args, "tuned", False)),
+                    _usable_cpus())
+
+
+def _usable_cpus() -> int:
+    """The CPUs this thread may run on (its affinity), else all of them."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
 
 
 def _default_threads() -> int:
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    return _usable_cpus()
 
 
 def _command(args: argparse.Namespace, threads: int) -> str:
@@ -276,8 +289,48 @@ def collect(settings: Settings, progress: Progress) -> list[Record]:
                 rec = Record.start(settings.model, layer, settings.batch, system)
                 records.append(measure(rec, layer, inputs, ref, ctx, settings))
     progress.close()
-    add_speedups(records, settings.baseline)
     return records
+
+
+def choose_baseline(records: Sequence[Record], asked: str,
+                    systems: Sequence[str]) -> tuple[str, str]:
+    """The system speed-ups are relative to, and a note when it is not ``asked``: a baseline
+    with no correct timing at all (torch not installed) would leave every speed-up empty,
+    so the first peer that has one (numpy before torch and TVM; polyopt last) stands in."""
+    ran = {r.system for r in records if r.usable}
+    if asked in ran:
+        return asked, ""
+    reasons = [f"{r.status}: {r.reason}" if r.reason else r.status
+               for r in records if r.system == asked]
+    why = f"{asked} has no correct timing ({reasons[0] if reasons else 'not run'})"
+    others = sorted((s for s in systems if s in ran), key=lambda s: (s == "polyopt",
+                                                                     systems.index(s)))
+    if not others:
+        return asked, f"{why}, nor has any other system: there are no speed-ups"
+    return others[0], f"{why}: speed-ups are relative to {others[0]} instead"
+
+
+def in_own_thread(fn: Callable[[], T]) -> T:
+    """``fn()`` in a thread of its own. With OMP_PROC_BIND set, the OpenMP runtime pins the
+    thread that loads it (polyopt's first parallel kernel, or torch) to one place for good:
+    run in the caller's thread, the caller and every thread it started afterwards were left
+    on one CPU (``os.sched_getaffinity(0)`` went from {0, 1} to {0})."""
+    out: list[T] = []
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # re-raised in the caller's thread
+            failed.append(exc)
+
+    # A daemon: Ctrl-C in the caller ends the process without waiting for the layer at hand.
+    thread = threading.Thread(target=target, name="polyopt-bench", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return out[0]
 
 
 def configure_threads(threads: int) -> None:
@@ -307,9 +360,12 @@ def run(args: argparse.Namespace) -> int:
     configure_threads(settings.threads)
     progress = Progress(len(settings.layers) * len(settings.systems))
     _warn_if_busy(progress)
-    records = collect(settings, progress)
-    summary = totals(records, settings.baseline, settings.systems)
-    print(report.table(records, summary, settings.systems, settings.baseline))
+    records = in_own_thread(lambda: collect(settings, progress))
+    baseline, note = choose_baseline(records, settings.baseline, settings.systems)
+    settings = dataclasses.replace(settings, baseline=baseline, baseline_note=note)
+    add_speedups(records, baseline)
+    summary = totals(records, baseline, settings.systems)
+    print(report.table(records, summary, settings.systems, baseline, note))
     written, png_note = report.write_all(settings, records, summary)
     for path in written:
         print(f"wrote {path}")

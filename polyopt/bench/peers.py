@@ -148,7 +148,9 @@ def prepare_polyopt(layer: Layer, inputs: Inputs, ctx: Context) -> Prepared:
     # it as this layer's failure, whatever the target.
     kernel = polyopt.compile(source, name, target=ctx.target, sizes=sizes,
                              options={"tuned": ctx.use_db})
-    found = ctx.use_db and lookup(source, name, sizes, ctx.target) is not None
+    record = lookup(source, name, sizes, ctx.target) if ctx.use_db else None
+    # A record compile could not use (a TuningWarning) leaves the automatic schedule.
+    found = record is not None and kernel.schedule.as_json() == record.schedule_json
     variant = f"{name}, {'tuned' if found else 'automatic'} schedule, target {ctx.target}"
     if ctx.target == "c":
         variant += f", OpenMP threads {os.environ.get('OMP_NUM_THREADS', 'default')}"

@@ -432,8 +432,8 @@ class Schedule:
             data = json.loads(text)
             steps = tuple(Step(d["verb"], tuple(d.get("args", ())),
                                tuple(d.get("kwargs", {}).items())) for d in data["steps"])
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise ScheduleError(f"not a polyopt schedule in JSON: {e}") from e
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+            raise ScheduleError(f"not a polyopt schedule in JSON: {str(e)[:200]}") from None
         return data, steps
 
     def specialize(self, poly: PolyProgram, deps: Deps, bound: Mapping[str, int]) -> Schedule:

@@ -13,10 +13,11 @@ from typing import Any
 
 from polyopt.tune.db import Database, Record, default_path
 from polyopt.tune.key import Key, canonical_hash, machine_id
+from polyopt.tune.replay import TuningWarning
 from polyopt.tune.tuner import TuneResult, tune
 
-__all__ = ["Database", "Key", "Record", "TuneResult", "canonical_hash", "default_path",
-           "machine_id", "tune"]
+__all__ = ["Database", "Key", "Record", "TuneResult", "TuningWarning", "canonical_hash",
+           "default_path", "machine_id", "tune"]
 
 
 class _TuneModule(types.ModuleType):

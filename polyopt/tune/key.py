@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import math
+import operator
 import platform
 import re
 from collections.abc import Mapping, Sequence
@@ -162,7 +163,7 @@ class Key:
     def_name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shapes", _shapes_of(self.shapes))
+        object.__setattr__(self, "shapes", shapes_of(self.shapes))
         object.__setattr__(self, "dtypes", tuple(str(d) for d in self.dtypes))
 
     @staticmethod
@@ -170,7 +171,7 @@ class Key:
              machine: str | None = None) -> Key:
         """The key of size-generic ``program`` at input ``shapes`` on this machine."""
         _check_target(target)
-        return Key(canonical_hash(program), _shapes_of(shapes),
+        return Key(canonical_hash(program), shapes_of(shapes),
                    tuple(t.dtype for t in program.inputs), target,
                    machine if machine is not None else machine_id(target), _version(),
                    def_name=program.name)
@@ -189,18 +190,29 @@ class Key:
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> Key:
-        return Key(str(d["definition"]), d["shapes"], tuple(d["dtypes"]), str(d["target"]),
+        dtypes = d["dtypes"]
+        if not isinstance(dtypes, list) or not all(isinstance(t, str) for t in dtypes):
+            raise OptionError(f"Key dtypes must be a list of names, not {str(dtypes)[:80]}")
+        return Key(str(d["definition"]), d["shapes"], tuple(dtypes), str(d["target"]),
                    str(d["machine"]), str(d["version"]), def_name=str(d.get("def_name", "")))
 
 
-def _shapes_of(shapes: Sequence[Sequence[int]]) -> Shapes:
+def shapes_of(shapes: Sequence[Sequence[int]]) -> Shapes:
+    """``shapes`` as tuples of ints; OptionError for anything else (a string, a float, a bool
+    or a negative extent)."""
     try:
-        out = tuple(tuple(int(d) for d in s) for s in shapes)
+        out = tuple(tuple(_dim(d) for d in s) for s in shapes)
     except (TypeError, ValueError):
-        raise OptionError(f"Key shapes must be tuples of ints, not {shapes!r}") from None
+        raise OptionError(f"Key shapes must be tuples of ints, not {str(shapes)[:80]}") from None
     if any(d < 0 for s in out for d in s):
         raise OptionError(f"Key shapes must not be negative: {out}")
     return out
+
+
+def _dim(value: object) -> int:
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(value)
+    return operator.index(value)  # type: ignore[arg-type]
 
 
 def shape_distance(a: Shapes, b: Shapes) -> float | None:

@@ -181,6 +181,9 @@ def _features(source: str, name: str | None, sizes: Mapping[str, int],
 def make_key(source: str, name: str | None, sizes: Mapping[str, int], target: str) -> Key:
     """The database key of def ``name`` at ``sizes`` on ``target`` on this machine."""
     sized = lang.build_program(source, name, sizes)
+    if sized.sizes:
+        raise OptionError(f"a tuning key needs every size of def '{sized.name}'; "
+                          f"unbound: {', '.join(sized.sizes)}")
     try:
         generic = lang.build_program(source, name, _params_only(source, name, sizes))
     except SizesRequiredError:  # affine only at these sizes: they are part of the definition
@@ -203,18 +206,24 @@ def _params_only(source: str, name: str | None, sizes: Mapping[str, int]) -> dic
 def lookup(source: str, name: str | None, sizes: Mapping[str, int], target: str,
            db: str | Database | None = None) -> Record | None:
     """The best recorded schedule for this key, or None (no database, no record, or a
-    database that cannot be read: compiling never fails for the tuner's sake)."""
+    database that cannot be read; ``polyopt.tune.replay`` says why when compiling)."""
     try:
-        database = _database(db, create=False)
-        if database is None:
-            return None
-        try:
-            return database.best(make_key(source, name, sizes, target))
-        finally:
-            if database is not db:  # opened here: do not leave a connection per compile
-                database.close()
+        return best_record(make_key(source, name, sizes, target), db)
     except (PolyoptError, OSError):
         return None
+
+
+def best_record(key: Key, db: str | Database | None = None) -> Record | None:
+    """The best record of ``key`` in ``db`` (default: the user's database), None when
+    there is no such file or record; DatabaseError when it cannot be read."""
+    database = _database(db, create=False)
+    if database is None:
+        return None
+    try:
+        return database.best(key)
+    finally:
+        if database is not db:  # opened here: do not leave a connection per compile
+            database.close()
 
 
 def _database(db: str | Database | bool | None, create: bool = True) -> Database | None:
@@ -235,7 +244,13 @@ def _seeds(database: Database | None, key: Key, space: Space) -> list[Config]:
     if database is None:
         return []
     records = [r for r in [database.best(key)] if r is not None] + database.nearest(key)
-    return [config_of(space, r.options) for r in records]
+    seeds = []
+    for r in records:
+        try:
+            seeds.append(config_of(space, r.options))
+        except (TypeError, ValueError, AttributeError):  # options of no configuration
+            continue
+    return seeds
 
 
 def config_of(space: Space, options: Mapping[str, Any]) -> Config:
