@@ -256,7 +256,7 @@ def _check(program: ir.Program, inputs: list[np.ndarray], sizes: dict[str, int],
         err = diff / max(float(np.linalg.norm(r)), 1e-30)
         worst = max(worst, err)
         print(f"  {t.name}: relative L2 error {err:.3e} against the float64 reference")
-    tol = 1e-2 if any(t.dtype == "float16" for t in program.outputs) else 1e-4
+    tol = 1e-2 if any(t.dtype in ("float16", "bfloat16") for t in program.outputs) else 1e-4
     ok = worst <= tol
     print("check: OK" if ok else f"check: FAILED (tolerance {tol:g})")
     return 0 if ok else 1
