@@ -24,6 +24,7 @@ from typing import TextIO, TypeVar
 
 import numpy as np
 
+from polyopt import host
 from polyopt.bench import report
 from polyopt.bench.layers import MODELS, Layer, scaled, select
 from polyopt.bench.peers import (
@@ -138,20 +139,14 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(args.model, layers, args.batch, args.target, args.repeat, args.baseline,
                     args.tvm_trials, Path(args.out), threads, args.settle, args.scale,
                     args.seed, _command(args, threads), bool(getattr(args, "tuned", False)),
-                    _usable_cpus())
-
-
-def _usable_cpus() -> int:
-    """The CPUs this thread may run on (its affinity), else all of them."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+                    host.usable_cores())
 
 
 def _default_threads() -> int:
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return _usable_cpus()
+    return host.usable_cores()
 
 
 def _command(args: argparse.Namespace, threads: int) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import polyopt
+from polyopt import host
 from polyopt.bench.records import FIELDS, TOLERANCE, Record, Total
 
 if TYPE_CHECKING:  # conv.py imports this module
@@ -136,26 +137,18 @@ def _first_line(argv: Sequence[str]) -> str:
     return "unavailable"
 
 
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def environment(usable_cpus: int | None = None) -> dict[str, Any]:
     """The machine, library versions and thread settings, for the JSON file.
     ``usable_cpus``: the caller's CPU count, taken before anything ran (default: now)."""
     usable = usable_cpus
-    if usable is None and hasattr(os, "sched_getaffinity"):
-        usable = len(os.sched_getaffinity(0))
+    if usable is None:
+        usable = host.usable_cores()
     blas = "unknown"
     with contextlib.suppress(Exception):  # numpy's build info moves between releases
         info = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
         blas = f"{info['name']} {info.get('version', '')}".strip()
     return {
-        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "usable_cpus": usable,
+        "machine": {"cpu": host.cpu_model(), "cores": os.cpu_count(), "usable_cpus": usable,
                     "arch": platform.machine(), "os": platform.platform(),
                     "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None},
         "versions": {"python": platform.python_version(), "polyopt": polyopt.__version__,

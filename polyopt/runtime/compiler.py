@@ -15,7 +15,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
-import hashlib
 import os
 import platform
 import shlex
@@ -27,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from polyopt import config
+from polyopt import config, host
 from polyopt.errors import CompileError
 from polyopt.runtime import cache, tempdirs
 
@@ -150,9 +149,9 @@ def _prepare(source: str, flags: Sequence[str] | None, link_flags: Sequence[str]
     chosen += [f for f in _REQUIRED if f not in chosen]
     final = (*chosen, *cfg.cflags)
     # -march=native makes the object depend on this CPU: keep shared caches (NFS homes) apart.
-    host = _host_fingerprint() if any(f.endswith("=native") for f in final) else ""
+    machine = host.fingerprint() if any(f.endswith("=native") for f in final) else ""
     link = tuple(link_flags)
-    key = cache.cache_key(source, f"{identity} | {host}", (*final, *LINK_FLAGS, *link))
+    key = cache.cache_key(source, f"{identity} | {machine}", (*final, *LINK_FLAGS, *link))
     return _Job(cfg, identity, final, key, link)
 
 
@@ -217,23 +216,6 @@ def _run(job: _Job, flags: Sequence[str], src: Path, out: Path) -> subprocess.Co
 
 def _env() -> dict[str, str]:
     return {**os.environ, "LC_ALL": "C"}
-
-
-_CPU_KEYS = frozenset({"vendor_id", "cpu family", "model", "model name", "stepping", "flags",
-                       "Features", "CPU implementer", "CPU architecture", "CPU variant",
-                       "CPU part", "isa", "cpu"})
-
-
-@functools.lru_cache(maxsize=1)
-def _host_fingerprint() -> str:
-    """The machine and CPU model/features, which ``-march=native`` output depends on."""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            lines = handle.read().split("\n\n")[0].splitlines()
-    except OSError:
-        return f"{platform.machine()}:{platform.processor()}"
-    stable = [ln for ln in lines if ln.split(":")[0].strip() in _CPU_KEYS]
-    return f"{platform.machine()}:{hashlib.sha256(repr(stable).encode()).hexdigest()[:16]}"
 
 
 def _trace(cfg: config.Config, level: int, message: str) -> None:

@@ -12,19 +12,11 @@ ScheduleError when the schedule is lowered.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Collection, Mapping
 
 from polyopt import dtypes, ir
 from polyopt.errors import ScheduleError
-
-
-def physical_memory() -> int | None:
-    """Bytes of physical memory on this machine (None where the OS does not say)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        return None
+from polyopt.host import physical_memory
 
 
 def scratch(program: ir.Program, sizes: Mapping[str, int],

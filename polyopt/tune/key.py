@@ -8,22 +8,19 @@ machine (CPU model and flags; GPU name and compute capability) and the polyopt v
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import math
 import operator
-import platform
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import islpy as isl
 
-from polyopt import ir
+from polyopt import host, ir
 from polyopt.errors import OptionError
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -109,16 +106,7 @@ def machine_id(target: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _cpu_id() -> str:
-    from polyopt.runtime.compiler import _host_fingerprint
-    from polyopt.schedule.machine import _cores
-
-    model = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.split(":")[0].strip() in ("model name", "Model", "cpu model"):
-                model = line.partition(":")[2].strip()
-                break
-    return f"{model} | {_host_fingerprint()} | {_cores()} cores"
+    return f"{host.cpu_model()} | {host.fingerprint()} | {host.usable_cores()} cores"
 
 
 @functools.lru_cache(maxsize=1)

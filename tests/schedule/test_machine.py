@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from polyopt import host as hostinfo
 from polyopt.errors import OptionError
 from polyopt.schedule import machine as mm
 from polyopt.schedule.machine import (
@@ -99,11 +100,11 @@ def test_read_caches_from_fake_sysfs(tmp_path: Path) -> None:
         for name, text in [("level", level), ("type", kind), ("size", size),
                            ("coherency_line_size", 64)]:
             (index / name).write_text(f"{text}\n")
-    assert mm._read_caches(tmp_path) == {"line_bytes": 64, "l1d_bytes": 48 << 10,
+    assert hostinfo.cache_sizes(tmp_path) == {"line_bytes": 64, "l1d_bytes": 48 << 10,
                                          "l2_bytes": 2 << 20, "l3_bytes": 32 << 20}
     (tmp_path / "index3" / "level").write_text("4\n")     # no L3 any more
-    assert mm._read_caches(tmp_path)["l3_bytes"] == 0
-    assert mm._read_caches(tmp_path / "missing") == mm._DEFAULT_CACHES
+    assert hostinfo.cache_sizes(tmp_path)["l3_bytes"] == 0
+    assert hostinfo.cache_sizes(tmp_path / "missing") == hostinfo.DEFAULT_CACHES
 
 
 def test_vector_shape() -> None:
