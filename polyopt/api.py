@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from polyopt import dtypes, ir, lang
-from polyopt.codegen.printer import KernelSource
+from polyopt.codegen.contract import KernelSource
 from polyopt.errors import (
     InputTypeError,
     OptionError,

@@ -14,19 +14,18 @@ emulator (``polyopt.runtime.emulator``), compiled only there.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import replace
 
 import islpy as isl
 
 from polyopt.codegen.ast import Ast
 from polyopt.codegen.builtins import PRELUDE
+from polyopt.codegen.contract import KernelSource, Launch
 from polyopt.codegen.exprs import Types, cname
 from polyopt.codegen.gputile import TileEmitter, analyze, find_tile
 from polyopt.codegen.printer import (
     Dialect,
-    KernelSource,
     StmtPrinter,
     _Body,
     _Context,
@@ -37,9 +36,6 @@ from polyopt.schedule.gpu import MAX_THREADS
 from polyopt.schedule.schedule import GPU_AXES
 from polyopt.schedule.tree import MARK_PREFIX
 
-# CUDA's launch limits: gridDim.x up to 2^31 - 1, y and z up to 65535 (grid-stride loops
-# cover any rest).
-GRID_LIMITS = (2**31 - 1, 65535, 65535)
 _STRIDE = {"blockIdx": "gridDim", "threadIdx": "blockDim"}
 
 
@@ -68,30 +64,6 @@ class CudaDialect(Dialect):
         start = f"(long){axis}{step}" if init == "0L" else f"{init} + (long){axis}{step}"
         return (f"for (long {it} = {start}; {cond}; "
                 f"{it} += (long){_STRIDE[kind]}.{dim}{step})")
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel of a CUDA ``KernelSource`` and its launch shape, x first. The extents are
-    isl piecewise affine text over the sizes (``grid_c``/``block_c``: the same as C, for
-    people); ``threads`` bounds the block for every size (``__launch_bounds__``)."""
-
-    symbol: str
-    grid: tuple[str, str, str]  # isl text
-    block: tuple[str, str, str]
-    grid_c: tuple[str, str, str]
-    block_c: tuple[str, str, str]
-    threads: int | None
-    grid_cap: tuple[int, int, int] = GRID_LIMITS  # grid-stride loops cover the rest
-
-    def shape(self, sizes: Mapping[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """(grid, block) at ``sizes``; a zero extent means there is nothing to run."""
-        grid = tuple(min(_evaluate(g, sizes), lim, cap) for g, lim, cap in zip(
-            self.grid, GRID_LIMITS, self.grid_cap, strict=True))
-        return grid, tuple(_evaluate(b, sizes) for b in self.block)
-
-    def describe(self) -> dict[str, object]:
-        return {"kernel": self.symbol, "grid": self.grid_c, "block": self.block_c}
 
 
 def render_cuda(ast: Ast, *, specialized: bool,
@@ -341,20 +313,3 @@ class _CudaBody(_Body):
         pad = "  " * depth
         cond = " && ".join(f"{a} == 0" for a in missing)
         return [f"{pad}if ({cond}) {{", *super()._user(call, depth + 1), f"{pad}}}"]
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed(text: str) -> isl.PwAff:
-    return isl.PwAff(text)
-
-
-def _evaluate(text: str, sizes: Mapping[str, int]) -> int:
-    """A launch extent at ``sizes``; 0 where it is undefined (no instance runs)."""
-    pa = _parsed(text)
-    space = pa.get_domain_space()
-    point = isl.Point.zero(space)
-    for i in range(space.dim(isl.dim_type.param)):
-        name = str(space.get_dim_name(isl.dim_type.param, i))
-        point = point.set_coordinate_val(isl.dim_type.param, i, isl.Val(int(sizes[name])))
-    value = pa.eval(point)
-    return 0 if value.is_nan() else max(0, int(value.to_python()))

@@ -1,19 +1,12 @@
 """isl AST → C source: one printer; targets differ by their Dialect.
 
-The generated function has one calling convention on every target::
-
-    int polyopt_<def>(void **bufs, const long *dims, long *err)
-
-``bufs`` holds the tensors (inputs, outputs, locals in declaration order); ``dims`` holds the
-sizes (``KernelSource.dims`` names each entry) and every tensor extent; ``err`` receives a
-run-time error (a data-dependent index out of range): code, gather id, value, dim.
-A specialized kernel bakes sizes and extents in as constants and ignores ``dims``.
+The function it prints follows the calling convention of ``polyopt.codegen.contract``. A
+specialized kernel bakes sizes and extents in as constants and ignores ``dims``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import islpy as isl
 
@@ -21,6 +14,7 @@ from polyopt import ir
 from polyopt.codegen import linear, microkernel, transpose
 from polyopt.codegen.ast import Ast, loop_is_parallel
 from polyopt.codegen.builtins import PRELUDE
+from polyopt.codegen.contract import KernelSource
 from polyopt.codegen.exprs import C_TYPES, AstExprPrinter, RhsPrinter, Types, cname
 from polyopt.codegen.linear import ast_lin
 from polyopt.dtypes import DTYPES, identity
@@ -30,26 +24,6 @@ from polyopt.schedule.contraction import MAX_SLICE_BYTES, slice_bytes
 from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.schedule import GPU_AXES
 from polyopt.schedule.tree import MARK_PREFIX
-
-
-@dataclass(frozen=True)
-class KernelSource:
-    """Generated code and what a runtime needs to call it."""
-
-    name: str  # the def
-    symbol: str  # the C function
-    text: str
-    buffers: tuple[str, ...]  # tensor names, in bufs[] order
-    dims: tuple[str, ...]  # dims[] entries: size names, then "T.d" for each tensor dim
-    gathers: tuple[str, ...]  # error id → the checked read, for run-time messages
-    specialized: bool
-    target: str = "c"
-    slices: tuple[str, ...] = ()  # locals the kernel keeps as per-iteration slices (unused)
-    launches: tuple[Any, ...] = ()  # CUDA: one polyopt.codegen.cuda.Launch per kernel
-    roles: tuple[str, ...] = ()  # per buffer: "input", "output" or "local"
-
-    def __str__(self) -> str:
-        return self.text
 
 
 class Dialect:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from polyopt.codegen.printer import KernelSource
+from polyopt.codegen.contract import KernelSource
 from polyopt.errors import CompileError, PolyoptError
 from polyopt.runtime import nvcc
 from polyopt.runtime.launch import LaunchPlan
