@@ -18,7 +18,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO, TypeVar
 
@@ -37,8 +36,8 @@ from polyopt.bench.peers import (
     prepare_polyopt,
     prepare_torch,
 )
-from polyopt.bench.records import TOLERANCE, Record, add_speedups, totals
-from polyopt.errors import OptionError
+from polyopt.bench.records import SYSTEMS, TOLERANCE, Record, Settings, add_speedups, totals
+from polyopt.errors import OptionError, PolyoptError
 
 __all__ = ["Settings", "add_arguments", "choose_baseline", "in_own_thread", "main", "run",
            "settings_from"]
@@ -46,7 +45,6 @@ __all__ = ["Settings", "add_arguments", "choose_baseline", "in_own_thread", "mai
 T = TypeVar("T")
 
 # Per target, the systems timed, in table order. On CUDA only torch has a GPU path here.
-SYSTEMS = {"c": ("polyopt", "numpy", "torch", "tvm"), "cuda": ("polyopt", "torch")}
 # A pause before each measurement: on a 2-core machine the previous runtime's spinning
 # worker threads (OpenBLAS, libgomp, TVM's pool) otherwise stall the next one's by ~8 ms.
 SETTLE_S = 0.3
@@ -61,32 +59,6 @@ def _prepare_tvm(layer: Layer, inputs: Inputs, ctx: Context) -> Prepared:
 PREPARE: dict[str, Callable[[Layer, Inputs, Context], Prepared]] = {
     "polyopt": prepare_polyopt, "numpy": prepare_numpy, "torch": prepare_torch,
     "tvm": _prepare_tvm}
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The validated options of one run."""
-
-    model: str
-    layers: tuple[Layer, ...]
-    batch: int
-    target: str
-    repeat: int
-    baseline: str
-    tvm_trials: int
-    out: Path
-    threads: int
-    settle: float
-    scale: int
-    seed: int
-    command: str
-    tuned: bool = False  # polyopt uses the tuning database's best schedules
-    usable_cpus: int | None = None  # the caller's CPUs before anything ran
-    baseline_note: str = ""  # why speed-ups are not relative to the --baseline asked for
-
-    @property
-    def systems(self) -> tuple[str, ...]:
-        return SYSTEMS[self.target]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -374,7 +346,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``polyopt bench conv ...`` through the package's command line."""
-    from polyopt import cli
-
-    return cli.main(["bench", "conv", *(sys.argv[1:] if argv is None else argv)])
+    """``polyopt bench conv ...`` as a script of its own (scripts/bench_conv.py)."""
+    parser = argparse.ArgumentParser(prog="bench_conv", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
+    except PolyoptError as e:
+        print(f"bench_conv: error: {e}", file=sys.stderr)
+        return 2

@@ -12,16 +12,13 @@ import platform
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 import polyopt
 from polyopt import host
-from polyopt.bench.records import FIELDS, TOLERANCE, Record, Total
-
-if TYPE_CHECKING:  # conv.py imports this module
-    from polyopt.bench.conv import Settings
+from polyopt.bench.records import FIELDS, TOLERANCE, Record, Settings, Total
 
 __all__ = ["environment", "plot", "table", "write_all"]
 
