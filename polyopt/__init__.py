@@ -27,8 +27,7 @@ from polyopt.errors import (
     SizesRequiredError,
 )
 from polyopt.schedule import Schedule
-
-__version__ = "0.1.0"
+from polyopt.version import __version__ as __version__
 
 # The operator library, reachable after a bare `import polyopt` (the README's use). It is
 # installed from the top-level kernels/ (setup.cfg's package_dir), which type checkers

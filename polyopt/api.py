@@ -12,6 +12,15 @@ import numpy as np
 
 from polyopt import dtypes, ir, lang
 from polyopt.codegen.contract import KernelSource
+from polyopt.driver import (
+    Lowered,
+    base_schedule,
+    check_options,
+    check_schedule,
+    is_cuda,
+    lower,
+    lower_program,
+)
 from polyopt.errors import (
     InputTypeError,
     OptionError,
@@ -21,15 +30,6 @@ from polyopt.errors import (
 )
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
-from polyopt.pipeline import (
-    Lowered,
-    base_schedule,
-    check_options,
-    check_schedule,
-    is_cuda,
-    lower,
-    lower_program,
-)
 from polyopt.poly import analyze, build_poly, check_bounds
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.runtime.cuda import is_device_array

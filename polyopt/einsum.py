@@ -23,8 +23,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-import polyopt
-from polyopt import dtypes
+from polyopt import api, dtypes
 from polyopt.errors import OptionError, ShapeError
 
 __all__ = ["EinsumPlan", "einsum", "einsum_plan"]
@@ -250,4 +249,4 @@ def _check_out(out: Any, plan: EinsumPlan, casting: Casting) -> None:
 @lru_cache(maxsize=256)
 def _kernel(text: str, sizes: tuple[tuple[str, int], ...]) -> Any:
     """The compiled kernel of ``text`` at ``sizes``, compiled once per process."""
-    return polyopt.compile(text, "einsum", sizes=dict(sizes))
+    return api.compile(text, "einsum", sizes=dict(sizes))

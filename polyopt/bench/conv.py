@@ -24,7 +24,7 @@ from typing import TextIO, TypeVar
 import numpy as np
 
 from polyopt import host
-from polyopt.bench import report
+from polyopt.bench import report, tvm_conv
 from polyopt.bench.layers import MODELS, Layer, scaled, select
 from polyopt.bench.peers import (
     Context,
@@ -51,8 +51,6 @@ SETTLE_S = 0.3
 
 
 def _prepare_tvm(layer: Layer, inputs: Inputs, ctx: Context) -> Prepared:
-    from polyopt.bench import tvm_conv  # only when TVM is timed: it pulls in subprocess work
-
     return tvm_conv.prepare_tvm(layer, inputs, ctx)
 
 
@@ -231,8 +229,6 @@ def _tune(settings: Settings, ctx: Context, progress: Progress, workdir: str) ->
         ctx.load("tvm", "TVM")
     except Skip:
         return  # each layer reports TVM as skipped
-    from polyopt.bench import tvm_conv
-
     progress.note(f"tuning {len(settings.layers)} layer(s) with MetaSchedule "
                   f"({settings.tvm_trials} trials each) ...")
     ctx.tuned = tvm_conv.tune_layers(settings.layers, settings.batch, settings.tvm_trials,

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-import polyopt
 from polyopt import host
 from polyopt.bench.records import FIELDS, TOLERANCE, Record, Settings, Total
+from polyopt.version import __version__
 
 __all__ = ["environment", "plot", "table", "write_all"]
 
@@ -148,7 +148,7 @@ def environment(usable_cpus: int | None = None) -> dict[str, Any]:
         "machine": {"cpu": host.cpu_model(), "cores": os.cpu_count(), "usable_cpus": usable,
                     "arch": platform.machine(), "os": platform.platform(),
                     "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None},
-        "versions": {"python": platform.python_version(), "polyopt": polyopt.__version__,
+        "versions": {"python": platform.python_version(), "polyopt": __version__,
                      "numpy": np.__version__, "blas": blas, "torch": _version("torch"),
                      "tvm": _version("apache-tvm"), "islpy": _version("islpy"),
                      "matplotlib": _version("matplotlib"),

@@ -21,7 +21,9 @@ from typing import Any
 import islpy as isl
 
 from polyopt import host, ir
+from polyopt.driver import TARGETS
 from polyopt.errors import OptionError
+from polyopt.version import __version__
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -123,16 +125,8 @@ def _gpu_id() -> str:
 
 
 def _check_target(target: str) -> None:
-    from polyopt.pipeline import TARGETS  # lazily: the pipeline imports most of polyopt
-
     if target not in TARGETS:
         raise OptionError(f"unknown target {target!r}; valid: {', '.join(TARGETS)}")
-
-
-def _version() -> str:
-    import polyopt  # at call time: polyopt's own modules may import this one
-
-    return str(getattr(polyopt, "__version__", "0.1.0"))
 
 
 Shapes = tuple[tuple[int, ...], ...]
@@ -161,7 +155,7 @@ class Key:
         _check_target(target)
         return Key(canonical_hash(program), shapes_of(shapes),
                    tuple(t.dtype for t in program.inputs), target,
-                   machine if machine is not None else machine_id(target), _version(),
+                   machine if machine is not None else machine_id(target), __version__,
                    def_name=program.name)
 
     @property

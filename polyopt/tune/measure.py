@@ -26,7 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from polyopt import dtypes, ir, lang
+from polyopt import api, dtypes, ir, lang
+from polyopt.errors import PolyoptError
+from polyopt.lang.lexer import widen_floats
+from polyopt.runtime.interp import evaluate
 
 TOLERANCE = 1e-4  # relative L2 error against the float64 reference
 SETTLE_S = 0.2  # pause between the checked call and the timed ones
@@ -86,13 +89,8 @@ def reference(source: str, name: str | None, sizes: Mapping[str, int],
     """The outputs in float64: the definition retyped to float64, compiled in program order
     (none of the transformations under test; ~100x faster than the interpreter, which takes
     a minute for one ResNet layer), or the interpreter when that cannot be compiled."""
-    import polyopt
-    from polyopt.errors import PolyoptError
-    from polyopt.lang.lexer import widen_floats
-    from polyopt.runtime.interp import evaluate
-
     try:
-        kernel = polyopt.compile(widen_floats(source), name, sizes=dict(sizes),
+        kernel = api.compile(widen_floats(source), name, sizes=dict(sizes),
                                  schedule="program-order", options={"tuned": False})
         wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in inputs]
         got = kernel(*wide)
@@ -171,10 +169,8 @@ def _compile(job: Job) -> tuple[Any, list[np.ndarray], list[np.ndarray], tuple[A
                                 float]:
     """The kernel, its inputs and references, and its outputs: the first call builds and
     loads the library, so the checked result comes out of the parallel compile phase."""
-    import polyopt
-
     start = time.perf_counter()
-    kernel = polyopt.compile(job.source, job.name, target=job.target,
+    kernel = api.compile(job.source, job.name, target=job.target,
                              sizes=dict(job.sizes), options=_candidate(job.options))
     with _load(job.data) as data:
         inputs = [data[f"in{i}"] for i in range(len(kernel.program.inputs))]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyopt import ir, lang
+from polyopt.api import schedule
 from polyopt.schedule.machine import host
 
 Config = dict[str, Any]
@@ -105,8 +106,6 @@ def _cache_tiled(source: str, name: str | None, sizes: Mapping[str, int]) -> boo
     """Does the default schedule tile a nest for a transposed access (a ``tile`` step;
     register tiles are ``split`` steps)? That depends on the statements the pipeline adds
     (a blocked output's copy back), so ask the pipeline."""
-    from polyopt.api import schedule
-
     steps = schedule(source, name, sizes=sizes, options={"tuned": False}).steps
     return any(st.verb == "tile" for st in steps)
 

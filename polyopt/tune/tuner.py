@@ -22,7 +22,9 @@ from typing import Any
 
 from polyopt import ir, lang
 from polyopt.errors import OptionError, PolyoptError, SizesRequiredError
-from polyopt.tune.db import Database, Record
+from polyopt.lang.parser import parse
+from polyopt.tune.db import Database, Record, default_path
+from polyopt.tune.features import Footprints
 from polyopt.tune.key import Key
 from polyopt.tune.measure import Confirm, Job, Result, Runner, prepare
 from polyopt.tune.search import STRATEGIES, search
@@ -172,8 +174,6 @@ def _features(source: str, name: str | None, sizes: Mapping[str, int],
               target: str) -> Callable[[Config], tuple[float, ...]] | None:
     """isl footprints of a configuration's tiles, for the cost model (None when the
     definition has no contraction to tile)."""
-    from polyopt.tune.features import Footprints
-
     fp = Footprints(source, name, sizes)
     return fp.of if fp.stmt is not None else None
 
@@ -195,8 +195,6 @@ def make_key(source: str, name: str | None, sizes: Mapping[str, int], target: st
 def _params_only(source: str, name: str | None, sizes: Mapping[str, int]) -> dict[str, int]:
     """The ``<...>`` parameters among ``sizes`` (strides, padding): they select the operator,
     while the tensor sizes are the key's shapes."""
-    from polyopt.lang.parser import parse
-
     defs = parse(source).defs
     d = next((x for x in defs if name is None or x.name == name), None)
     params = {p.name for p in d.params} if d is not None else set()
@@ -231,8 +229,6 @@ def _database(db: str | Database | bool | None, create: bool = True) -> Database
         return None
     if isinstance(db, Database):
         return db
-    from polyopt.tune.db import default_path
-
     path = default_path() if db is None or db is True else db
     if not create and not Path(path).exists():
         return None

@@ -1,4 +1,4 @@
-"""The compilation pipeline, one pure stage after another.
+"""The driver: the compilation pipeline, one pure stage after another, and its options.
 
 ``source → lang.build_program → poly.build_poly (+ check_bounds) → poly.compute_deps →
 schedule → codegen.build_ast → codegen.render``. ``lower`` runs them all and keeps every
