@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+import polyopt.schedule as schedule_package
 from polyopt import dtypes, ir, lang
 from polyopt.codegen.contract import KernelSource
 from polyopt.driver import (
     Lowered,
-    base_schedule,
     check_options,
     check_schedule,
-    is_cuda,
     lower,
     lower_program,
+    schedule_of,
 )
 from polyopt.errors import (
     InputTypeError,
@@ -30,10 +30,22 @@ from polyopt.errors import (
 )
 from polyopt.lang import syntax
 from polyopt.lang.parser import parse
-from polyopt.poly import analyze, build_poly, check_bounds
+from polyopt.poly import build_poly, check_bounds
 from polyopt.runtime.cpu import CpuKernel, flags_for
-from polyopt.runtime.cuda import is_device_array
+from polyopt.runtime.cuda import CudaKernel, is_device_array
+from polyopt.runtime.emulated import EmulatedKernel
 from polyopt.schedule import Schedule
+
+# The tuning database's best schedule for (source, def, sizes, target), or None. polyopt.tune
+# (a layer above this one) registers it when imported, as ``import polyopt`` does.
+TuningLookup = Callable[[str, str, Mapping[str, int], str], "Schedule | None"]
+_tuning: TuningLookup | None = None
+
+
+def use_tuning(lookup: TuningLookup | None) -> None:
+    """Make ``compile`` ask ``lookup`` for a tuned schedule (None: never)."""
+    global _tuning
+    _tuning = lookup
 
 
 def compile(source: str, name: str | None = None, *, target: str = "c",
@@ -64,24 +76,10 @@ def schedule(source: str, name: str | None = None, *, auto: bool | str = True,
     """
     if not isinstance(source, str):
         raise OptionError(f"source must be a string of TC definitions, not {type(source).__name__}")
-    opts = check_options(options, target)
-    pp, deps = analyze(lang.build_program(source, name, sizes), borders=not is_cuda(opts))
-    return base_schedule(pp, deps, opts, auto)
+    return schedule_of(source, name, sizes, check_options(options, target), auto)
 
 
-def schedule_from_json(text: str, source: str, name: str | None = None, *,
-                       sizes: Mapping[str, int] | None = None) -> Schedule:
-    """Replay a schedule saved with ``Schedule.as_json()`` on def ``name`` of ``source``."""
-    data, steps = Schedule.parse_steps(text)
-    name = name or data.get("def")
-    bases: dict[str, bool | str] = {"isl": "isl", "program-order": False}
-    base = bases.get(str(data.get("base", "")))
-    if base is None:
-        raise OptionError(f"schedule JSON has unknown base {data.get('base')!r}; "
-                          f"valid: 'isl', 'program-order'")
-    start = schedule(source, name, auto=base, sizes=sizes,
-                     options={"fusion": data.get("fusion", "smart")})
-    return start.replay(steps)
+schedule_package.function = schedule  # type: ignore[attr-defined]  # polyopt.schedule(...)
 
 
 class Kernel:
@@ -248,12 +246,10 @@ class Kernel:
     def _tuned(self, sizes: Mapping[str, int]) -> Schedule | None:
         """The tuning database's best schedule for these sizes, when there is one and the
         caller chose neither a schedule nor the size-generic kernel (``tuned`` option)."""
-        if not self._options.get("tuned", True) or self._parametric:
+        if not self._options.get("tuned", True) or self._parametric or _tuning is None:
             return None
-        from polyopt.tune.replay import tuned_schedule  # sqlite only when asked
-
         # Never raises: a record that cannot be used is a TuningWarning and the default.
-        return tuned_schedule(self._source_text, self.name, sizes, self._options["target"])
+        return _tuning(self._source_text, self.name, sizes, self._options["target"])
 
     def _reuses_static(self, sizes: dict[str, int]) -> bool:
         """Does the compile-time lowering already serve a call at ``sizes``?"""
@@ -309,11 +305,9 @@ class Kernel:
 def _load(source: KernelSource, options: Mapping[str, Any]) -> Any:
     """The runtime kernel for ``source``'s target (CpuKernel, EmulatedKernel...)."""
     if source.target == "cuda" and options["target"] == "cuda-emulated":
-        from polyopt.runtime.emulated import EmulatedKernel  # C++ toolchain only when used
         return EmulatedKernel(source)
     if source.target == "cuda":
-        from polyopt.runtime.cuda import CudaKernel  # imports PyCUDA
-        return CudaKernel(source)
+        return CudaKernel(source)  # imports PyCUDA
     return CpuKernel(source, flags_for(options["openmp"], options["cflags"]))
 
 

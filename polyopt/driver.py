@@ -27,6 +27,7 @@ from polyopt.schedule.gpu import GpuMapping, map_to_gpu
 from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import configured
 from polyopt.schedule.memory import check_scratch
+from polyopt.schedule.schedule import register_json_loader
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
@@ -158,6 +159,31 @@ def base_schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
         return map_to_gpu(sched, options["gpu"])
     return optimize(sched, openmp=options["openmp"], machine=options["machine"],
                     knobs=options["knobs"])
+
+
+def schedule_of(source: str, name: str | None, sizes: Mapping[str, int] | None,
+                options: Mapping[str, Any], auto: bool | str) -> Schedule:
+    """The base schedule (``base_schedule``) of def ``name`` at ``sizes``, from ``source``
+    and checked ``options``."""
+    pp, deps = analyze(lang.build_program(source, name, sizes), borders=not is_cuda(options))
+    return base_schedule(pp, deps, options, auto)
+
+
+def schedule_from_json(text: str, source: str, name: str | None = None, *,
+                       sizes: Mapping[str, int] | None = None) -> Schedule:
+    """Replay a schedule saved with ``Schedule.as_json()`` on def ``name`` of ``source``."""
+    data, steps = Schedule.parse_steps(text)
+    name = name or data.get("def")
+    bases: dict[str, bool | str] = {"isl": "isl", "program-order": False}
+    base = bases.get(str(data.get("base", "")))
+    if base is None:
+        raise OptionError(f"schedule JSON has unknown base {data.get('base')!r}; "
+                          f"valid: 'isl', 'program-order'")
+    options = check_options({"fusion": data.get("fusion", "smart")}, "c")
+    return schedule_of(source, name, sizes, options, base).replay(steps)
+
+
+register_json_loader(schedule_from_json)
 
 
 def _schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],

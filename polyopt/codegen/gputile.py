@@ -21,6 +21,7 @@ import islpy as isl
 from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, cname, literal
 from polyopt.codegen.linear import ast_lin
+from polyopt.codegen.printer import StmtPrinter
 from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule.tree import MARK_PREFIX
@@ -123,10 +124,7 @@ def analyze(mark: isl.AstNode, tags: dict[str, frozenset[str]],
 class TileEmitter:
     """Prints a ``Tile``'s accumulator prologue and epilogue and its tile step."""
 
-    def __init__(self, tile: Tile, sp: object, sizes: frozenset[str]) -> None:
-        from polyopt.codegen.printer import StmtPrinter  # the printer imports this module
-
-        assert isinstance(sp, StmtPrinter)
+    def __init__(self, tile: Tile, sp: StmtPrinter, sizes: frozenset[str]) -> None:
         self.t = tile
         self.sp = sp
         self.sizes = sizes

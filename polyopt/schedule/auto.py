@@ -9,8 +9,8 @@ from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.schedule.canonical import unshift
 from polyopt.schedule.legality import check_legal
-from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.tree import Leaf, from_isl, name_loops, nest_of, sequence
+from polyopt.schedule.schedule import Schedule, program_order
+from polyopt.schedule.tree import from_isl, name_loops
 
 FUSION = ("min", "smart", "max")
 
@@ -61,9 +61,3 @@ def _isl_schedule(pp: PolyProgram, deps: Deps, *, coincidence: bool) -> isl.Sche
         return None
 
 
-def program_order(pp: PolyProgram, deps: Deps) -> Schedule:
-    """The sequential source order: one loop nest per statement, in program order."""
-    taken: set[str] = set()
-    nests = [nest_of(s, pp.program.params, taken) for s in pp.stmts]
-    root = sequence(tuple(nests)) if nests else Leaf(())
-    return Schedule(root, pp, deps, "program-order")

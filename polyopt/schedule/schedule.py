@@ -311,7 +311,6 @@ class Schedule:
                                 f"(its statements are rewritten)")
         # Program order, whatever the base: isl's scheduler tends to skew the blocked
         # statement into its unpack, which no register tile fits.
-        from polyopt.schedule.auto import program_order  # auto builds on this module
         return replace(program_order(poly, deps), base=self.base, fusion=self.fusion)
 
     # -- machinery -----------------------------------------------------------------------
@@ -423,8 +422,9 @@ class Schedule:
     def from_json(text: str, source: str, name: str | None = None, *,
                   sizes: Mapping[str, int] | None = None) -> Schedule:
         """Replay a schedule saved by ``as_json`` on def ``name`` of ``source``."""
-        from polyopt.api import schedule_from_json  # the API builds the base schedule
-        return schedule_from_json(text, source, name, sizes=sizes)
+        if _json_loader is None:
+            raise ScheduleError("Schedule.from_json needs polyopt's driver: import polyopt")
+        return _json_loader(text, source, name, sizes=sizes)
 
     @staticmethod
     def parse_steps(text: str) -> tuple[dict[str, Any], tuple[Step, ...]]:
@@ -455,6 +455,26 @@ class Schedule:
                 f"or compile with the sizes it was made for")
         check_legal(out.map, deps)
         return out
+
+
+# A saved schedule replays on its def's base schedule, which the driver (a layer above this
+# one) builds from the source: it registers how when it is imported, as every use of polyopt
+# does.
+_json_loader: Callable[..., Schedule] | None = None
+
+
+def register_json_loader(loader: Callable[..., Schedule]) -> None:
+    """Let ``Schedule.from_json`` replay through ``loader`` (the driver's)."""
+    global _json_loader
+    _json_loader = loader
+
+
+def program_order(pp: PolyProgram, deps: Deps) -> Schedule:
+    """The sequential source order: one loop nest per statement, in program order."""
+    taken: set[str] = set()
+    nests = [nest_of(s, pp.program.params, taken) for s in pp.stmts]
+    root = sequence(tuple(nests)) if nests else Leaf(())
+    return Schedule(root, pp, deps, "program-order")
 
 
 def _same_order(a: Node, b: Node) -> bool:

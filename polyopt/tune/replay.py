@@ -17,7 +17,7 @@ from typing import Any
 import islpy as isl
 
 from polyopt import lang
-from polyopt.api import schedule_from_json
+from polyopt.driver import schedule_from_json
 from polyopt.errors import PolyoptError, ScheduleError
 from polyopt.schedule import Schedule, Step
 from polyopt.schedule.memory import check_scratch
