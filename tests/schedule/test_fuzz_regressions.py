@@ -39,3 +39,17 @@ def test_strided_padded_conv_border_compiles_at_call_sizes() -> None:
     w = w.astype(np.float32)
     got = polyopt.compile(src, schedule=polyopt.schedule(src))(x, w)
     np.testing.assert_allclose(got, reference(src, "cv", [x, w])[0], rtol=1e-5, atol=1e-6)
+
+
+@cc
+def test_shifted_loop_of_a_border_piece_that_is_empty_at_the_call_sizes() -> None:
+    # shift restricts the loop's values to its statements' instances; at H=8 no window
+    # reaches the padding, the border piece has none, and fixing the sizes left an empty
+    # expression that isl cannot read back ("the schedule does not fit def").
+    src = """def pool(float(H) I) -> (O) {
+        O(h) +=! I(2*h + r_k) where r_k in 0:2, pad I(0:1)
+    }"""
+    s = polyopt.schedule(src, auto=False).shift("h3", 1)
+    assert s.stmts[-1] == "O_0_border" and s.loop("h3").child.child.stmts == ("O_0_border",)
+    x = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(polyopt.compile(src, schedule=s)(x), [1, 5, 9, 13])
