@@ -53,3 +53,20 @@ def test_shifted_loop_of_a_border_piece_that_is_empty_at_the_call_sizes() -> Non
     assert s.stmts[-1] == "O_0_border" and s.loop("h3").child.child.stmts == ("O_0_border",)
     x = np.arange(8, dtype=np.float32)
     np.testing.assert_array_equal(polyopt.compile(src, schedule=s)(x), [1, 5, 9, 13])
+
+
+@cc
+def test_packed_output_read_after_its_last_write() -> None:
+    # pack made z_1 the epilogue that writes z straight from the blocked local, and
+    # rewrote w's read of z into a read of that local, which never got z_1's values:
+    # w was 2*x instead of 2*(x + 1).
+    src = """def ew(float(N,M) x) -> (z, w) {
+        z(i, j) = x(i, j)
+        z(i, j) = z(i, j) + 1
+        w(i, j) = z(i, j) * 2
+    }"""
+    s = polyopt.schedule(src, auto=False).pack("z", 1, 4, 1)
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    z, w = polyopt.compile(src, schedule=s)(x)
+    np.testing.assert_array_equal(z, x + 1)
+    np.testing.assert_array_equal(w, 2 * (x + 1))
