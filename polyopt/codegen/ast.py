@@ -93,3 +93,19 @@ def _is_parallel(sched: isl.UnionMap, deps: isl.UnionMap) -> bool:
 def loop_is_parallel(node: isl.AstNode) -> bool:
     ann = node.get_annotation()
     return ann is not None and ann.get_name() == PARALLEL
+
+
+def loop_printed(node: isl.AstNode) -> bool:
+    """Whether the AST below a ``loop <name>`` mark prints that loop as a ``for`` (maybe in
+    pieces, maybe under guards). isl drops a loop of one iteration when an outer value
+    fixes it (a skew of an inner loop by it), leaving its body bare."""
+    kind = node.get_type()
+    if kind == isl.ast_node_type.for_:
+        return True
+    if kind == isl.ast_node_type.block:
+        kids = node.block_get_children()
+        return any(loop_printed(kids.get_at(i)) for i in range(kids.n_ast_node()))
+    if kind == isl.ast_node_type.if_:
+        return loop_printed(node.if_get_then_node()) or (
+            node.if_has_else_node() and loop_printed(node.if_get_else_node()))
+    return False

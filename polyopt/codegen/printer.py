@@ -12,7 +12,7 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.codegen import linear, microkernel, transpose
-from polyopt.codegen.ast import Ast, loop_is_parallel
+from polyopt.codegen.ast import Ast, loop_is_parallel, loop_printed
 from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.contract import KernelSource
 from polyopt.codegen.exprs import C_TYPES, AstExprPrinter, RhsPrinter, Types, cname
@@ -156,7 +156,13 @@ class _Body:
         if kind == isl.ast_node_type.mark:
             mark = node.mark_get_id().get_name()
             name = mark[len(MARK_PREFIX):] if mark.startswith(MARK_PREFIX) else ""
-            return self.node(node.mark_get_node(), depth, in_parallel, name)
+            inner = node.mark_get_node()
+            slices = self._slice_decls(name, depth + 1)
+            if slices and not loop_printed(inner):  # its slices still need a scope
+                pad = "  " * depth
+                body = self.node(inner, depth + 1, in_parallel, name)
+                return [f"{pad}{{", *slices, *body, f"{pad}}}"]
+            return self.node(inner, depth, in_parallel, name)
         if kind == isl.ast_node_type.user:
             return self._user(node.user_get_expr(), depth)
         raise CodegenError(f"unsupported isl AST node type {kind}")

@@ -81,10 +81,14 @@ def pack_output_program(program: ir.Program, tensor: str, dim: int, factor: int,
 def _epilogue(program: ir.Program, t: ir.Tensor) -> str | None:
     """The statement that can write the output from the blocked local itself (so no
     separate unpack pass runs): the last one writing it, an elementwise ``=`` over the
-    whole output that reads it at no other point (a bias + ReLU after a convolution)."""
+    whole output that reads it at no other point (a bias + ReLU after a convolution), and
+    that no later statement reads after (those read the blocked local, which it skips)."""
     writers = [st for st in program.stmts if st.tensor == t.name]
     last = writers[-1]
     if len(writers) < 2 or last.op != "=" or last.init or last.reduction_iters:
+        return None
+    later = program.stmts[program.stmts.index(last) + 1:]
+    if any(isinstance(e, ir.Read) and e.tensor == t.name for st in later for e in st.rhs.walk()):
         return None
     own = tuple(ir.Var("int32", i, "index") for i in last.lhs)
     reads = [e for e in last.rhs.walk() if isinstance(e, ir.Read) and e.tensor == t.name]

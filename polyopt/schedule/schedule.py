@@ -526,11 +526,18 @@ def _fix_upa(upa: isl.UnionPwAff, bound: Mapping[str, int]) -> isl.UnionPwAff:
     names = [n for n in bound if space.find_dim_by_name(isl.dim_type.param, n) >= 0]
     if not names:
         return upa
-    umap = isl.UnionMap.from_union_pw_aff(upa)
     fixed = " and ".join(f"{n} = {bound[n]}" for n in names)
-    umap = umap.intersect_params(isl.Set(f"[{', '.join(names)}] -> {{ : {fixed} }}"))
+    umap = _drop_params(isl.UnionMap.from_union_pw_aff(upa).intersect_params(
+        isl.Set(f"[{', '.join(names)}] -> {{ : {fixed} }}")), names)
+    if umap.is_empty():  # no statement below runs at these sizes: any value will do
+        domain = _drop_params(isl.UnionMap.from_domain(upa.domain().universe()), names)
+        return isl.UnionPwAff.val_on_domain(domain.domain(), isl.Val(0))
+    return isl.MultiUnionPwAff.from_union_map(umap).get_at(0)
+
+
+def _drop_params(umap: isl.UnionMap, names: list[str]) -> isl.UnionMap:
     for n in names:
         sp = umap.get_space()
         umap = umap.project_out_param_id(
             sp.get_dim_id(isl.dim_type.param, sp.find_dim_by_name(isl.dim_type.param, n)))
-    return isl.MultiUnionPwAff.from_union_map(umap).get_at(0)
+    return umap

@@ -305,8 +305,14 @@ def tag(root: Node, name: str, label: str) -> Node:
 
 def trip_count(lp: Loop, domain: isl.UnionSet) -> int | None:
     """The loop's value range size over its statements, when it is a constant."""
-    values = lp.expr.intersect_domain_union_set(domain)
-    lo, hi = values.min_val(), values.max_val()
+    # From the set of values, not the function: restricted to the domain, isl may write
+    # the function with a rational coefficient ((h)/2 where h is even), which its
+    # min_val/max_val reject.
+    umap = isl.UnionMap.from_union_pw_aff(lp.expr).intersect_domain(domain)
+    if umap.is_empty():
+        return None
+    values = isl.Set.from_union_set(umap.range())
+    lo, hi = values.dim_min_val(0), values.dim_max_val(0)
     if not (lo.is_int() and hi.is_int()):
         return None
     return int(hi.to_python()) - int(lo.to_python()) + 1
