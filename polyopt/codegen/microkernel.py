@@ -72,8 +72,23 @@ def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int 
     rows, cols = trips.get(u_name), trips.get(v_name)  # full tiles; partial ones are guarded
     if rows is None or cols is None:
         return None
+    # The accumulators stay in registers across the ks only if the tile does not move or
+    # change shape with them (a padded window's rows end earlier as kh grows).
+    k_its = {n.for_get_iterator().get_id().get_name() for n in ks}
+    if any(k_its & expr_ids(e) for n in (u, v) for e in (n.for_get_init(), n.for_get_cond())):
+        return None
     args = tuple(call.get_op_arg(i + 1) for i in range(call.get_op_n_arg() - 1))
     return Tile(s, tuple(ks), u, v, args, rows, cols)
+
+
+def expr_ids(e: isl.AstExpr) -> set[str]:
+    """The names an isl AST expression reads."""
+    kind = e.get_type()
+    if kind == isl.ast_expr_type.id:
+        return {e.get_id().get_name()}
+    if kind != isl.ast_expr_type.op:
+        return set()
+    return set().union(*(expr_ids(e.get_op_arg(i)) for i in range(e.get_op_n_arg())))
 
 
 def only_for(node: isl.AstNode, name: str = "") -> tuple[isl.AstNode | None, str]:

@@ -33,3 +33,19 @@ def test_slice_of_a_loop_that_isl_drops_is_declared() -> None:
     assert "po_slice_t0[5];" in kernel.source
     np.testing.assert_allclose(kernel(a0, a1), reference(src, "ml", [a0, a1])[0],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_register_tile_does_not_hoist_a_reduction_its_rows_depend_on() -> None:
+    # The padded window's output rows end at 15 - kh: the tile's trip count moves with the
+    # reduction loop kh. Hoisting kh into the register tile tested that trip count outside
+    # kh's loop ("'c0' undeclared"); such a tile now keeps kh outside its accumulators.
+    src = """def cv(float(C,H) I pad(0, 0:1), float(F,C,KH) Wt, float(F) bias) -> (O) {
+        O(f, h) +=! I(r_c, h + r_kh) * Wt(f, r_c, r_kh)
+        O(f, h) = fmax(O(f, h) + bias(f), 0)
+    }"""
+    s = polyopt.schedule(src, "cv", auto=True, options={"fusion": "smart"}).parallel("wtp0")
+    kernel = polyopt.compile(src, "cv", schedule=s)
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, shape).astype(np.float32) for shape in [(9, 16), (2, 9, 2), (2,)]]
+    np.testing.assert_allclose(kernel(*inputs), reference(src, "cv", inputs)[0],
+                               rtol=1e-5, atol=1e-6)

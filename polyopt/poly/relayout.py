@@ -1,0 +1,303 @@
+"""Data-layout rewrites of a program, made before it is scheduled (or by the ``pack`` verb).
+
+``pack_program(program, "B", dim=1, factor=32)`` adds a local ``B_pack`` whose dimension 1
+is split into a block index (moved to position ``outer``, outermost by default) and an
+offset in the block (moved innermost): ``B_pack(n / 32, k, n % 32) = B(k, n)``, a copy
+statement ``B_pack_0`` that runs before every other statement, and rewrites every read of
+``B`` into a read of ``B_pack``. This is GotoBLAS's panel packing done once for the whole
+operand (as TVM's CPU GEMM schedule does), and NCHW → NCHWc for convolutions
+(``dim=1, factor=16, outer=1``): operand panels become contiguous streams, and strided
+rows stop evicting one another from the same cache sets. An output is computed in such a
+blocked local instead (``pack_output_program``).
+
+``relayout(program, packs)`` applies several at once: the program keeps its meaning in
+source order, so one dependence analysis of the result serves all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import islpy as isl
+
+from polyopt import ir
+from polyopt.errors import ScheduleError
+from polyopt.ir import fresh_name
+
+
+@dataclass(frozen=True)
+class Pack:
+    """One blocked layout: ``tensor``'s dimension ``dim`` split by ``factor``, the block
+    index moved to position ``outer`` (the arguments of the ``pack`` verb)."""
+
+    tensor: str
+    dim: int
+    factor: int
+    outer: int = 0
+
+    @property
+    def args(self) -> tuple[str, int, int, int]:
+        return self.tensor, self.dim, self.factor, self.outer
+
+
+def relayout(program: ir.Program, packs: Sequence[Pack]) -> tuple[ir.Program, tuple[str, ...]]:
+    """``program`` with every layout of ``packs`` applied in order, and the names of the
+    blocked locals; ScheduleError for one that does not apply."""
+    names = []
+    for p in packs:
+        program, name = pack(program, *p.args)
+        names.append(name)
+    return program, tuple(names)
+
+
+def pack(program: ir.Program, tensor: str, dim: int, factor: int,
+         outer: int = 0) -> tuple[ir.Program, str]:
+    """An input read through a blocked copy, or an output computed in a blocked local."""
+    t = program.tensors.get(tensor)
+    if t is not None and t.role == "output":
+        return pack_output_program(program, tensor, dim, factor, outer)
+    return pack_program(program, tensor, dim, factor, outer)
+
+
+def pack_program(program: ir.Program, tensor: str, dim: int, factor: int,
+                 outer: int = 0) -> tuple[ir.Program, str]:
+    """``program`` with input ``tensor`` read through a blocked copy; and the copy's name."""
+    t = _packable(program, tensor, dim, factor, outer)
+    pad, fill = _padding(program, tensor, dim)
+    name = fresh_name(f"{tensor}_pack", set(program.tensors) | set(program.sizes))
+    extents = list(t.shape) if pad is None else [
+        f"({e}) + ({b}) + ({a})" for e, (b, a) in zip(t.shape, pad, strict=True)]
+    shape = [e for d, e in enumerate(extents) if d != dim]
+    shape.insert(outer, f"floor(({t.shape[dim]} + {factor - 1})/{factor})")
+    packed = ir.Tensor(name, t.dtype, (*shape, str(factor)), "local")
+    stmts = tuple(_rewrite(s, tensor, name, dim, factor, outer) for s in program.stmts)
+    copy = _copy_stmt(program, t, packed, (dim, factor, outer), (pad, fill))
+    return replace(program, locals=(*program.locals, packed), stmts=(copy, *stmts)), name
+
+
+def pack_output_program(program: ir.Program, tensor: str, dim: int, factor: int,
+                        outer: int = 0) -> tuple[ir.Program, str]:
+    """``program`` computing output ``tensor`` in a blocked local (e.g. NCHW16c), and an
+    unpack statement writing ``tensor`` from it at the end. Each statement that writes the
+    output runs over the block index and the offset instead of the blocked index
+    (strip-mined in its domain), so its left-hand side stays a list of iterators."""
+    t = program.tensors.get(tensor)
+    if t is None or t.role != "output":
+        outputs = ", ".join(x.name for x in program.outputs)
+        raise ScheduleError(f"pack: {tensor!r} is not an output of def '{program.name}'; "
+                            f"outputs: {outputs}")
+    _check_blocking(t, dim, factor, outer)
+    name = fresh_name(f"{tensor}_pack", set(program.tensors) | set(program.sizes))
+    shape = [e for d, e in enumerate(t.shape) if d != dim]
+    shape.insert(outer, f"floor(({t.shape[dim]} + {factor - 1})/{factor})")
+    packed = ir.Tensor(name, t.dtype, (*shape, str(factor)), "local")
+    epilogue = _epilogue(program, t)
+    stmts: list[ir.Stmt] = []
+    k = 0
+    for st in program.stmts:
+        st = _rewrite(st, tensor, name, dim, factor, outer)
+        if st.tensor == tensor and st.name != epilogue:
+            st = _strip_mine(program, st, name, k, (dim, factor, outer))
+            k += 1
+        stmts.append(st)
+    if epilogue is None:
+        stmts.append(_unpack_stmt(program, t, packed, (dim, factor, outer)))
+    return replace(program, locals=(*program.locals, packed), stmts=tuple(stmts)), name
+
+
+def _epilogue(program: ir.Program, t: ir.Tensor) -> str | None:
+    """The statement that can write the output from the blocked local itself (so no
+    separate unpack pass runs): the last one writing it, an elementwise ``=`` over the
+    whole output that reads it at no other point (a bias + ReLU after a convolution), and
+    that no later statement reads after (those read the blocked local, which it skips)."""
+    writers = [st for st in program.stmts if st.tensor == t.name]
+    last = writers[-1]
+    if len(writers) < 2 or last.op != "=" or last.init or last.reduction_iters:
+        return None
+    later = program.stmts[program.stmts.index(last) + 1:]
+    if any(isinstance(e, ir.Read) and e.tensor == t.name for st in later for e in st.rhs.walk()):
+        return None
+    own = tuple(ir.Var("int32", i, "index") for i in last.lhs)
+    reads = [e for e in last.rhs.walk() if isinstance(e, ir.Read) and e.tensor == t.name]
+    if any(r.indices != own or r.pad is not None for r in reads):
+        return None
+    box = " and ".join(f"0 <= {i} < {e}" for i, e in zip(last.lhs, t.shape, strict=True))
+    whole = isl.Set(f"{program.params} -> {{ {last.name}[{', '.join(last.lhs)}] : {box} }}")
+    return last.name if isl.Set(last.domain).is_equal(whole) else None
+
+
+def _strip_mine(program: ir.Program, st: ir.Stmt, name: str, k: int,
+                blocking: tuple[int, int, int]) -> ir.Stmt:
+    """``st`` writing ``name`` over iterators where LHS dim ``dim``'s index ``x`` becomes a
+    block index ``x_b`` (at position ``outer``) and an offset ``x_v`` (last): x = f*x_b+x_v."""
+    dim, factor, outer = blocking
+    it = st.lhs[dim]
+    taken = set(program.sizes) | set(st.iters)
+    b, v = fresh_name(f"{it}_b", taken), fresh_name(f"{it}_v", taken)
+    lhs = [x for x in st.lhs if x != it]
+    lhs.insert(outer, b)
+    lhs.append(v)
+    iters = (*lhs, *st.reduction_iters)
+    value = ir.Binary("int32", "+", ir.Binary("int32", "*", ir.Const("int32", factor),
+                                              ir.Var("int32", b, "index")),
+                      ir.Var("int32", v, "index"))
+    rhs = substitute_index(st.rhs, it, value)
+    new_name = f"{name}_{k}"
+    old = isl.Set(st.domain)
+    mapping = isl.Map(f"{program.params} -> {{ {st.name}[{', '.join(st.iters)}] -> "
+                      f"{new_name}[{', '.join(iters)}] : {it} = {factor}*{b} + {v} and "
+                      f"0 <= {v} < {factor} }}")
+    domain = old.apply(mapping)
+    for d, x in enumerate(iters):  # isl names the image's dimensions i0, i1, ...
+        domain = domain.set_dim_name(isl.dim_type.set, d, x)
+    return replace(st, name=new_name, tensor=name, lhs=tuple(lhs), iters=iters, rhs=rhs,
+                   domain=str(domain))
+
+
+def substitute_index(e: ir.Expr, name: str, value: ir.Expr) -> ir.Expr:
+    """``e`` with index variable ``name`` replaced by ``value`` (everywhere, indices too)."""
+    def sub(x: ir.Expr) -> ir.Expr:
+        return value if isinstance(x, ir.Var) and x.kind == "index" and x.name == name else x
+    return ir.rewrite(e, sub)
+
+
+def _unpack_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
+                 blocking: tuple[int, int, int]) -> ir.Stmt:
+    """``t(i...) = packed(blocked index of i)``: the output, in its own layout, last."""
+    dim, factor, outer = blocking
+    taken = set(program.sizes) | {n for s in program.stmts for n in s.iters}
+    iters = tuple(fresh_name(f"{t.name.lower()}u{d}", taken) for d in range(t.rank))
+    index = tuple(ir.Var("int32", i, "index") for i in iters)
+    rhs = ir.Read(t.dtype, packed.name, _packed_index(index, dim, factor, outer))
+    bounds = " and ".join(f"0 <= {i} < {e}" for i, e in zip(iters, t.shape, strict=True))
+    name = f"{t.name}_0"
+    domain = f"{program.params} -> {{ {name}[{', '.join(iters)}] : {bounds} }}"
+    return ir.Stmt(name, t.name, iters, iters, "=", False, rhs, domain)
+
+
+def _check_blocking(t: ir.Tensor, dim: int, factor: int, outer: int) -> None:
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < t.rank:
+        raise ScheduleError(f"pack: dim must be in 0..{t.rank - 1} for {t.name}, not {dim!r}")
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+        raise ScheduleError(f"pack: factor must be a positive integer, not {factor!r}")
+    if isinstance(outer, bool) or not isinstance(outer, int) or not 0 <= outer < t.rank:
+        raise ScheduleError(f"pack: outer must be in 0..{t.rank - 1}, not {outer!r}")
+
+
+def _packable(program: ir.Program, tensor: str, dim: int, factor: int,
+              outer: int) -> ir.Tensor:
+    t = program.tensors.get(tensor)
+    if t is None or t.role != "input":
+        names = ", ".join(x.name for x in (*program.inputs, *program.outputs))
+        raise ScheduleError(f"pack: {tensor!r} is not an input or output of def "
+                            f"'{program.name}'; they are: {names}")
+    _check_blocking(t, dim, factor, outer)
+    _padding(program, tensor, dim)
+    return t
+
+
+def _padding(program: ir.Program, tensor: str,
+             dim: int) -> tuple[tuple[tuple[str, str], ...] | None, float]:
+    """The zero padding every read of ``tensor`` shares (the copy then holds it), or None."""
+    kinds = {(e.pad, e.fill) for s in program.stmts for e in s.rhs.walk()
+             if isinstance(e, ir.Read) and e.tensor == tensor}
+    if len(kinds) > 1:
+        raise ScheduleError(f"pack: the reads of {tensor} pad it differently; a packed copy "
+                            f"holds one padding")
+    pad, fill = next(iter(kinds)) if kinds else (None, 0.0)
+    if pad is not None:
+        if any(_size_expr(w) is None for side in pad for w in side):
+            raise ScheduleError(f"pack: {tensor}'s padding {pad} is not a size or a number")
+        if pad[dim] != ("0", "0"):
+            raise ScheduleError(f"pack: {tensor} is padded along dim {dim}, the one to block")
+    return pad, fill
+
+
+def _size_expr(text: str) -> ir.Expr | None:
+    """A padding width (a number or a size name) as an index expression."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return ir.Const("int32", int(text))
+    return ir.Var("int32", text, "size") if text.isidentifier() else None
+
+
+def _shifted(index: tuple[ir.Expr, ...],
+             pad: tuple[tuple[str, str], ...] | None) -> tuple[ir.Expr, ...]:
+    """Indices into the padded copy: each moved by its dimension's leading padding."""
+    if pad is None:
+        return index
+    out = []
+    for ix, (before, _) in zip(index, pad, strict=True):
+        width = _size_expr(before)
+        out.append(ix if before == "0" or width is None else ir.Binary(ix.dtype, "+", ix, width))
+    return tuple(out)
+
+
+def _packed_index(index: tuple[ir.Expr, ...], dim: int, factor: int,
+                  outer: int) -> tuple[ir.Expr, ...]:
+    x = index[dim]
+    f = ir.Const(x.dtype, factor)
+    rest = [e for d, e in enumerate(index) if d != dim]
+    rest.insert(outer, ir.Binary(x.dtype, "/", x, f))
+    return (*rest, ir.Binary(x.dtype, "%", x, f))
+
+
+def _rewrite(s: ir.Stmt, tensor: str, name: str, dim: int, factor: int, outer: int) -> ir.Stmt:
+    def read(e: ir.Expr) -> ir.Expr:
+        if not isinstance(e, ir.Read) or e.tensor != tensor:
+            return e
+        index = _shifted(e.indices, e.pad)
+        split = _split_index(s, index[dim], factor)
+        packed = _packed_index(index, dim, factor, outer)
+        if split is not None:
+            packed = (*packed[:outer], split[0], *packed[outer + 1:-1], split[1])
+        return replace(e, tensor=name, indices=packed, pad=None)
+    return replace(s, rhs=ir.rewrite(s.rhs, read))
+
+
+def _split_index(s: ir.Stmt, x: ir.Expr, factor: int) -> tuple[ir.Expr, ir.Expr] | None:
+    """``(b, v)`` when index ``x`` is ``factor*b + v`` with ``0 <= v < factor`` in ``s``'s
+    domain (an output's strip-mined channel, read from weights packed by the same block):
+    then ``x / factor`` is ``b`` and ``x % factor`` is ``v``, which the register-tile
+    printer can follow when its vectors are narrower than the block."""
+    if not (isinstance(x, ir.Binary) and x.op == "+" and isinstance(x.b, ir.Var)
+            and isinstance(x.a, ir.Binary) and x.a.op == "*" and isinstance(x.a.a, ir.Const)
+            and x.a.a.value == factor and isinstance(x.a.b, ir.Var)):
+        return None
+    v = x.b.name
+    if v not in s.iters:
+        return None
+    domain = isl.Set(s.domain)
+    pos = s.iters.index(v)
+    low, high = domain.dim_min_val(pos), domain.dim_max_val(pos)
+    if not (low.is_int() and high.is_int() and low.to_python() >= 0
+            and high.to_python() < factor):
+        return None
+    return x.a.b, x.b
+
+
+def _copy_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
+               blocking: tuple[int, int, int],
+               padding: tuple[tuple[tuple[str, str], ...] | None, float]) -> ir.Stmt:
+    """``packed(p...) = t(...)`` over the packed index space, inside ``t``'s extent (and its
+    padding, read as the fill value)."""
+    dim, factor, outer = blocking
+    pad, fill = padding
+    taken = set(program.sizes) | {n for s in program.stmts for n in s.iters}
+    iters = tuple(fresh_name(f"{t.name.lower()}p{d}", taken) for d in range(packed.rank))
+    block, offset = iters[outer], iters[-1]
+    others = [p for d, p in enumerate(iters[:-1]) if d != outer]
+    source: list[ir.Expr] = [ir.Var("int32", p, "index") for p in others]
+    source.insert(dim, ir.Binary("int32", "+", ir.Binary(
+        "int32", "*", ir.Const("int32", factor), ir.Var("int32", block, "index")),
+        ir.Var("int32", offset, "index")))
+    if pad is not None:  # packed coordinates are padded ones
+        source = [ix if b == "0" else ir.Binary("int32", "-", ix, _size_expr(b))  # type: ignore
+                  for ix, (b, _) in zip(source, pad, strict=True)]
+    bounds = [f"0 <= {p} < {e}" for p, e in zip(iters, packed.shape, strict=True)]
+    bounds.append(f"{factor}*{block} + {offset} < {t.shape[dim]}")
+    name = f"{packed.name}_0"
+    domain = f"{program.params} -> {{ {name}[{', '.join(iters)}] : {' and '.join(bounds)} }}"
+    rhs = ir.Read(t.dtype, t.name, tuple(source), pad, fill)
+    return ir.Stmt(name, packed.name, iters, iters, "=", False, rhs, domain)
