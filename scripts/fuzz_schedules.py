@@ -33,8 +33,10 @@ import fuzz_programs  # noqa: E402
 import fuzz_verbs  # noqa: E402
 
 
-def run_program(seed: int, index: int, per_program: int, families: tuple[str, ...]) -> dict:
-    """Draw program ``index`` of campaign ``seed`` and check ``per_program`` schedules."""
+def run_program(seed: int, index: int, per_program: int, families: tuple[str, ...],
+                max_steps: int = 5) -> dict:
+    """Draw program ``index`` of campaign ``seed`` and check ``per_program`` schedules of
+    up to ``max_steps`` verbs."""
     rng = random.Random(f"{seed}-{index}")
     prog = fuzz_programs.draw_program(rng, rng.choice(families))
     head = {"index": index, "family": prog.family}
@@ -43,7 +45,8 @@ def run_program(seed: int, index: int, per_program: int, families: tuple[str, ..
         want = fuzz_verbs.reference(prog, inputs)
     except Exception as e:  # the generator wrote a def the front end rejects
         return {**head, "invalid": f"{type(e).__name__}: {e}", "source": prog.source}
-    outs = [fuzz_verbs.check_pair(prog, inputs, want, rng) for _ in range(per_program)]
+    outs = [fuzz_verbs.check_pair(prog, inputs, want, rng, max_steps)
+            for _ in range(per_program)]
     return {**head, "outcomes": [dataclasses.asdict(o) for o in outs]}
 
 
@@ -117,8 +120,8 @@ def campaign(args: argparse.Namespace, log: Any) -> Tally:
     started, pending = time.time(), list(range(n_programs))
     while pending:
         with cf.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {pool.submit(run_program, args.seed, k, args.per_program, families): k
-                       for k in pending}
+            futures = {pool.submit(run_program, args.seed, k, args.per_program, families,
+                                   args.max_steps): k for k in pending}
             pending = []
             for fut in cf.as_completed(futures):
                 k = futures[fut]
@@ -145,7 +148,7 @@ def _isolate(args: argparse.Namespace, families: tuple[str, ...], programs: list
     with cf.ProcessPoolExecutor(max_workers=1) as pool:
         try:
             tally.add(pool.submit(run_program, args.seed, first, args.per_program,
-                                  families).result())
+                                  families, args.max_steps).result())
         except cf.process.BrokenProcessPool:
             rng = random.Random(f"{args.seed}-{first}")
             family = fuzz_programs.draw_program(rng, rng.choice(families)).family
@@ -159,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--per-program", type=int, default=6, help="schedules per program")
+    ap.add_argument("--max-steps", type=int, default=5, help="verbs drawn per schedule")
     ap.add_argument("--families", default="", help=f"comma-separated subset of "
                     f"{','.join(fuzz_programs.FAMILIES)}")
     ap.add_argument("--out", type=Path, help="write the counts and failures as JSON")

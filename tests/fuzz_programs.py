@@ -35,6 +35,7 @@ class Input:
     dtype: str  # a TC type name: float, double or int32
     shape: tuple[str, ...]  # size names
     positive: bool = False  # values in [0.5, 1.5] (a product of many stays near 1)
+    index_of: str = ""  # an index into this size: integers in [0, size)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,9 @@ class FuzzProgram:
         for inp in self.inputs:
             shape = tuple(self.sizes[s] for s in inp.shape)
             dt = NUMPY_DTYPES[inp.dtype]
-            if inp.dtype == "int32":
+            if inp.index_of:
+                out.append(rng.integers(0, self.sizes[inp.index_of], size=shape).astype(dt))
+            elif inp.dtype == "int32":
                 out.append(rng.integers(-3, 4, size=shape).astype(dt))
             elif inp.positive:
                 out.append(rng.uniform(0.5, 1.5, size=shape).astype(dt))
@@ -181,7 +184,12 @@ def _tree(rng: random.Random, depth: int, leaves: tuple[str, ...],
 def _elementwise(rng: random.Random) -> FuzzProgram:
     inputs = (Input("x", "float", ("N", "M")), Input("y", "float", ("N", "M")),
               Input("b", "float", ("M",)), Input("xt", "float", ("M", "N")))
-    body = [f"z(i, j) = {_tree(rng, 3, LEAVES, LEAVES)} where exists x(i, j)"]
+    leaves = LEAVES
+    if rng.random() < 0.25:  # a gather: rows of a table picked by data
+        inputs = (*inputs, Input("Tab", "float", ("V", "M")),
+                  Input("Idx", "int32", ("N",), index_of="V"))
+        leaves = (*LEAVES, "Tab(Idx(i), j)")
+    body = [f"z(i, j) = {_tree(rng, 3, leaves, LEAVES)} where exists x(i, j)"]
     outs = ["z"]
     if rng.random() < 0.25:  # an in-place update of the first
         body.append(f"z(i, j) = {_tree(rng, 1, ('z(i, j)', 'b(j)'))} where exists x(i, j)")
@@ -190,7 +198,7 @@ def _elementwise(rng: random.Random) -> FuzzProgram:
                     f"where exists x(i, j)")
         outs.append("w")
     return FuzzProgram("elementwise", _def("ew", inputs, outs, body), "ew", inputs,
-                       {"N": _extent(rng, 1, 7), "M": _extent(rng, 1, 7)})
+                       {"N": _extent(rng, 1, 7), "M": _extent(rng, 1, 7), "V": _extent(rng)})
 
 
 # -- stencils --------------------------------------------------------------------------
@@ -361,7 +369,8 @@ def _multi(rng: random.Random) -> FuzzProgram:
     last = ch.tensors[-1]
     outs = [t for t in ch.tensors if t == last or t.startswith("u") or rng.random() < 0.25]
     locs = [t for t in ch.tensors if t not in outs]
-    sizes = {"N": _extent(rng, 2, 6), "M": _extent(rng, 2, 6), "K": _extent(rng),
+    # Shifted reads need three rows and columns: a stage reads up to two ahead.
+    sizes = {"N": rng.randint(3, 6), "M": rng.randint(3, 6), "K": _extent(rng),
              "R": _extent(rng, 1, 4)}
     src = _def("ml", tuple(ch.inputs), outs, ch.body, locs)
     return FuzzProgram("multi", src, "ml", tuple(ch.inputs), sizes)
