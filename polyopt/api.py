@@ -29,16 +29,15 @@ from polyopt.errors import (
     SizesRequiredError,
 )
 from polyopt.lang import syntax
-from polyopt.lang.parser import parse
-from polyopt.poly import build_poly, check_bounds
+from polyopt.poly import check_bounds, model_of
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.runtime.cuda import CudaKernel, is_device_array
 from polyopt.runtime.emulated import EmulatedKernel
 from polyopt.schedule import Schedule
 
-# The tuning database's best schedule for (source, def, sizes, target), or None. polyopt.tune
+# The tuning database's best schedule for (definition, sizes, target), or None. polyopt.tune
 # (a layer above this one) registers it when imported, as ``import polyopt`` does.
-TuningLookup = Callable[[str, str, Mapping[str, int], str], "Schedule | None"]
+TuningLookup = Callable[[lang.Definition, Mapping[str, int], str], "Schedule | None"]
 _tuning: TuningLookup | None = None
 
 
@@ -87,13 +86,13 @@ class Kernel:
 
     def __init__(self, source: str, name: str | None, sizes: dict[str, int], parametric: bool,
                  schedule: Schedule | str | None, options: dict[str, Any]) -> None:
-        self._source_text = source
+        self._definition = lang.define(source, name)  # parsed here, once
         self._sizes = sizes
         self._parametric = parametric
         self._schedule_arg = schedule
         self._options = options
-        self._decl = _find_def(source, name)
-        self.name = self._decl.name
+        self._decl = self._definition.syntax
+        self.name = self._definition.name
         self._variants: dict[tuple[tuple[str, int], ...], tuple[Lowered, Any]] = {}
         self._lock = threading.Lock()
         self._plans: dict[tuple[tuple[int, ...], ...], _CallPlan] = {}
@@ -103,7 +102,7 @@ class Kernel:
         # lower their own specialized variants).
         self._static: Lowered | None = None
         try:
-            program = lang.build_program(source, self.name, sizes)
+            program = lang.build_program(self._definition, sizes=sizes)
         except SizesRequiredError:
             if parametric:  # a size-generic kernel is impossible for this def
                 raise
@@ -112,7 +111,7 @@ class Kernel:
             chosen = schedule if schedule is not None or parametric else self._tuned(sizes)
             self._static = lower_program(program, options, chosen)  # a user's: check it
         else:
-            check_bounds(build_poly(program))
+            check_bounds(model_of(program))
 
     # -- introspection -------------------------------------------------------------------
     @property
@@ -143,7 +142,7 @@ class Kernel:
             if self._static is None:  # raises the reason when it cannot be built
                 with warnings.catch_warnings():  # shown at compile time already
                     warnings.simplefilter("ignore", PolyoptWarning)
-                    self._static = lower(self._source_text, self.name, self._sizes,
+                    self._static = lower(self._definition, self._sizes,
                                          self._options, self._schedule_arg or
                                          self._tuned(self._sizes))
             return self._static
@@ -238,7 +237,7 @@ class Kernel:
                 else:
                     with warnings.catch_warnings():  # a def's warnings show at compile
                         warnings.simplefilter("ignore", PolyoptWarning)
-                        lowered = lower(self._source_text, self.name, sizes, self._options,
+                        lowered = lower(self._definition, sizes, self._options,
                                         self._schedule_arg or self._tuned(sizes))
                 self._variants[key] = (lowered, _load(lowered.source, self._options))
             return self._variants[key]
@@ -249,7 +248,7 @@ class Kernel:
         if not self._options.get("tuned", True) or self._parametric or _tuning is None:
             return None
         # Never raises: a record that cannot be used is a TuningWarning and the default.
-        return _tuning(self._source_text, self.name, sizes, self._options["target"])
+        return _tuning(self._definition, sizes, self._options["target"])
 
     def _reuses_static(self, sizes: dict[str, int]) -> bool:
         """Does the compile-time lowering already serve a call at ``sizes``?"""
@@ -319,19 +318,6 @@ class _CallPlan:
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
     dims: Any  # the kernel's dims[] argument, built once
     locals: tuple[tuple[tuple[int, ...], np.dtype], ...]  # scratch shapes (slices: one element)
-
-
-def _find_def(source: str, name: str | None) -> syntax.Def:
-    defs = {d.name: d for d in parse(source).defs}  # duplicates are reported by lower()
-    names = list(defs)
-    if name is None:
-        if len(names) != 1:
-            raise OptionError(f"the source holds {len(names)} defs ({', '.join(names)}); "
-                              f"pass name=")
-        name = names[0]
-    if name not in defs:
-        raise OptionError(f"no def named {name!r}; the source defines {', '.join(names)}")
-    return defs[name]
 
 
 def _overlap(a: Any, b: Any) -> bool:

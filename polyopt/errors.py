@@ -46,6 +46,11 @@ class OptionError(PolyoptError, ValueError):
     """An unknown option, target or argument value given to the public API."""
 
 
+class UnknownDefError(LanguageError, OptionError):
+    """A def name the source does not define (or none given where it holds several): a fault
+    of the source as much as of the ``name=`` argument, so both kinds of error."""
+
+
 class ScheduleError(PolyoptError):
     """A schedule that cannot be built or applied."""
 

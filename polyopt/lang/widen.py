@@ -48,7 +48,8 @@ def _widen(program: ir.Program, t: ir.Tensor) -> ir.Program:
         acc = replace(t, dtype=WIDE)
         locals_ = tuple(acc if x.name == t.name else x for x in program.locals)
     else:
-        acc = ir.Tensor(_fresh(program, f"{t.name}_acc"), WIDE, t.shape, "local", pos=t.pos)
+        taken = set(program.tensors) | set(program.sizes)
+        acc = ir.Tensor(ir.fresh_name(f"{t.name}_acc", taken), WIDE, t.shape, "local", pos=t.pos)
         locals_ = (*program.locals, acc)
     stmts = [_redirect(s, t, acc) for s in program.stmts]
     if t.role == "output":
@@ -110,11 +111,3 @@ def _covers(program: ir.Program, s: ir.Stmt, t: ir.Tensor) -> bool:
     shape = isl.Set(f"{program.params} -> {{ [{', '.join(names)}]{' : ' + box if box else ''} }}")
     ctx = context(program.sizes)
     return bool(shape.intersect_params(ctx).is_subset(written.intersect_params(ctx)))
-
-
-def _fresh(program: ir.Program, name: str) -> str:
-    taken = set(program.tensors) | set(program.sizes)
-    out, k = name, 2
-    while out in taken:
-        out, k = f"{name}{k}", k + 1
-    return out

@@ -4,7 +4,8 @@ dimensions (the channels) blocked by the vector width, NCHW16c-style.
 
 The contraction's vector loop is then that block's offset, its weights are packed along the
 same dimension so each vector is one contiguous load, and padded inputs are copied with
-their padding, so the statement needs no border piece. Every choice is a ``pack`` verb.
+their padding, so the statement needs no border piece. The driver applies the layouts to
+the program before it is scheduled, and the schedule records each as a ``pack`` step.
 """
 
 from __future__ import annotations
@@ -16,31 +17,46 @@ import islpy as isl
 from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
-from polyopt.poly.model import PolyStmt
+from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule.machine import Machine, gemm_blocking
-from polyopt.schedule.schedule import Schedule
 
 
-def block_outputs(schedule: Schedule, machine: Machine, block: int | None = None) -> Schedule:
-    """Pack the output of each contraction whose last dimension vectorizes badly, in
-    channel blocks of ``block`` (default: the vector lanes; a multiple of them lets a
-    register tile hold several vectors of channels)."""
-    program = schedule.poly.program
+def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> tuple[Pack, ...]:
+    """The layouts for the CPU pipeline, decided before scheduling: the output of a
+    contraction whose last dimension vectorizes badly in channel blocks of ``block``
+    (default: the vector lanes; a multiple of them lets a register tile hold several
+    vectors of channels), its weights along the same channels and its padded inputs with
+    their padding; for a convolution left unblocked, its padded inputs. Each layout is
+    tried on the program, and one that does not apply is left out."""
+    program = pp.program
     if program.sizes:  # extents unknown: keep the layouts
-        return schedule
-    for s in schedule.poly.stmts:
+        return ()
+    for s in pp.stmts:
         plan = plan_blocking(program, s, machine, block)
         if plan is None:
             continue
         tensor, dim, lanes = plan
-        with contextlib.suppress(ScheduleError):
-            blocked = schedule.pack(tensor, dim, lanes, dim)
-            return _pack_operands(blocked, s, s.stmt.lhs[dim], lanes)
+        output = _applicable(program, [Pack(tensor, dim, lanes, dim)])
+        if output:
+            return _applicable(program, [*output, *_operand_packs(program, s, s.stmt.lhs[dim],
+                                                                   lanes)])
         break  # one output per def: its statements were rewritten
-    for s in schedule.poly.stmts:  # unblocked convolutions: copy padded inputs, so the
+    packs: list[Pack] = []
+    for s in pp.stmts:  # unblocked convolutions: copy padded inputs, so the
         if s.kind == "update" and s.stmt.op == "+" and s.stmt.reduction_iters and not s.guarded:
-            schedule = _pack_operands(schedule, s, "", 1)  # partial tiles can run packed
-    return schedule
+            packs += _operand_packs(program, s, "", 1)  # partial tiles can run packed
+    return _applicable(program, packs)
+
+
+def _applicable(program: ir.Program, packs: list[Pack]) -> tuple[Pack, ...]:
+    """``packs`` without those that do not apply after the ones before them."""
+    done: list[Pack] = []
+    for p in packs:
+        with contextlib.suppress(ScheduleError):
+            program, _ = relayout(program, [p])
+            done.append(p)
+    return tuple(done)
 
 
 def plan_blocking(program: ir.Program, s: PolyStmt, machine: Machine,
@@ -102,19 +118,18 @@ def _unit_stride(s: PolyStmt) -> bool:
     return True
 
 
-def _pack_operands(schedule: Schedule, s: PolyStmt, it: str, lanes: int) -> Schedule:
-    """Weights along the blocked index; padded inputs with their padding."""
-    program = schedule.poly.program
+def _operand_packs(program: ir.Program, s: PolyStmt, it: str, lanes: int) -> list[Pack]:
+    """Weights along the blocked index ``it``; padded inputs with their padding."""
+    out = []
     for read in {r.read.tensor: r.read for r in s.reads}.values():
-        t = program.tensors[read.tensor]
-        if t.role != "input":
+        if program.tensors[read.tensor].role != "input":
             continue
         plain = [d for d, ix in enumerate(read.indices)
                  if isinstance(ix, ir.Var) and ix.name == it]
-        with contextlib.suppress(ScheduleError):
-            if plain:
-                schedule = schedule.pack(read.tensor, plain[0], lanes)
-            elif read.pad is not None and any(w != "0" for side in read.pad for w in side):
-                dim = next(d for d, side in enumerate(read.pad) if side == ("0", "0"))
-                schedule = schedule.pack(read.tensor, dim, 1, dim)
-    return schedule
+        if plain:
+            out.append(Pack(read.tensor, plain[0], lanes))
+        elif read.pad is not None and any(w != "0" for side in read.pad for w in side):
+            dim = next((d for d, side in enumerate(read.pad) if side == ("0", "0")), None)
+            if dim is not None:
+                out.append(Pack(read.tensor, dim, 1, dim))
+    return out

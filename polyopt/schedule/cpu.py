@@ -3,7 +3,8 @@
 Every decision is a recorded verb on the Schedule, so ``Kernel.schedule.as_python()`` shows
 what was done, and each verb's legality check covers it. The steps:
 
-1. convolution outputs that vectorize badly are blocked by channel (``blocked.py``);
+1. (before it, the driver lays out convolution outputs that vectorize badly in channel
+   blocks, ``blocked.plan_layout``, so the schedule starts with those ``pack`` steps);
 2. init statements (``C_0_init``) of contractions get their own nest (``distribute``), and
    other nests over the same range fuse at their outer parallel loop;
 3. a nest of one ``+=`` statement whose output's last index has a loop becomes a GotoBLAS
@@ -35,7 +36,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
-from polyopt.schedule.blocked import SMALL_REDUCTION, block_outputs
+from polyopt.schedule.blocked import SMALL_REDUCTION
 from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Blocking, Machine, gemm_blocking, host
@@ -48,10 +49,9 @@ PACK_MIN_REDUCTION = 64
 
 def optimize(schedule: Schedule, *, openmp: bool = True,
              machine: Machine | None = None, knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
-    """The default CPU schedule for ``schedule``'s def (``knobs`` fix some decisions)."""
+    """The default CPU schedule for ``schedule``'s def (``knobs`` fix some decisions), after
+    its layout (``blocked.plan_layout``)."""
     machine = machine or host()
-    if knobs.block != 0:  # False or 0: never block
-        schedule = block_outputs(schedule, machine, knobs.block or None)
     schedule = split_inits(schedule)
     if schedule.fusion != "min":
         schedule = fuse_outer(schedule)

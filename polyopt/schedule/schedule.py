@@ -21,7 +21,7 @@ from polyopt.errors import IllegalScheduleError, ScheduleError
 from polyopt.poly import analyze
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
-from polyopt.schedule import layout
+from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
 from polyopt.schedule.legality import carried, check_legal
@@ -269,17 +269,26 @@ class Schedule:
         computed in such a blocked local and unpacked at the end (``pack("O", 1, 16, 1)``
         is NCHW16c); its statements change, so pack outputs before other steps, and the
         nests restart from program order."""
-        program, name = layout.pack(self.poly.program, tensor, dim, factor, outer)
+        return self.relayout([Pack(tensor, dim, factor, outer)])
+
+    def relayout(self, packs: Seq[Pack]) -> Schedule:
+        """``pack`` each of ``packs`` in turn, with one dependence analysis for them all
+        (``polyopt.poly.relayout``)."""
+        program, names = relayout(self.poly.program, packs)
         poly, deps = analyze(program, self.poly.borders)
-        step = Step("pack", (tensor, dim, factor, outer))
-        if self.poly.program.tensors[tensor].role == "output":
-            base = self._rebased(poly, deps, tensor)
-        else:
-            base = self._with_copies(poly)
-        new = replace(base, poly=poly, deps=deps, steps=(*self.steps, step),
-                      buffers=(*self.buffers, name))
-        check_legal(new.map, deps, f"pack{step.python()[4:]}")
+        steps = tuple(Step("pack", p.args) for p in packs)
+        outputs = [p.tensor for p in packs
+                   if self.poly.program.tensors[p.tensor].role == "output"]
+        base = self._rebased(poly, deps, outputs[0]) if outputs else self._with_copies(poly)
+        new = replace(base, poly=poly, deps=deps, steps=(*self.steps, *steps),
+                      buffers=(*self.buffers, *names))
+        check_legal(new.map, deps, "; ".join(f"pack{st.python()[4:]}" for st in steps))
         return new
+
+    @property
+    def layout(self) -> tuple[Pack, ...]:
+        """The blocked layouts this schedule's ``pack`` steps chose, in order."""
+        return tuple(Pack(*st.args) for st in self.steps if st.verb == "pack")
 
     def contract(self, tensor: str, loop: str) -> Schedule:
         """Keep local ``tensor`` as one slice per iteration of ``loop`` (a stack array in
@@ -437,14 +446,8 @@ class Schedule:
         return data, steps
 
     def specialize(self, poly: PolyProgram, deps: Deps, bound: Mapping[str, int]) -> Schedule:
-        """This schedule for ``poly``: the same def with the sizes in ``bound`` fixed (and
-        the layout steps of this schedule applied to it again)."""
-        packs = [st.args for st in self.steps if st.verb == "pack"]
-        if packs:
-            program = poly.program
-            for args in packs:
-                program, _ = layout.pack(program, *args)
-            poly, deps = analyze(program, self.poly.borders)
+        """This schedule for ``poly``: the same def with the sizes in ``bound`` fixed and
+        this schedule's ``layout`` applied already (``polyopt.poly.relayout``)."""
         root = _fix_params(self.root, bound)
         out = replace(self, root=root, poly=poly, deps=deps)
         if not poly.domain.is_subset(out.map.domain()):

@@ -14,13 +14,13 @@ from itertools import pairwise
 import islpy as isl
 
 from polyopt.errors import ScheduleError
+from polyopt.ir import fresh_name
 from polyopt.schedule.tree import (
     Leaf,
     Loop,
     Node,
     Sequence,
     filter_domain,
-    fresh_name,
     loops,
     path_to,
     restrict,

@@ -23,6 +23,7 @@ from typing import Any
 import islpy as isl
 
 from polyopt.errors import ScheduleError
+from polyopt.ir import fresh_name
 
 MARK_PREFIX = "loop "
 
@@ -240,15 +241,6 @@ def name_loops(root: Node, order: tuple[str, ...], taken: set[str] | None = None
     renames = {id(lp): fresh_name(iterator_of(lp.expr, order) or "c", taken)
                for lp in loops(root) if not lp.name}
     return _rename(root, renames)
-
-
-def fresh_name(base: str, taken: set[str]) -> str:
-    """``base``, or ``base2``, ``base3``... whichever is not in ``taken`` (then it is)."""
-    name, n = base, 2
-    while name in taken:
-        name, n = f"{base}{n}", n + 1
-    taken.add(name)
-    return name
 
 
 def _rename(node: Node, renames: dict[int, str]) -> Node:

@@ -51,7 +51,7 @@ MULTIPROCESSORS = 132  # H100/H200; the ranking only needs the order of magnitud
 class Footprints:
     """The contraction of a definition at fixed sizes, ready to measure tiles of it."""
 
-    def __init__(self, source: str, name: str | None, sizes: Mapping[str, int],
+    def __init__(self, source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
                  machine: Machine | None = None) -> None:
         program = lang.build_program(source, name, sizes)
         self.machine = machine or host()

@@ -70,13 +70,14 @@ class Result:
         return min(self.times) if self.status == "ok" and self.times else float("inf")
 
 
-def prepare(source: str, name: str | None, sizes: Mapping[str, int], seed: int = 0,
-            directory: str | None = None) -> str:
+def prepare(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
+            seed: int = 0, directory: str | None = None) -> str:
     """Draw inputs, compute the float64 reference, save both; the ``.npz`` path."""
-    program = lang.build_program(source, name, sizes)
+    definition = lang.define(source, name)
+    program = lang.build_program(definition, sizes=sizes)
     rng = np.random.default_rng(seed)
     inputs = [_random(t, rng) for t in program.inputs]
-    ref = reference(source, name, sizes, inputs)
+    ref = reference(definition.source, definition.name, sizes, inputs)
     path = Path(tempfile.mkdtemp(prefix="polyopt-tune-", dir=directory)) / "data.npz"
     arrays: dict[str, Any] = {f"in{i}": a for i, a in enumerate(inputs)}
     arrays.update({f"ref{i}": r for i, r in enumerate(ref)})

@@ -47,14 +47,14 @@ class TuningWarning(UserWarning):
     """
 
 
-def tuned_schedule(source: str, name: str | None, sizes: Mapping[str, int], target: str,
+def tuned_schedule(definition: lang.Definition, sizes: Mapping[str, int], target: str,
                    db: str | Database | None = None) -> Schedule | None:
-    """The best recorded schedule of def ``name`` at ``sizes`` on ``target``, replayed and
+    """The best recorded schedule of ``definition`` at ``sizes`` on ``target``, replayed and
     checked; None (with one TuningWarning when a record was there) otherwise."""
     try:
-        if lang.build_program(source, name, sizes).sizes:
+        if lang.build_program(definition, sizes=sizes).sizes:
             return None  # a key needs every size; the size-generic kernel has none
-        key = make_key(source, name, sizes, target)
+        key = make_key(definition, None, sizes, target)
     except PolyoptError:  # the definition at these sizes: compile itself reports that
         return None
     try:
@@ -68,7 +68,7 @@ def tuned_schedule(source: str, name: str | None, sizes: Mapping[str, int], targ
         if record.key.id != key.id:
             raise ScheduleError(f"its key fields ({record.key.as_dict()}) do not give its key "
                                 f"id {key.id}")
-        return replay(record, source, name, sizes)
+        return replay(record, definition, sizes)
     except REPLAY_ERRORS as e:
         what = f"{type(e).__name__}: " if not isinstance(e, PolyoptError) else ""
         _warn(f"the best record of def '{key.def_name}' at these shapes (`polyopt db show "
@@ -76,14 +76,13 @@ def tuned_schedule(source: str, name: str | None, sizes: Mapping[str, int], targ
         return None
 
 
-def replay(record: Record, source: str, name: str | None,
-           sizes: Mapping[str, int]) -> Schedule:
+def replay(record: Record, definition: lang.Definition, sizes: Mapping[str, int]) -> Schedule:
     """``record``'s schedule on def ``name`` at ``sizes``, after checking its steps' sizes
     and factors, and the memory its scratch tensors take there."""
     _, steps = Schedule.parse_steps(record.schedule_json)
     for step in steps:
         check_step(step)
-    schedule = schedule_from_json(record.schedule_json, source, name, sizes=sizes)
+    schedule = schedule_from_json(record.schedule_json, definition, sizes=sizes)
     check_scratch(schedule.poly.program, sliced={t for t, _, _ in schedule.contractions})
     return schedule
 

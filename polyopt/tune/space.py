@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyopt import ir, lang
-from polyopt.api import schedule
+from polyopt.driver import base_schedule, check_options
 from polyopt.schedule.machine import host
 
 Config = dict[str, Any]
@@ -90,23 +90,24 @@ class Space:
         return out
 
 
-def space_for(source: str, name: str | None, sizes: Mapping[str, int],
+def space_for(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
               target: str = "c") -> Space:
     """The search space of def ``name`` at ``sizes`` on ``target``."""
-    program = lang.build_program(source, name, sizes)
+    definition = lang.define(source, name)
+    program = lang.build_program(definition, sizes=sizes)
     if target.startswith("cuda"):
         return Space(target, _cuda_knobs(program))
     knobs = _cpu_knobs(program)
-    if not _cache_tiled(source, name, sizes):  # the knob would change nothing
+    if not _cache_tiled(program):  # the knob would change nothing
         knobs = tuple(k for k in knobs if k[0] != "cache_tile")
     return Space(target, knobs)
 
 
-def _cache_tiled(source: str, name: str | None, sizes: Mapping[str, int]) -> bool:
+def _cache_tiled(program: ir.Program) -> bool:
     """Does the default schedule tile a nest for a transposed access (a ``tile`` step;
     register tiles are ``split`` steps)? That depends on the statements the pipeline adds
     (a blocked output's copy back), so ask the pipeline."""
-    steps = schedule(source, name, sizes=sizes, options={"tuned": False}).steps
+    steps = base_schedule(program, check_options({"tuned": False}, "c"), True).steps
     return any(st.verb == "tile" for st in steps)
 
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from polyopt import ir, lang
 from polyopt.errors import OptionError, PolyoptError, SizesRequiredError
-from polyopt.lang.parser import parse
 from polyopt.tune.db import Database, Record, default_path
 from polyopt.tune.features import Footprints
 from polyopt.tune.key import Key
@@ -92,7 +91,7 @@ class TuneResult:
                 f"{self.best.options}")
 
 
-def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
+def tune(source: str | lang.Definition, name: str | None = None, *, sizes: Mapping[str, int],
          target: str = "c", trials: int = 64, strategy: str = "model",
          db: str | Database | bool | None = None, executor: Any = None, seed: int = 0,
          repeat: int = 5, timeout: float = 120.0,
@@ -108,10 +107,12 @@ def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
         raise OptionError(f"tune: strategy must be one of {', '.join(STRATEGIES)} and trials "
                           f">= 1, not {strategy!r} and {trials!r}")
     start = time.perf_counter()
-    key = make_key(source, name, sizes, target)
-    space = space_for(source, name, sizes, target)
+    definition = lang.define(source, name)  # parsed once, here
+    source, name = definition.source, definition.name  # what workers compile
+    key = make_key(definition, None, sizes, target)
+    space = space_for(definition, None, sizes, target)
     database = _database(db)
-    data = prepare(source, name, sizes, seed)
+    data = prepare(definition, None, sizes, seed)
     done: list[Trial] = []
     seeds = _seeds(database, key, space)
 
@@ -131,7 +132,7 @@ def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
             out.append(trial.result.best)
         return out
 
-    features = _features(source, name, sizes, target)
+    features = _features(definition, sizes)
     try:
         with Runner(timeout, executor) as runner:
             search(space, evaluate, trials, strategy, seed, seeds, features)
@@ -170,39 +171,35 @@ def _confirm(runner: Runner, done: list[Trial], source: str, name: str | None,
     return list(zip(chosen, runner.confirm(Confirm(jobs)), strict=True))
 
 
-def _features(source: str, name: str | None, sizes: Mapping[str, int],
-              target: str) -> Callable[[Config], tuple[float, ...]] | None:
+def _features(definition: lang.Definition,
+              sizes: Mapping[str, int]) -> Callable[[Config], tuple[float, ...]] | None:
     """isl footprints of a configuration's tiles, for the cost model (None when the
     definition has no contraction to tile)."""
-    fp = Footprints(source, name, sizes)
+    fp = Footprints(definition, None, sizes)
     return fp.of if fp.stmt is not None else None
 
 
-def make_key(source: str, name: str | None, sizes: Mapping[str, int], target: str) -> Key:
+def make_key(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
+             target: str) -> Key:
     """The database key of def ``name`` at ``sizes`` on ``target`` on this machine."""
-    sized = lang.build_program(source, name, sizes)
+    definition = lang.define(source, name)
+    sized = lang.build_program(definition, sizes=sizes)
     if sized.sizes:
         raise OptionError(f"a tuning key needs every size of def '{sized.name}'; "
                           f"unbound: {', '.join(sized.sizes)}")
+    # The <...> parameters (strides, padding) select the operator; the tensor sizes are the
+    # key's shapes.
+    params = {k: v for k, v in sizes.items() if k in definition.params}
     try:
-        generic = lang.build_program(source, name, _params_only(source, name, sizes))
+        generic = lang.build_program(definition, sizes=params)
     except SizesRequiredError:  # affine only at these sizes: they are part of the definition
         generic = sized
     shapes = [tuple(ir.extent_value(e, {}) for e in t.shape) for t in sized.inputs]
     return Key.make(generic, shapes, target)
 
 
-def _params_only(source: str, name: str | None, sizes: Mapping[str, int]) -> dict[str, int]:
-    """The ``<...>`` parameters among ``sizes`` (strides, padding): they select the operator,
-    while the tensor sizes are the key's shapes."""
-    defs = parse(source).defs
-    d = next((x for x in defs if name is None or x.name == name), None)
-    params = {p.name for p in d.params} if d is not None else set()
-    return {k: v for k, v in sizes.items() if k in params}
-
-
-def lookup(source: str, name: str | None, sizes: Mapping[str, int], target: str,
-           db: str | Database | None = None) -> Record | None:
+def lookup(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
+           target: str, db: str | Database | None = None) -> Record | None:
     """The best recorded schedule for this key, or None (no database, no record, or a
     database that cannot be read; ``polyopt.tune.replay`` says why when compiling)."""
     try:
