@@ -13,7 +13,8 @@ import islpy as isl
 from polyopt.errors import CodegenError
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
-from polyopt.schedule.schedule import GPU_AXES, Schedule
+from polyopt.schedule.marks import Marks, Tag, bind_of, gpu_tile_of
+from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.transform import trip_count, value_extent
 from polyopt.schedule.tree import Loop, loops
 
@@ -25,7 +26,7 @@ SEQUENTIAL = "sequential"
 class Ast:
     root: isl.AstNode
     poly: PolyProgram
-    tags: dict[str, frozenset[str]]  # loop name (an AST mark "loop <name>") -> its tags
+    tags: dict[str, Marks]  # loop name (an AST mark, marks.loop_mark) -> its marks
     trips: dict[str, int | None]  # loop name -> its largest trip count, when constant
     padded: frozenset[str] = frozenset()  # tensors allocated (zeroed) in whole blocks
     contractions: tuple[tuple[str, str, int], ...] = ()  # (local, loop, dim): one slice
@@ -62,12 +63,16 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
         raise CodegenError(f"AST annotation failed: {errors[0]!r}") from errors[0]
     # Tagged loops, and the loops right around vector loops (transposing copies' rows).
     tagged = [lp for lp in loops(schedule.root) if lp.tags or (
-        isinstance(lp.child, Loop) and "vectorize" in lp.child.tags)]
+        isinstance(lp.child, Loop) and Tag.VECTORIZE in lp.child.tags)]
     extents = {lp.name: value_extent(lp, pp.domain) for lp in tagged
-               if lp.tags & set(GPU_AXES) or any(t.startswith("gpu.tile") for t in lp.tags)}
+               if bind_of(lp.tags) or gpu_tile_of(lp.tags) or lp.tags & _TILE_ROLES}
     return Ast(root, pp, {lp.name: lp.tags for lp in tagged if lp.tags},
                {lp.name: trip_count(lp, pp.domain) for lp in tagged},
                frozenset(schedule.buffers), schedule.contractions, extents)
+
+
+# The loops of a GPU block tile whose extents the printer needs.
+_TILE_ROLES = frozenset({Tag.GPU_TILE_COLS, Tag.GPU_TILE_REDUCTION, Tag.GPU_TILE_GLOBAL})
 
 
 def _is_parallel(sched: isl.UnionMap, deps: isl.UnionMap) -> bool:

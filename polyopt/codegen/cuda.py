@@ -33,8 +33,7 @@ from polyopt.codegen.printer import (
 )
 from polyopt.errors import CodegenError
 from polyopt.schedule.gpu import MAX_THREADS
-from polyopt.schedule.schedule import GPU_AXES
-from polyopt.schedule.tree import MARK_PREFIX
+from polyopt.schedule.marks import GPU_AXES, Marks, bind_of, marked_loop
 
 _STRIDE = {"blockIdx": "gridDim", "threadIdx": "blockDim"}
 
@@ -55,7 +54,7 @@ class CudaDialect(Dialect):
     types = Types(frozenset({"float16", "bfloat16"}))
 
     def loop_header(self, it: str, init: str, cond: str, inc: str,
-                    tags: frozenset[str]) -> str:
+                    tags: Marks) -> str:
         axis = _axis(tags)
         if axis is None:
             return super().loop_header(it, init, cond, inc, tags)
@@ -109,7 +108,7 @@ def _kernels(root: isl.AstNode) -> list[isl.AstNode]:
     return [kids.get_at(i) for i in range(kids.n_ast_node())]
 
 
-def _bound_loops(node: isl.AstNode, tags: dict[str, frozenset[str]]) -> dict[str, str]:
+def _bound_loops(node: isl.AstNode, tags: dict[str, Marks]) -> dict[str, str]:
     """axis -> loop for the loops of one kernel bound to blocks or threads, checking that
     each axis is bound once and block loops enclose thread loops."""
     out: dict[str, str] = {}
@@ -127,13 +126,12 @@ def _bound_loops(node: isl.AstNode, tags: dict[str, frozenset[str]]) -> dict[str
     return out
 
 
-def _marked_loops(node: isl.AstNode, tags: dict[str, frozenset[str]],
+def _marked_loops(node: isl.AstNode, tags: dict[str, Marks],
                   inside_thread: bool) -> Iterator[tuple[str, bool]]:
     kind = node.get_type()
     if kind == isl.ast_node_type.mark:
-        mark = node.mark_get_id().get_name()
-        if mark.startswith(MARK_PREFIX):
-            loop = mark[len(MARK_PREFIX):]
+        loop = marked_loop(node)
+        if loop is not None:
             yield loop, inside_thread
             axis = _axis(tags.get(loop, frozenset()))
             inside_thread = inside_thread or (axis or "").startswith("threadIdx")
@@ -171,7 +169,7 @@ def _tile(node: isl.AstNode, ast: Ast,
     if mark is None:
         return None
     tile = analyze(mark, ast.tags, ast.extents, ctx.poly.stmt)
-    path = _path_to(node, mark.mark_get_id().get_name()) or []
+    path = _path_to(node, marked_loop(mark) or "") or []
     blocks = [i for i, n in enumerate(path)
               if (_axis(ast.tags.get(n, frozenset())) or "").startswith("blockIdx")]
     acc_root = path[blocks[-1] + 1 if blocks else 0]
@@ -180,12 +178,11 @@ def _tile(node: isl.AstNode, ast: Ast,
 
 
 def _path_to(node: isl.AstNode, target: str) -> list[str] | None:
-    """The names of the marked loops from ``node`` down to the mark named ``target``."""
+    """The names of the marked loops from ``node`` down to the mark of loop ``target``."""
     kind = node.get_type()
     if kind == isl.ast_node_type.mark:
-        mark = node.mark_get_id().get_name()
-        name = mark[len(MARK_PREFIX):]
-        if mark == target:
+        name = marked_loop(node) or ""
+        if name == target:
             return [name]
         below = _path_to(node.mark_get_node(), target)
         return None if below is None else [name, *below]
@@ -261,14 +258,15 @@ def _dim_var(d: str) -> str:
     return cname("size", d)
 
 
-def _axis(tags: frozenset[str]) -> str | None:
-    return next((t for t in sorted(tags) if t in GPU_AXES), None)
+def _axis(tags: Marks) -> str | None:
+    bound = bind_of(tags)
+    return bound.axis if bound else None
 
 
 class _CudaBody(_Body):
     """The C body walker, guarding what a kernel's threads must not all run."""
 
-    def __init__(self, ctx: _Context, dialect: Dialect, tags: dict[str, frozenset[str]],
+    def __init__(self, ctx: _Context, dialect: Dialect, tags: dict[str, Marks],
                  trips: dict[str, int | None], padded: frozenset[str],
                  axes: frozenset[str], tile: tuple[TileEmitter, str, str] | None) -> None:
         super().__init__(ctx, dialect, tags, trips, padded)

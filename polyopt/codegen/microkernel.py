@@ -25,7 +25,7 @@ from polyopt.codegen.exprs import AstExprPrinter, ctype, literal
 from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitute, text
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
-from polyopt.schedule.tree import MARK_PREFIX
+from polyopt.schedule.marks import Marks, Tag, marked_loop
 
 MAX_ACCUMULATORS = 32
 MAX_REDUCTION_LOOPS = 4
@@ -42,7 +42,7 @@ class Tile:
     cols: int
 
 
-def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int | None],
+def match(k: isl.AstNode, tags: dict[str, Marks], trips: dict[str, int | None],
           stmt_of: Callable[[str], PolyStmt]) -> Tile | None:
     """The register tile rooted at for-loop ``k``, or None when the shape does not fit:
     ``k`` and the untagged loops right inside it (reductions, e.g. ``c, kh, kw`` of a
@@ -53,14 +53,14 @@ def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int 
         if nxt is None or len(ks) > MAX_REDUCTION_LOOPS:
             return None
         label = tags.get(name, frozenset())
-        if "unroll" in label:
+        if Tag.UNROLL in label:
             u, u_name = nxt, name
             break
         if label:
             return None
         ks.append(nxt)
     v, v_name = only_for(u.for_get_body())
-    if v is None or "vectorize" not in tags.get(v_name, frozenset()):
+    if v is None or Tag.VECTORIZE not in tags.get(v_name, frozenset()):
         return None
     call = only_user(v.for_get_body())
     if call is None or any(x.for_is_degenerate() for x in ks):
@@ -94,8 +94,7 @@ def expr_ids(e: isl.AstExpr) -> set[str]:
 def only_for(node: isl.AstNode, name: str = "") -> tuple[isl.AstNode | None, str]:
     """The single for loop ``node`` consists of (through marks), and its loop name."""
     while node.get_type() == isl.ast_node_type.mark:
-        mark = node.mark_get_id().get_name()
-        name = mark[len(MARK_PREFIX):] if mark.startswith(MARK_PREFIX) else name
+        name = marked_loop(node) or name
         node = node.mark_get_node()
     if node.get_type() == isl.ast_node_type.block:
         kids = node.block_get_children()

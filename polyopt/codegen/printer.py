@@ -22,8 +22,7 @@ from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyProgram, PolyStmt, affine_text
 from polyopt.schedule.contraction import MAX_SLICE_BYTES, slice_bytes
 from polyopt.schedule.machine import Machine, host
-from polyopt.schedule.schedule import GPU_AXES
-from polyopt.schedule.tree import MARK_PREFIX
+from polyopt.schedule.marks import Marks, Tag, bind_of, marked_loop
 
 
 class Dialect:
@@ -43,7 +42,7 @@ class Dialect:
                 f"long *err)")
 
     def loop_header(self, it: str, init: str, cond: str, inc: str,
-                    tags: frozenset[str]) -> str:
+                    tags: Marks) -> str:
         """The ``for`` line of an AST loop (the loop's ``tags`` may change how it runs)."""
         return f"for (long {it} = {init}; {cond}; {it} += {inc})"
 
@@ -131,7 +130,7 @@ def _declarations(ctx: _Context, dialect: Dialect, dims: tuple[str, ...]) -> lis
 class _Body:
     """Walks the isl AST and prints loops, guards and statement instances."""
 
-    def __init__(self, ctx: _Context, dialect: Dialect, tags: dict[str, frozenset[str]],
+    def __init__(self, ctx: _Context, dialect: Dialect, tags: dict[str, Marks],
                  trips: dict[str, int | None], padded: frozenset[str]) -> None:
         self.padded = padded
         self.ctx = ctx
@@ -154,8 +153,7 @@ class _Body:
         if kind == isl.ast_node_type.if_:
             return self._if(node, depth, in_parallel, loop)
         if kind == isl.ast_node_type.mark:
-            mark = node.mark_get_id().get_name()
-            name = mark[len(MARK_PREFIX):] if mark.startswith(MARK_PREFIX) else ""
+            name = marked_loop(node) or ""
             inner = node.mark_get_node()
             slices = self._slice_decls(name, depth + 1)
             if slices and not loop_printed(inner):  # its slices still need a scope
@@ -173,7 +171,7 @@ class _Body:
         tags = self.tags.get(loop, frozenset())
         tile = None if plain else (self._register_tile(node, depth, in_parallel, loop)
                                    or self._transpose(node, depth, in_parallel, loop))
-        if tile is None and "vectorize" in tags and not node.for_is_degenerate():
+        if tile is None and Tag.VECTORIZE in tags and not node.for_is_degenerate():
             tile = self._reduction(node, depth)
         if tile is not None:
             return tile
@@ -186,12 +184,12 @@ class _Body:
         cond = self.ast_expr.expr(node.for_get_cond(), top=True)
         inc = self.ast_expr.expr(node.for_get_inc(), top=True)
         out = []
-        parallel = not in_parallel and "parallel" in tags
-        bound = tags & set(GPU_AXES)
+        parallel = not in_parallel and Tag.PARALLEL in tags
+        bound = bind_of(tags)
         if (parallel or bound) and not loop_is_parallel(node):  # the verb's check and the
-            label = "parallel" if parallel else f"bound to {min(bound)}"  # AST's disagree
+            label = "parallel" if parallel else f"bound to {bound}"  # AST's disagree
             raise CodegenError(f"loop {loop} is {label} but carries a dependence")
-        simd = "vectorize" in tags and self.dialect.simd_pragma
+        simd = Tag.VECTORIZE in tags and self.dialect.simd_pragma
         if parallel and self.dialect.parallel_pragma:
             out.append(self.dialect.parallel_pragma + (" simd" if simd else ""))
         elif simd:

@@ -158,7 +158,7 @@ def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine,
         return schedule, inner.name
     try:
         if outer is chain[-2] and _trip(inner, schedule) >= 2 * size:
-            return schedule.tile((outer.name, inner.name), size), f"{inner.name}_i"
+            return schedule.tile((outer.name, inner.name), size), tf.split_names(inner.name)[1]
         block = _block_of(stmts, outer) or size
         return _strip_transpose(schedule, chain, outer.name, block), inner.name
     except ScheduleError:
@@ -363,7 +363,7 @@ def _try_pack(schedule: Schedule, tensor: str, dim: int, factor: int) -> Schedul
 
 
 def _parts(loop: str) -> tuple[str, str]:
-    return f"{loop}_o", f"{loop}_i"
+    return tf.split_names(loop)
 
 
 def _vector_rows(s: PolyStmt, row: str, col: str) -> int:

@@ -168,18 +168,18 @@ def _tile_contraction(sched: Schedule, chain: list[Loop], loops: tuple[str, str,
                       sizes: tuple[int, int, int, int, int], mapping: GpuMapping) -> Schedule:
     row, col, red = loops
     bm, bn, bk, rm, rn = sizes
+    (row_o, row_i), (col_o, col_i), (red_o, red_i) = (tf.split_names(n) for n in loops)
     out = sched.split(row, bm).split(col, bn).split(red, bk)
     others = [lp.name for lp in chain if lp.name not in loops]
     outer = [n for n in others if n not in _reductions(sched, chain)]
     inner = [n for n in others if n not in outer]
-    out = out.reorder(*outer, f"{row}_o", f"{col}_o", *inner, f"{red}_o", f"{row}_i",
-                      f"{col}_i", f"{red}_i")
-    out = out.bind(f"{col}_o", "blockIdx.x").bind(f"{row}_o", "blockIdx.y")
+    out = out.reorder(*outer, row_o, col_o, *inner, red_o, row_i, col_i, red_i)
+    out = out.bind(col_o, "blockIdx.x").bind(row_o, "blockIdx.y")
     free = [n for n in outer if carried(out.root, tf.find(out.root, n), out.deps,
                                         out.poly.domain).is_empty()]
     if free:
         out = out.bind(free[-1], "blockIdx.z")
-    return out.gpu_tile(f"{row}_i", (rm, rn), shared=mapping.shared, unroll=mapping.unroll)
+    return out.gpu_tile(row_i, (rm, rn), shared=mapping.shared, unroll=mapping.unroll)
 
 
 def _reductions(sched: Schedule, chain: list[Loop]) -> set[str]:
@@ -217,7 +217,8 @@ def _map_nest(sched: Schedule, top: str, mapping: GpuMapping) -> Schedule:
     sched = sched.tile(tuple(mapped), tuple(sizes))
     axes = (("blockIdx.x", "threadIdx.x"), ("blockIdx.y", "threadIdx.y"))
     for name, (block, thread) in zip(reversed(mapped), axes, strict=False):
-        sched = sched.bind(f"{name}_o", block).bind(f"{name}_i", thread)
+        outer_name, inner_name = tf.split_names(name)
+        sched = sched.bind(outer_name, block).bind(inner_name, thread)
     if len(band) > 2:
         sched = sched.bind(band[-3], "blockIdx.z")
     return sched

@@ -25,6 +25,7 @@ from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
 from polyopt.schedule.legality import carried, check_legal
+from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Mark, Tag, bind_of
 from polyopt.schedule.tree import (
     Leaf,
     Loop,
@@ -44,9 +45,6 @@ from polyopt.schedule.tree import (
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
          "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate", "pack",
          "contract", "bind", "gpu_tile", "compute_at")
-# CUDA grid and block dimensions a loop can be bound to.
-GPU_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
-            "threadIdx.z")
 
 
 @dataclass(frozen=True)
@@ -170,20 +168,19 @@ class Schedule:
 
     def parallel(self, loop: str) -> Schedule:
         """Run ``loop``'s iterations in parallel (OpenMP); it must carry no dependence."""
-        return self._step("parallel", lambda r: self._tag_free(r, loop, "parallel"), (loop,))
+        return self._step("parallel", lambda r: self._tag_free(r, loop, Tag.PARALLEL), (loop,))
 
     def bind(self, loop: str, axis: str) -> Schedule:
         """Run ``loop``'s iterations on different CUDA blocks or threads (TVM's ``bind``):
         ``axis`` is one of ``blockIdx.x/y/z`` or ``threadIdx.x/y/z``. The loop must carry no
         dependence; in each kernel (top-level nest) block loops enclose thread loops."""
-        if axis not in GPU_AXES:
-            raise ScheduleError(f"bind: unknown axis {axis!r}; valid: {', '.join(GPU_AXES)}")
+        mark = Bind(axis)  # checks the axis
 
         def fn(r: Node) -> Node:
-            bound = tf.find(r, loop).tags & set(GPU_AXES)
+            bound = bind_of(tf.find(r, loop).tags)
             if bound:
-                raise ScheduleError(f"bind: loop {loop} is already bound to {min(bound)}")
-            return self._tag_free(r, loop, axis)
+                raise ScheduleError(f"bind: loop {loop} is already bound to {bound}")
+            return self._tag_free(r, loop, mark)
         return self._step("bind", fn, (loop, axis))
 
     def gpu_tile(self, loop: str, regs: Seq[int] = (4, 4), shared: bool = True,
@@ -212,13 +209,13 @@ class Schedule:
                 if n < 1 or most is None or most % n:
                     raise ScheduleError(f"gpu_tile: loop {name} needs a bounded number of "
                                         f"values that {n} divides (it has {most})")
-                self._tag_free(r, name, "gpu.threads")
-            r = tf.tag(tf.tag(r, col.name, "gpu.tile.cols"), red.name, "gpu.tile.reduction")
+                self._tag_free(r, name, Tag.GPU_THREADS)
+            r = tf.tag(tf.tag(r, col.name, Tag.GPU_TILE_COLS), red.name, Tag.GPU_TILE_REDUCTION)
             if not shared:
-                r = tf.tag(r, loop, "gpu.tile.global")
+                r = tf.tag(r, loop, Tag.GPU_TILE_GLOBAL)
             if unroll is not None:
-                r = tf.tag(r, red.name, f"gpu.unroll {unroll}")
-            return tf.tag(r, loop, f"gpu.tile {rm}x{rn}")
+                r = tf.tag(r, red.name, GpuUnroll(unroll))
+            return tf.tag(r, loop, GpuTile(rm, rn))
         kw = {"shared": None if shared else False, "unroll": unroll}
         return self._step("gpu_tile", fn, (loop, (rm, rn)), **kw)
 
@@ -227,7 +224,7 @@ class Schedule:
         def fn(r: Node) -> Node:
             if loops(tf.find(r, loop).child):
                 raise ScheduleError(f"vectorize: loop {loop} is not innermost")
-            return self._tag_free(r, loop, "vectorize")
+            return self._tag_free(r, loop, Tag.VECTORIZE)
         return self._step("vectorize", fn, (loop,))
 
     def unroll(self, loop: str, factor: int | None = None) -> Schedule:
@@ -236,14 +233,14 @@ class Schedule:
         def fn(r: Node) -> Node:
             if factor is not None:
                 r = tf.split(r, loop, factor)
-                return tf.tag(r, f"{loop}_i", "unroll")
+                return tf.tag(r, tf.split_names(loop)[1], Tag.UNROLL)
             n = tf.trip_count(tf.find(r, loop), self.poly.domain)
             if n is None or n > tf.MAX_FULL_UNROLL:
                 count = "a non-constant" if n is None else n
                 raise ScheduleError(f"unroll: loop {loop} has {count} trip count; give a "
                                     f"factor (full unrolling allows at most "
                                     f"{tf.MAX_FULL_UNROLL})")
-            return tf.tag(r, loop, "unroll")
+            return tf.tag(r, loop, Tag.UNROLL)
         return self._step("unroll", fn, (loop,) if factor is None else (loop, factor))
 
     def unroll_and_jam(self, loop: str, factor: int,
@@ -252,14 +249,14 @@ class Schedule:
         loops it encloses (above a vectorized loop) and unroll it."""
         def fn(r: Node) -> Node:
             r = tf.split(r, loop, factor, names)  # checks the names
-            inner = names[1] if names else f"{loop}_i"
-            return tf.tag(tf.jam(r, inner), inner, "unroll")
+            inner = names[1] if names else tf.split_names(loop)[1]
+            return tf.tag(tf.jam(r, inner), inner, Tag.UNROLL)
         return self._step("unroll_and_jam", fn, (loop, factor), names=names)
 
     def separate(self, loop: str) -> Schedule:
         """Generate ``loop``'s full tiles apart from its partial ones, so the full tiles'
         inner loops have constant bounds and no guards (isl's ``separate`` option)."""
-        return self._step("separate", lambda r: tf.tag(r, loop, "separate"), (loop,))
+        return self._step("separate", lambda r: tf.tag(r, loop, Tag.SEPARATE), (loop,))
 
     def pack(self, tensor: str, dim: int, factor: int, outer: int = 0) -> Schedule:
         """Blocked layouts. An input is read through a copy made before everything else:
@@ -323,10 +320,10 @@ class Schedule:
         return replace(program_order(poly, deps), base=self.base, fusion=self.fusion)
 
     # -- machinery -----------------------------------------------------------------------
-    def _tag_free(self, root: Node, name: str, label: str) -> Node:
+    def _tag_free(self, root: Node, name: str, label: Mark) -> Node:
         lp = tf.find(root, name)
         bad = carried(root, lp, self.deps, self.poly.domain)
-        if label == "vectorize" and not bad.is_empty() and self._reduction(lp, bad):
+        if label == Tag.VECTORIZE and not bad.is_empty() and self._reduction(lp, bad):
             return tf.tag(root, name, label)  # a reduction: vector partial results
         if not bad.is_empty():
             raise IllegalScheduleError(
@@ -387,8 +384,8 @@ class Schedule:
         loop must stay innermost) after a later step moved, fused or shifted them."""
         old = {lp.name: lp for lp in loops(before)}
         for lp in loops(self.root):
-            for label in sorted(lp.tags & {"parallel", "vectorize", *GPU_AXES}):
-                if label == "vectorize" and loops(lp.child):
+            for label in sorted(_checked(lp.tags), key=str):
+                if label == Tag.VECTORIZE and loops(lp.child):
                     raise ScheduleError(f"{what}: loop {lp.name} is vectorized, so it must "
                                         f"stay innermost")
                 prev = old.get(lp.name)
@@ -396,7 +393,7 @@ class Schedule:
                         self.root, lp, before, prev):
                     continue  # checked when it was tagged, and nothing it depends on moved
                 bad = carried(self.root, lp, self.deps, self.poly.domain)
-                if label == "vectorize" and not bad.is_empty() and self._reduction(lp, bad):
+                if label == Tag.VECTORIZE and not bad.is_empty() and self._reduction(lp, bad):
                     continue
                 if not bad.is_empty():
                     raise IllegalScheduleError(
@@ -496,6 +493,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(_plain(v) for v in value)
     return value
+
+
+def _checked(marks: frozenset[Mark]) -> list[Mark]:
+    """The marks that promise independent iterations: parallel, vectorize, a CUDA axis."""
+    return [m for m in marks if m in (Tag.PARALLEL, Tag.VECTORIZE) or isinstance(m, Bind)]
 
 
 def _same_place(root: Node, lp: Loop, old_root: Node, old: Loop) -> bool:
