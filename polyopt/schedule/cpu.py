@@ -40,6 +40,7 @@ from polyopt.schedule.blocked import SMALL_REDUCTION
 from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Blocking, Machine, gemm_blocking, host
+from polyopt.schedule.nest import UNKNOWN_TRIP, chain_of, invariant_reads, vector_rows
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Leaf, Loop, Sequence, raw_iterator
 
@@ -88,18 +89,11 @@ def split_inits(schedule: Schedule) -> Schedule:
     return schedule
 
 
-def _chain(top: Loop) -> list[Loop]:
-    out = [top]
-    while isinstance(out[-1].child, Loop):
-        out.append(out[-1].child)
-    return out
-
-
 def tile_nest(schedule: Schedule, top: str, machine: Machine,
               knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
     """Register-tile the nest at loop ``top`` when it is a contraction; else vectorize its
     innermost loops (in every sub-nest of a fused nest)."""
-    chain = _chain(tf.find(schedule.root, top))
+    chain = chain_of(tf.find(schedule.root, top))
     below = chain[-1].child
     if isinstance(below, Leaf) and len(below.stmts) == 1:
         s = schedule.poly.stmt(below.stmts[0])
@@ -130,7 +124,7 @@ def _hoist_unit_loops(schedule: Schedule, chain: list[Loop]) -> tuple[Schedule, 
         schedule = schedule.reorder(*order)
     except ScheduleError:
         return schedule, chain
-    return schedule, _chain(tf.find(schedule.root, order[0]))
+    return schedule, chain_of(tf.find(schedule.root, order[0]))
 
 
 def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine,
@@ -237,8 +231,8 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     nr, mr = knobs.nr or nr, knobs.mr or mr
     # Rows: the index most operands do not move with (they are reused across rows), that
     # fills the register tile, whose operand rows are closest in memory.
-    row = max(rows, key=lambda n: (_invariant_reads(s, its[n]),
-                                   -_vector_rows(s, its[n], its[col]), min(trips[n], mr),
+    row = max(rows, key=lambda n: (invariant_reads(s, its[n]),
+                                   -vector_rows(s, its[n], its[col]), min(trips[n], mr),
                                    -_stride_rank(s, its[n]), trips[n]))
     red = max(reds, key=lambda n: trips[n])
     inner = tuple(n for n in reds if n != red and trips[n] <= SMALL_REDUCTION)
@@ -366,12 +360,6 @@ def _parts(loop: str) -> tuple[str, str]:
     return f"{loop}_o", f"{loop}_i"
 
 
-def _vector_rows(s: PolyStmt, row: str, col: str) -> int:
-    """Operands that move with both the rows and the columns: each row then needs vector
-    loads of its own (better that rows only move broadcast operands)."""
-    return sum(1 for r in s.reads if r.read.uses(row) and r.read.uses(col))
-
-
 def _stride_rank(s: PolyStmt, it: str) -> int:
     """How far from the last (stride-1) dimension ``it`` indexes the operands it moves:
     rows of a register tile read best from neighbouring addresses."""
@@ -379,11 +367,6 @@ def _stride_rank(s: PolyStmt, it: str) -> int:
              if any(isinstance(v, ir.Var) and v.kind == "index" and v.name == it
                     for v in ix.walk())]
     return min(ranks, default=len(ranks))
-
-
-def _invariant_reads(s: PolyStmt, it: str) -> int:
-    """How many operands do not move with iterator ``it`` (reused across its values)."""
-    return sum(1 for r in s.reads if not r.read.uses(it))
 
 
 def parallelize(schedule: Schedule, cores: int) -> Schedule:
@@ -416,7 +399,7 @@ def _box_points(s: PolyStmt) -> int:
 
 
 def _parallelize_nest(schedule: Schedule, top: str, cores: int) -> Schedule:
-    chain = _chain(tf.find(schedule.root, top))
+    chain = chain_of(tf.find(schedule.root, top))
     free = [lp for lp in chain if loop_free(schedule, lp)]
     trips = {lp.name: tf.trip_count(lp, schedule.poly.domain) for lp in free}
     many = [lp for lp in free if (trips[lp.name] or 2 * cores) >= 2 * cores]
@@ -437,5 +420,3 @@ def _trip(lp: Loop, schedule: Schedule) -> int:
     n = tf.trip_count(lp, schedule.poly.domain)
     return UNKNOWN_TRIP if n is None else n
 
-
-UNKNOWN_TRIP = 1 << 30

@@ -24,18 +24,12 @@ from typing import Any
 from polyopt.errors import OptionError, ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
-from polyopt.schedule.cpu import (
-    _invariant_reads,
-    _vector_rows,
-)
 from polyopt.schedule.legality import carried
+from polyopt.schedule.nest import UNKNOWN_TRIP, chain_of, invariant_reads, vector_rows
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, raw_iterator, stmts_of
 
 MAX_THREADS = 1024  # per block, on every CUDA GPU since compute capability 2.0
-
-
-UNKNOWN = 1 << 30  # the trip count of a loop whose extent is a size
 
 
 @dataclass(frozen=True)
@@ -118,7 +112,7 @@ def _map_contraction(sched: Schedule, top: str, mapping: GpuMapping) -> Schedule
     onto blocks, the largest reduction tiled by BK, other reductions outside the tiles,
     the tile staged through shared memory with a register tile per thread (``gpu_tile``).
     None when the nest does not qualify or a step is illegal."""
-    chain = _chain(tf.find(sched.root, top))
+    chain = chain_of(tf.find(sched.root, top))
     below = chain[-1].child
     if not isinstance(below, Leaf) or len(below.stmts) != 1:
         return None
@@ -129,14 +123,14 @@ def _map_contraction(sched: Schedule, top: str, mapping: GpuMapping) -> Schedule
     by_iter = {it: name for name, it in its.items() if it is not None}
     if len(by_iter) != len(chain) or s.stmt.lhs[-1] not in by_iter:
         return None
-    trips = {lp.name: tf.trip_count(lp, sched.poly.domain) or UNKNOWN for lp in chain}
+    trips = {lp.name: tf.trip_count(lp, sched.poly.domain) or UNKNOWN_TRIP for lp in chain}
     col = by_iter[s.stmt.lhs[-1]]
     rows = [by_iter[i] for i in s.stmt.lhs[:-1] if i in by_iter]
     reds = [by_iter[i] for i in s.stmt.reduction_iters if i in by_iter]
     if not rows or not reds:
         return None
-    row = max(rows, key=lambda n: (_invariant_reads(s, its[n] or ""),
-                                   -_vector_rows(s, its[n] or "", its[col] or ""), trips[n]))
+    row = max(rows, key=lambda n: (invariant_reads(s, its[n] or ""),
+                                   -vector_rows(s, its[n] or "", its[col] or ""), trips[n]))
     red = max(reds, key=lambda n: trips[n])
     bm, bn, bk, rm, rn = mapping.tile_for(trips[row], trips[col])
     try:
@@ -190,13 +184,6 @@ def _reductions(sched: Schedule, chain: list[Loop]) -> set[str]:
             if it is not None and it in sched.poly.stmt(st).stmt.reduction_iters:
                 names.add(lp.name)
     return names
-
-
-def _chain(top: Loop) -> list[Loop]:
-    out = [top]
-    while isinstance(out[-1].child, Loop):
-        out.append(out[-1].child)
-    return out
 
 
 def _nests(root: Node) -> tuple[Node, ...]:
