@@ -38,8 +38,9 @@ import islpy as isl
 from polyopt import ir, lang
 from polyopt.poly import build_poly
 from polyopt.poly.model import PolyProgram, PolyStmt
-from polyopt.schedule.blocked import SMALL_REDUCTION, plan_blocking
+from polyopt.schedule.blocked import plan_blocking
 from polyopt.schedule.machine import Machine, host
+from polyopt.schedule.policy import cpu_policy
 from polyopt.tune.space import Config
 
 N_FEATURES = 11
@@ -84,7 +85,7 @@ class Footprints:
         blocked = col_extent < self._extent(col)
         inner: dict[str | None, int] = {
             it: self._extent(it) for it in s.stmt.reduction_iters
-            if it != red and self._extent(it) <= SMALL_REDUCTION}
+            if it != red and self._extent(it) <= cpu_policy(m).small_reduction}
         nr = min(nr, col_extent)
         elem = 4
         tile = self._bytes({**inner, row: mr, col: nr, red: kc}) * elem
@@ -134,7 +135,7 @@ class Footprints:
         assert s is not None
         lhs, reds = s.stmt.lhs, s.stmt.reduction_iters
         red = max(reds, key=self._extent, default=None)
-        plan = plan_blocking(self.program, s, self.machine, block) if block else None
+        plan = plan_blocking(self.program, s, cpu_policy(self.machine), block) if block else None
         if plan is not None:
             _, dim, width = plan
             return lhs[-1], lhs[dim], red, width
