@@ -25,10 +25,11 @@ from polyopt.codegen.exprs import AstExprPrinter, ctype, literal
 from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitute, text
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
+from polyopt.schedule.policy import CAPS
 from polyopt.schedule.tree import MARK_PREFIX
 
-MAX_ACCUMULATORS = 32
-MAX_REDUCTION_LOOPS = 4
+MAX_ACCUMULATORS = CAPS.max_accumulators  # the limits say why (policy.Caps)
+MAX_REDUCTION_LOOPS = CAPS.max_reduction_loops
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import islpy as isl
 
 from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
+from polyopt.schedule.policy import CAPS
 from polyopt.schedule.tree import (
     Leaf,
     Loop,
@@ -29,7 +30,7 @@ from polyopt.schedule.tree import (
     substitute,
 )
 
-MAX_FULL_UNROLL = 64
+MAX_FULL_UNROLL = CAPS.max_full_unroll
 
 
 def find(root: Node, name: str) -> Loop:
