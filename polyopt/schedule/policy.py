@@ -221,6 +221,8 @@ class GpuModel:
     reads it from the device when there is one; :data:`DEFAULT_GPU` otherwise."""
 
     name: str
+    """The device's name, or which default this is."""
+
     shared_bytes_per_block: int = 48 << 10
     """Shared memory one block may use without opting in to more (48 KB on every GPU since
     Fermi; the device's ``MAX_SHARED_MEMORY_PER_BLOCK``)."""
