@@ -26,9 +26,10 @@ from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitut
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule.marks import Marks, Tag, marked_loop
+from polyopt.schedule.policy import CAPS
 
-MAX_ACCUMULATORS = 32
-MAX_REDUCTION_LOOPS = 4
+MAX_ACCUMULATORS = CAPS.max_accumulators  # the limits say why (policy.Caps)
+MAX_REDUCTION_LOOPS = CAPS.max_reduction_loops
 
 
 @dataclass(frozen=True)

@@ -36,11 +36,12 @@ from polyopt.codegen.microkernel import only_for, only_user, trip_text, unit_dim
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule.marks import Marks, Tag
+from polyopt.schedule.policy import CAPS
 
 # Blocks printed per tile, at most (each is 2 x lanes loads and stores).
-MAX_BLOCKS = 16
+MAX_BLOCKS = CAPS.max_transpose_blocks
 # Smaller blocks are left to plain loops (two rounds of shuffles save little).
-MIN_LANES = 4
+MIN_LANES = CAPS.min_transpose_lanes
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.poly.relayout import Pack, relayout
-from polyopt.schedule.machine import Machine, gemm_blocking
+from polyopt.schedule.machine import Machine
+from polyopt.schedule.policy import CpuPolicy, cpu_policy
 
 
 def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> tuple[Pack, ...]:
@@ -32,8 +33,9 @@ def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> 
     program = pp.program
     if program.sizes:  # extents unknown: keep the layouts
         return ()
+    policy = cpu_policy(machine)
     for s in pp.stmts:
-        plan = plan_blocking(program, s, machine, block)
+        plan = plan_blocking(program, s, policy, block)
         if plan is None:
             continue
         tensor, dim, lanes = plan
@@ -59,16 +61,20 @@ def _applicable(program: ir.Program, packs: list[Pack]) -> tuple[Pack, ...]:
     return tuple(done)
 
 
-def plan_blocking(program: ir.Program, s: PolyStmt, machine: Machine,
+def plan_blocking(program: ir.Program, s: PolyStmt, policy: CpuPolicy,
                   block: int | None = None) -> tuple[str, int, int] | None:
-    """(output, dimension to block, block size) for a contraction that wants it."""
+    """(output, dimension to block, block size) for a contraction that wants it: one whose
+    last extent is not ``policy.natural_vectors`` whole vectors (or moves strided), blocked
+    along a channel by ``block`` (default: the lanes, or ``wide_block_vectors`` vectors for
+    a filter with taps over ``wide_rows`` or more)."""
     t = program.tensors[s.stmt.tensor]
     if (s.kind != "update" or s.stmt.op != "+" or t.role != "output" or t.rank < 3
             or not s.stmt.reduction_iters or t.dtype not in ("float32", "float64")):
         return None
-    lanes = gemm_blocking(machine, DTYPES[t.dtype].np.itemsize).lanes
+    lanes = policy.lanes(DTYPES[t.dtype].np.itemsize)
     extents = [ir.extent_value(e, {}) for e in t.shape]
-    if extents[-1] % lanes == 0 and extents[-1] >= 4 * lanes and _unit_stride(s):
+    if (extents[-1] % lanes == 0 and extents[-1] >= policy.natural_vectors * lanes
+            and _unit_stride(s)):
         return None  # the natural layout vectorizes well
     # A channel: an output index that some operand (the weights) is indexed by directly,
     # and no operand that moves with the output's last index is (a depthwise input would
@@ -77,11 +83,11 @@ def plan_blocking(program: ir.Program, s: PolyStmt, machine: Machine,
     plain = {ix.name for r in s.reads for ix in r.read.indices if isinstance(ix, ir.Var)}
     streamed = {ix.name for r in s.reads if r.read.uses(last) for ix in r.read.indices
                 if isinstance(ix, ir.Var)}
-    # Two vectors of channels per block for a filter with taps over wide rows (the register
-    # tile then holds two accumulators per output pixel: ResNet-50's 3x3 layers on 28- and
-    # 56-wide rows ran 1.4-1.6x faster; 1x1 layers and rows of 14 or 7 ran slower), else one.
-    wide = extents[-1] >= WIDE_ROWS and _has_taps(s)
-    for size in [block] if block else [2 * lanes, lanes] if wide else [lanes]:
+    # Several vectors of channels per block for a filter with taps over wide rows (the
+    # register tile then holds several accumulators per output pixel), else one.
+    wide = extents[-1] >= policy.wide_rows and _has_taps(s, policy.small_reduction)
+    several = policy.wide_block_vectors * lanes
+    for size in [block] if block else [several, lanes] if wide else [lanes]:
         fits = [d for d in range(t.rank - 1) if extents[d] % size == 0
                 and s.stmt.lhs[d] in plain and s.stmt.lhs[d] not in streamed]
         if fits:
@@ -89,16 +95,11 @@ def plan_blocking(program: ir.Program, s: PolyStmt, machine: Machine,
     return None
 
 
-WIDE_ROWS = 28
-
-# Reductions this short (filter taps) join a register tile's reduction loops (cpu.py).
-SMALL_REDUCTION = 16
-
-
-def _has_taps(s: PolyStmt) -> bool:
-    """Does the contraction have a short reduction besides its longest (filter taps)?"""
+def _has_taps(s: PolyStmt, small: int) -> bool:
+    """Does the contraction have a reduction of at most ``small`` besides its longest
+    (filter taps)?"""
     extents = sorted(s.extent(it) or 0 for it in s.stmt.reduction_iters)
-    return len(extents) > 1 and 1 < extents[0] <= SMALL_REDUCTION
+    return len(extents) > 1 and 1 < extents[0] <= small
 
 
 def _unit_stride(s: PolyStmt) -> bool:

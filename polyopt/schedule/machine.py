@@ -59,7 +59,12 @@ class Machine:
     vector_bytes: int
     vector_registers: int
     fma_latency: int = 4
+    """Cycles from an FMA to its result. Not detected: 4 on every host, as on Intel's cores
+    since Skylake and AMD's since Zen 3 (Zen 2: 5); set it with ``POLYOPT_MACHINE``
+    (``fma_latency=5``) for a core that differs. With ``fma_units`` it sets the register
+    tile's least accumulator count (``gemm_blocking``'s latency rule)."""
     fma_units: int = 2
+    """FMA pipes per core. Not detected: 2 on every host (a one-pipe core: ``fma_units=1``)."""
     cores: int = 1
     line_bytes: int = 64
     l1d_bytes: int = 32 << 10

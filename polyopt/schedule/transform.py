@@ -16,6 +16,7 @@ import islpy as isl
 from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
 from polyopt.schedule.marks import Mark, Tag
+from polyopt.schedule.policy import CAPS
 from polyopt.schedule.tree import (
     Leaf,
     Loop,
@@ -30,7 +31,7 @@ from polyopt.schedule.tree import (
     substitute,
 )
 
-MAX_FULL_UNROLL = 64
+MAX_FULL_UNROLL = CAPS.max_full_unroll
 
 
 def find(root: Node, name: str) -> Loop:

@@ -22,6 +22,7 @@ from typing import Any
 
 from polyopt import ir, lang
 from polyopt.errors import OptionError, PolyoptError, SizesRequiredError
+from polyopt.runtime.cuda import device_model
 from polyopt.tune.db import Database, Record, default_path
 from polyopt.tune.features import Footprints
 from polyopt.tune.key import Key
@@ -132,7 +133,7 @@ def tune(source: str | lang.Definition, name: str | None = None, *, sizes: Mappi
             out.append(trial.result.best)
         return out
 
-    features = _features(definition, sizes)
+    features = _features(definition, sizes, target)
     try:
         with Runner(timeout, executor) as runner:
             search(space, evaluate, trials, strategy, seed, seeds, features)
@@ -171,11 +172,13 @@ def _confirm(runner: Runner, done: list[Trial], source: str, name: str | None,
     return list(zip(chosen, runner.confirm(Confirm(jobs)), strict=True))
 
 
-def _features(definition: lang.Definition,
-              sizes: Mapping[str, int]) -> Callable[[Config], tuple[float, ...]] | None:
+def _features(definition: lang.Definition, sizes: Mapping[str, int],
+              target: str = "c") -> Callable[[Config], tuple[float, ...]] | None:
     """isl footprints of a configuration's tiles, for the cost model (None when the
-    definition has no contraction to tile)."""
-    fp = Footprints(definition, None, sizes)
+    definition has no contraction to tile); on ``cuda``, against the device's GPU model
+    (the named default without one)."""
+    gpu = device_model() if target == "cuda" else None
+    fp = Footprints(definition, None, sizes, gpu=gpu)
     return fp.of if fp.stmt is not None else None
 
 
