@@ -18,7 +18,7 @@ import numpy as np
 from polyopt import config, ir, lang
 from polyopt.codegen import Ast, KernelSource, build_ast, render
 from polyopt.codegen.cuda import render_cuda
-from polyopt.codegen.printer import dialect_for
+from polyopt.codegen.dialect import dialect_for
 from polyopt.errors import OptionError, PolyoptError, ScheduleError
 from polyopt.poly import Deps, PolyProgram, analyze, model_of
 from polyopt.poly.relayout import Pack, relayout

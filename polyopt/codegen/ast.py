@@ -13,6 +13,7 @@ import islpy as isl
 from polyopt.errors import CodegenError
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
+from polyopt.poly.proofs import innermost_carries_nothing
 from polyopt.schedule.marks import Marks, Tag, bind_of, gpu_tile_of
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.transform import trip_count, value_extent
@@ -47,7 +48,7 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
     def before_for(build: isl.AstBuild) -> isl.Id:
         # An exception must not cross into isl: record it and re-raise after the build.
         try:
-            par = _is_parallel(build.get_schedule(), dep_all)
+            par = innermost_carries_nothing(build.get_schedule(), dep_all)
         except BaseException as e:
             errors.append(e)
             par = False
@@ -73,26 +74,6 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
 
 # The loops of a GPU block tile whose extents the printer needs.
 _TILE_ROLES = frozenset({Tag.GPU_TILE_COLS, Tag.GPU_TILE_REDUCTION, Tag.GPU_TILE_GLOBAL})
-
-
-def _is_parallel(sched: isl.UnionMap, deps: isl.UnionMap) -> bool:
-    pairs = deps.apply_domain(sched).apply_range(sched)
-    if pairs.is_empty():
-        return True
-    maps: list[isl.Map] = []
-    pairs.foreach_map(maps.append)
-    for m in maps:
-        n = m.dim(isl.dim_type.out)
-        for i in range(n - 1):
-            m = m.equate(isl.dim_type.in_, i, isl.dim_type.out, i)
-        if m.is_empty():
-            continue
-        delta = m.deltas()
-        last = delta.dim(isl.dim_type.set) - 1
-        zero = delta.fix_val(isl.dim_type.set, last, isl.Val.zero(delta.get_ctx()))
-        if not delta.is_subset(zero):
-            return False
-    return True
 
 
 def loop_is_parallel(node: isl.AstNode) -> bool:

@@ -22,15 +22,11 @@ import islpy as isl
 from polyopt.codegen.ast import Ast
 from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.contract import KernelSource, Launch
+from polyopt.codegen.dialect import Dialect
 from polyopt.codegen.exprs import Types, cname
 from polyopt.codegen.gputile import TileEmitter, analyze, find_tile
-from polyopt.codegen.printer import (
-    Dialect,
-    StmtPrinter,
-    _Body,
-    _Context,
-    _specialized_values,
-)
+from polyopt.codegen.stmt import KernelContext, StmtPrinter, specialized_values
+from polyopt.codegen.walker import AstWalker
 from polyopt.errors import CodegenError
 from polyopt.schedule.gpu import MAX_THREADS
 from polyopt.schedule.marks import GPU_AXES, Marks, bind_of, marked_loop
@@ -75,7 +71,7 @@ def render_cuda(ast: Ast, *, specialized: bool,
     buffers = tuple(program.tensors)
     dims = tuple(program.sizes) + tuple(
         f"{t.name}.{d}" for t in program.tensors.values() for d in range(t.rank))
-    ctx = _Context(ast.poly, _specialized_values(program) if specialized else None,
+    ctx = KernelContext(ast.poly, specialized_values(program) if specialized else None,
                    types=dialect.types)
     params = _params(ctx, dialect, dims)
     lines, entries, launches = [dialect.prelude], [], []
@@ -87,7 +83,7 @@ def render_cuda(ast: Ast, *, specialized: bool,
         if grid_cap is not None:
             launch = replace(launch, grid_cap=grid_cap)
         bounds = _bounds(launch.threads, tile is not None and specialized)
-        body = _CudaBody(ctx, dialect, ast.tags, ast.trips, ast.padded, frozenset(bound),
+        body = CudaWalker(ctx, dialect, ast.tags, ast.trips, ast.padded, frozenset(bound),
                          tile).node(node, 1, in_parallel=False)
         lines += [f'extern "C" __global__ void {bounds}{symbol}({", ".join(params)}) {{',
                   *_extents(ctx, dims), *body, "}", ""]
@@ -162,7 +158,7 @@ def _bounds(threads: int | None, tiled: bool) -> str:
 
 
 def _tile(node: isl.AstNode, ast: Ast,
-          ctx: _Context) -> tuple[TileEmitter, str, str] | None:
+          ctx: KernelContext) -> tuple[TileEmitter, str, str] | None:
     """The kernel's ``gpu.tile``: its emitter, its loop and the loop that holds the
     accumulators (the first loop on the way to the tile below every block loop)."""
     mark = find_tile(node, ast.tags)
@@ -231,7 +227,7 @@ def _seconds(pairs: tuple[tuple[str, str], ...]) -> tuple[str, str, str]:
     return pairs[0][1], pairs[1][1], pairs[2][1]
 
 
-def _params(ctx: _Context, dialect: Dialect, dims: tuple[str, ...]) -> list[str]:
+def _params(ctx: KernelContext, dialect: Dialect, dims: tuple[str, ...]) -> list[str]:
     program = ctx.poly.program
     out = []
     for t in program.tensors.values():
@@ -244,7 +240,7 @@ def _params(ctx: _Context, dialect: Dialect, dims: tuple[str, ...]) -> list[str]
     return out
 
 
-def _extents(ctx: _Context, dims: tuple[str, ...]) -> list[str]:
+def _extents(ctx: KernelContext, dims: tuple[str, ...]) -> list[str]:
     """A specialized kernel's extents as constants (a size-generic one takes them)."""
     if ctx.values is None:
         return []
@@ -263,10 +259,12 @@ def _axis(tags: Marks) -> str | None:
     return bound.axis if bound else None
 
 
-class _CudaBody(_Body):
-    """The C body walker, guarding what a kernel's threads must not all run."""
+class CudaWalker(AstWalker):
+    """The AST walker for a CUDA kernel: loops bound to blocks or threads stride over them,
+    a block tile prints its register micro-kernel, and what a kernel's threads must not all
+    run is guarded to index 0 of the axes around it."""
 
-    def __init__(self, ctx: _Context, dialect: Dialect, tags: dict[str, Marks],
+    def __init__(self, ctx: KernelContext, dialect: Dialect, tags: dict[str, Marks],
                  trips: dict[str, int | None], padded: frozenset[str],
                  axes: frozenset[str], tile: tuple[TileEmitter, str, str] | None) -> None:
         super().__init__(ctx, dialect, tags, trips, padded)
@@ -274,7 +272,7 @@ class _CudaBody(_Body):
         self.enclosing: list[str] = []  # axes of the loops around the current node
         self.tile = tile
 
-    def _for(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str,
+    def for_loop(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str,
              plain: bool = False) -> list[str]:
         if self.tile is not None and loop in self.tile[1:]:
             emitter, tile_loop, acc_root = self.tile
@@ -292,22 +290,22 @@ class _CudaBody(_Body):
                    plain: bool = False) -> list[str]:
         axis = _axis(self.tags.get(loop, frozenset()))
         if axis is None:
-            return super()._for(node, depth, in_parallel, loop, plain)
+            return super().for_loop(node, depth, in_parallel, loop, plain)
         self.enclosing.append(axis)
         try:
             if not node.for_is_degenerate():
-                return super()._for(node, depth, in_parallel, loop, plain)
+                return super().for_loop(node, depth, in_parallel, loop, plain)
             # One iteration: printed without a loop, so only that axis' index 0 runs it.
             pad = "  " * depth
-            inner = super()._for(node, depth + 1, in_parallel, loop, plain)
+            inner = super().for_loop(node, depth + 1, in_parallel, loop, plain)
             return [f"{pad}if ({axis} == 0) {{", *inner, f"{pad}}}"]
         finally:
             self.enclosing.pop()
 
-    def _user(self, call: isl.AstExpr, depth: int) -> list[str]:
+    def user(self, call: isl.AstExpr, depth: int) -> list[str]:
         missing = sorted(self.axes - set(self.enclosing))
         if not missing:
-            return super()._user(call, depth)
+            return super().user(call, depth)
         pad = "  " * depth
         cond = " && ".join(f"{a} == 0" for a in missing)
-        return [f"{pad}if ({cond}) {{", *super()._user(call, depth + 1), f"{pad}}}"]
+        return [f"{pad}if ({cond}) {{", *super().user(call, depth + 1), f"{pad}}}"]

@@ -20,7 +20,7 @@ import islpy as isl
 from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, cname, literal
 from polyopt.codegen.linear import ast_lin
-from polyopt.codegen.printer import StmtPrinter
+from polyopt.codegen.stmt import StmtPrinter
 from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule.marks import Marks, Tag, gpu_tile_of, gpu_unroll_of, marked_loop
