@@ -60,17 +60,38 @@ class Var(Expr):
 
 
 @dataclass(frozen=True)
+class Pad:
+    """The padding of one dimension of a read: widths before and after the tensor's extent,
+    each isl affine text over sizes (as extents are), in the front end's normal form (so a
+    width of zero is ``"0"``)."""
+
+    before: str = "0"
+    after: str = "0"
+
+    @property
+    def is_zero(self) -> bool:
+        return self.before == "0" and self.after == "0"
+
+    def __str__(self) -> str:
+        return f"({self.before}, {self.after})"
+
+    def __repr__(self) -> str:
+        # A (before, after) pair, as widths were before they had a type: the tuning key
+        # hashes reprs (tune.key.canonical_text), and padded defs keep their keys.
+        return repr((self.before, self.after))
+
+
+@dataclass(frozen=True)
 class Read(Expr):
     """``tensor(indices...)``. An index that contains a Read is data dependent (a gather).
 
-    ``pad`` (language extension, zero padding): per dim (before, after) widths as isl affine
-    text over sizes, or None. A padded read outside the tensor but inside the padding yields
-    ``fill`` without touching memory.
+    ``pad`` (language extension, zero padding): one ``Pad`` per dim, or None. A padded read
+    outside the tensor but inside the padding yields ``fill`` without touching memory.
     """
 
     tensor: str
     indices: tuple[Expr, ...]
-    pad: tuple[tuple[str, str], ...] | None = None
+    pad: tuple[Pad, ...] | None = None
     fill: float = 0.0
 
     def children(self) -> tuple[Expr, ...]:
@@ -82,7 +103,7 @@ class Read(Expr):
                    for ix in self.indices for v in ix.walk())
 
     def __str__(self) -> str:
-        pad = "" if self.pad is None else f" pad{list(self.pad)}={self.fill}"
+        pad = "" if self.pad is None else f" pad[{', '.join(map(str, self.pad))}]={self.fill}"
         return f"{self.tensor}({', '.join(map(str, self.indices))}){pad}"
 
 

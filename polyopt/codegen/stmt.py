@@ -120,7 +120,7 @@ class StmtPrinter:
         return all(r.affine for r in self.s.reads if r.read is read)
 
     def _checked(self, read: ir.Read, t: ir.Tensor, index: list[str],
-                 pad: tuple[tuple[str, str], ...] | None) -> list[str]:
+                 pad: tuple[ir.Pad, ...] | None) -> list[str]:
         """Hoist each index into a variable, reporting values outside the (padded) extent."""
         gid = len(self.ctx.gathers)
         self.ctx.gathers.append(f"{read} in statement {self.s.stmt.name}")
@@ -128,8 +128,8 @@ class StmtPrinter:
         for d, ix in enumerate(index):
             var = f"g_{gid}_{d}_{len(self.hoisted)}"
             ext = f"{cname('extent', t.name)}_{d}"
-            lo, hi = ("0", ext) if pad is None else (
-                f"-({self._size_expr(pad[d][0])})", f"{ext} + ({self._size_expr(pad[d][1])})")
+            lo, hi = ("0", ext) if pad is None else (f"-({self._size_expr(pad[d].before)})",
+                                                     f"{ext} + ({self._size_expr(pad[d].after)})")
             self.hoisted += [
                 f"const long {var} = {ix};",
                 f"if ({var} < {lo} || {var} >= {hi}) {{ err[0] = 1; err[1] = {gid}; "

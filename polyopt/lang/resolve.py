@@ -29,8 +29,8 @@ class PadInfo:
     widths: tuple[tuple[Lin, Lin], ...]
     fill: float
 
-    def text(self) -> tuple[tuple[str, str], ...]:
-        return tuple((str(lo), str(hi)) for lo, hi in self.widths)
+    def ir(self) -> tuple[ir.Pad, ...]:
+        return tuple(ir.Pad(str(lo), str(hi)) for lo, hi in self.widths)
 
 
 @dataclass
@@ -212,7 +212,7 @@ class Resolver:
             self.check_self_read(n, idx)
         pad = s.pads.get(t.name, t.pad)
         assert t.dtype is not None
-        r = ir.Read(t.dtype, t.name, idx, None if pad is None else pad.text(),
+        r = ir.Read(t.dtype, t.name, idx, None if pad is None else pad.ir(),
                     0.0 if pad is None else pad.fill, pos=n.pos)
         s.reads.append(r)
         return r

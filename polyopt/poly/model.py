@@ -105,6 +105,10 @@ class PolyProgram:
     def stmt(self, name: str) -> PolyStmt:
         return next(s for s in self.stmts if s.name == name)
 
+    def border_of(self, name: str) -> PolyStmt | None:
+        """The border piece of TC statement ``name`` (its padded reads guarded), if any."""
+        return next((s for s in self.stmts if s.guarded and s.stmt.name == name), None)
+
     def __str__(self) -> str:
         lines = [f"context: {self.context}"]
         for s in self.stmts:
@@ -148,14 +152,14 @@ def _context(program: ir.Program) -> isl.Set:
     return isl.Set(f"{program.params} -> {{ : {' and '.join(cons)} }}")
 
 
-def tensor_box(program: ir.Program, name: str, pad: tuple[tuple[str, str], ...] | None = None
+def tensor_box(program: ir.Program, name: str, pad: tuple[ir.Pad, ...] | None = None
                ) -> isl.Set:
     """``{ T[d...] : 0 <= d < extent }`` (widened by ``pad`` when given)."""
     t = program.tensors[name]
     dims = [f"d{i}" for i in range(t.rank)]
     cons = []
     for i, (d, ext) in enumerate(zip(dims, t.shape, strict=True)):
-        lo, hi = pad[i] if pad else ("0", "0")
+        lo, hi = (pad[i].before, pad[i].after) if pad else ("0", "0")
         cons.append(f"-({lo}) <= {d} < ({ext}) + ({hi})")
     body = " and ".join(cons)
     return isl.Set(f"{program.params} -> {{ {name}[{', '.join(dims)}] : {body} }}"

@@ -67,7 +67,7 @@ def pack_program(program: ir.Program, tensor: str, dim: int, factor: int,
     pad, fill = _padding(program, tensor, dim)
     name = fresh_name(f"{tensor}_pack", set(program.tensors) | set(program.sizes))
     extents = list(t.shape) if pad is None else [
-        f"({e}) + ({b}) + ({a})" for e, (b, a) in zip(t.shape, pad, strict=True)]
+        f"({e}) + ({p.before}) + ({p.after})" for e, p in zip(t.shape, pad, strict=True)]
     shape = [e for d, e in enumerate(extents) if d != dim]
     shape.insert(outer, f"floor(({t.shape[dim]} + {factor - 1})/{factor})")
     packed = ir.Tensor(name, t.dtype, (*shape, str(factor)), "local")
@@ -198,7 +198,7 @@ def _packable(program: ir.Program, tensor: str, dim: int, factor: int,
 
 
 def _padding(program: ir.Program, tensor: str,
-             dim: int) -> tuple[tuple[tuple[str, str], ...] | None, float]:
+             dim: int) -> tuple[tuple[ir.Pad, ...] | None, float]:
     """The zero padding every read of ``tensor`` shares (the copy then holds it), or None."""
     kinds = {(e.pad, e.fill) for s in program.stmts for e in s.rhs.walk()
              if isinstance(e, ir.Read) and e.tensor == tensor}
@@ -207,9 +207,10 @@ def _padding(program: ir.Program, tensor: str,
                             f"holds one padding")
     pad, fill = next(iter(kinds)) if kinds else (None, 0.0)
     if pad is not None:
-        if any(_size_expr(w) is None for side in pad for w in side):
-            raise ScheduleError(f"pack: {tensor}'s padding {pad} is not a size or a number")
-        if pad[dim] != ("0", "0"):
+        if any(_size_expr(w) is None for p in pad for w in (p.before, p.after)):
+            widths = ", ".join(map(str, pad))
+            raise ScheduleError(f"pack: {tensor}'s padding {widths} is not a size or a number")
+        if not pad[dim].is_zero:
             raise ScheduleError(f"pack: {tensor} is padded along dim {dim}, the one to block")
     return pad, fill
 
@@ -222,15 +223,22 @@ def _size_expr(text: str) -> ir.Expr | None:
     return ir.Var("int32", text, "size") if text.isidentifier() else None
 
 
+def _width(text: str) -> ir.Expr:
+    """A width ``_padding`` accepted, as an index expression."""
+    e = _size_expr(text)
+    assert e is not None, text
+    return e
+
+
 def _shifted(index: tuple[ir.Expr, ...],
-             pad: tuple[tuple[str, str], ...] | None) -> tuple[ir.Expr, ...]:
+             pad: tuple[ir.Pad, ...] | None) -> tuple[ir.Expr, ...]:
     """Indices into the padded copy: each moved by its dimension's leading padding."""
     if pad is None:
         return index
     out = []
-    for ix, (before, _) in zip(index, pad, strict=True):
-        width = _size_expr(before)
-        out.append(ix if before == "0" or width is None else ir.Binary(ix.dtype, "+", ix, width))
+    for ix, p in zip(index, pad, strict=True):
+        width = _size_expr(p.before)
+        out.append(ix if p.before == "0" or width is None else ir.Binary(ix.dtype, "+", ix, width))
     return tuple(out)
 
 
@@ -279,7 +287,7 @@ def _split_index(s: ir.Stmt, x: ir.Expr, factor: int) -> tuple[ir.Expr, ir.Expr]
 
 def _copy_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
                blocking: tuple[int, int, int],
-               padding: tuple[tuple[tuple[str, str], ...] | None, float]) -> ir.Stmt:
+               padding: tuple[tuple[ir.Pad, ...] | None, float]) -> ir.Stmt:
     """``packed(p...) = t(...)`` over the packed index space, inside ``t``'s extent (and its
     padding, read as the fill value)."""
     dim, factor, outer = blocking
@@ -293,8 +301,8 @@ def _copy_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
         "int32", "*", ir.Const("int32", factor), ir.Var("int32", block, "index")),
         ir.Var("int32", offset, "index")))
     if pad is not None:  # packed coordinates are padded ones
-        source = [ix if b == "0" else ir.Binary("int32", "-", ix, _size_expr(b))  # type: ignore
-                  for ix, (b, _) in zip(source, pad, strict=True)]
+        source = [ix if p.before == "0" else ir.Binary("int32", "-", ix, _width(p.before))
+                  for ix, p in zip(source, pad, strict=True)]
     bounds = [f"0 <= {p} < {e}" for p, e in zip(iters, packed.shape, strict=True)]
     bounds.append(f"{factor}*{block} + {offset} < {t.shape[dim]}")
     name = f"{packed.name}_0"

@@ -333,8 +333,8 @@ class _Interp:
                               f"is outside {e.tensor}{tuple(arr.shape)}")
         if e.pad is None:
             return arr.reshape(-1)[_ravel(idx, arr.shape)]
-        lo = np.array([-ir.extent_value(a, self.sizes) for a, _ in e.pad], np.int64)
-        hi = ext + np.array([ir.extent_value(b, self.sizes) for _, b in e.pad], np.int64)
+        lo = np.array([-ir.extent_value(p.before, self.sizes) for p in e.pad], np.int64)
+        hi = ext + np.array([ir.extent_value(p.after, self.sizes) for p in e.pad], np.int64)
         if np.any((idx < lo) | (idx >= hi)):
             raise BoundsError(f"{e} in statement {self.where}: index beyond the padding")
         out = np.full(self.n, e.fill, arr.dtype)

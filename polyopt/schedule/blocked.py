@@ -129,8 +129,8 @@ def _operand_packs(program: ir.Program, s: PolyStmt, it: str, lanes: int) -> lis
                  if isinstance(ix, ir.Var) and ix.name == it]
         if plain:
             out.append(Pack(read.tensor, plain[0], lanes))
-        elif read.pad is not None and any(w != "0" for side in read.pad for w in side):
-            dim = next((d for d, side in enumerate(read.pad) if side == ("0", "0")), None)
+        elif read.pad is not None and not all(p.is_zero for p in read.pad):
+            dim = next((d for d, p in enumerate(read.pad) if p.is_zero), None)
             if dim is not None:
                 out.append(Pack(read.tensor, dim, 1, dim))
     return out

@@ -356,7 +356,9 @@ class Schedule:
         known = stmts_of(self.root)
         out: list[str] = []
         for s in stmts:
-            pieces = [k for k in known if k == s or (k == f"{s}_border" and k in below)]
+            border = self.poly.border_of(s)
+            pieces = [k for k in known if k == s or (
+                border is not None and k == border.name and k in below)]
             if not pieces:
                 raise ScheduleError(f"no statement {s!r}; statements: {', '.join(known)}")
             out += pieces

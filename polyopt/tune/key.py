@@ -68,7 +68,8 @@ def _canonical_stmt(k: int, s: ir.Stmt, sizes: dict[str, str], tensors: dict[str
             return replace(e, name=(iters if e.kind == "index" else sizes).get(e.name, e.name))
         if isinstance(e, ir.Read):
             pad = None if e.pad is None else tuple(
-                (_isl_extent(lo, sizes), _isl_extent(hi, sizes)) for lo, hi in e.pad)
+                ir.Pad(_isl_extent(p.before, sizes), _isl_extent(p.after, sizes))
+                for p in e.pad)
             return replace(e, tensor=tensors[e.tensor], pad=pad)
         return e
 

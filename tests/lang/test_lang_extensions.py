@@ -20,7 +20,7 @@ def test_conv_same_with_statement_pad():
     }""")
     assert p.outputs[0].shape == ("N", "F", "H", "W")
     i, wt = reads(p)
-    assert i.pad == (("0", "0"), ("0", "0"), ("1", "1"), ("1", "1")) and i.fill == 0.0
+    assert i.pad == (ir.Pad(), ir.Pad(), ir.Pad("1", "1"), ir.Pad("1", "1")) and i.fill == 0.0
     assert wt.pad is None
     assert same_set(p.stmts[0].domain, "[N, C, H, W, F] -> { O_0[n, f, h, w, c, y, x] : "
                     "0 <= n < N and 0 <= f < F and 0 <= h < H and 0 <= w < W and 0 <= c < C "
@@ -31,7 +31,7 @@ def test_pad_before_after_and_fill():
     p = build("def f(float(N,C,H,W) I) -> (O) "
               "{ O(n,c,h,w) = I(n,c,h-1,w-1) where pad I(0,0,1:2,1:2) = 0.5 }")
     (i,) = reads(p)
-    assert i.pad == (("0", "0"), ("0", "0"), ("1", "2"), ("1", "2")) and i.fill == 0.5
+    assert i.pad == (ir.Pad(), ir.Pad(), ir.Pad("1", "2"), ir.Pad("1", "2")) and i.fill == 0.5
     assert p.outputs[0].shape == ("N", "C", "H + 3", "W + 3")
 
 
@@ -40,14 +40,14 @@ def test_signature_pad_applies_to_every_statement():
         O(n,h) = I(n,h-1)
         P(n,h) +=! I(n,h+r-1) where r in 0:3
     }""")
-    assert [r.pad for r in reads(p, 0) + reads(p, 1)] == [(("0", "0"), ("1", "1"))] * 2
+    assert [r.pad for r in reads(p, 0) + reads(p, 1)] == [(ir.Pad(), ir.Pad("1", "1"))] * 2
     assert reads(p, 0)[0].fill == -1.0
     assert p.outputs[0].shape == ("N", "H + 2") and p.outputs[1].shape == ("N", "H")
 
 
 def test_pad_widths_are_size_expressions():
     p = build("def f<P=2>(float(N,K) I) -> (O) { O(n) +=! I(n - K, r) where pad I(K:P, 0) }")
-    assert reads(p)[0].pad == (("K", "2"), ("0", "0"))
+    assert reads(p)[0].pad == (ir.Pad("K", "2"), ir.Pad())
     assert p.outputs[0].shape == ("N + K + 2",)
 
 

@@ -128,7 +128,7 @@ def test_strided_domain_enumerates_points() -> None:
 
 def test_padded_read() -> None:
     # O(i) +=! I(i + r - 1) * W(r) with I zero-padded by 1 on both sides
-    read = rd("I", b("-", b("+", ix("i"), ix("r"), I32), c(1), I32), pad=(("1", "1"),))
+    read = rd("I", b("-", b("+", ix("i"), ix("r"), I32), c(1), I32), pad=(ir.Pad("1", "1"),))
     s = st("O_0", "O", "i", "i r", "+", b("*", read, rd("W", ix("r"))),
            "0 <= i < N - K + 3 and 0 <= r < K", "N, K", init=True)
     p = prog("N K", [t("I", "input", "N"), t("W", "input", "K")],
@@ -136,7 +136,7 @@ def test_padded_read() -> None:
     x, w = RNG.standard_normal(7), RNG.standard_normal(3)
     (out,) = evaluate(p, [x, w], {})
     np.testing.assert_allclose(out, np.correlate(np.pad(x, 1), w, "valid"))
-    far = rd("I", b("-", ix("i"), c(2), I32), pad=(("1", "1"),))  # i = 0 reads I(-2)
+    far = rd("I", b("-", ix("i"), c(2), I32), pad=(ir.Pad("1", "1"),))  # i = 0 reads I(-2)
     bad = prog("N", [t("I", "input", "N")], [t("O", "output", "N")],
                [st("O_0", "O", "i", "i", "=", far, "0 <= i < N", "N")])
     with pytest.raises(BoundsError, match="padding"):
