@@ -109,13 +109,14 @@ def _bound_loops(node: isl.AstNode, tags: dict[str, Marks]) -> dict[str, str]:
     each axis is bound once and block loops enclose thread loops."""
     out: dict[str, str] = {}
     for loop, inside_thread in _marked_loops(node, tags, False):
-        axis = _axis(tags.get(loop, frozenset()))
-        if axis is None:
+        bound = bind_of(tags.get(loop, frozenset()))
+        if bound is None:
             continue
+        axis = bound.axis
         if out.get(axis, loop) != loop:
             raise CodegenError(f"loops {out[axis]} and {loop} are both bound to {axis} in "
                                f"one kernel (a top-level nest)")
-        if axis.startswith("blockIdx") and inside_thread:
+        if bound.is_block and inside_thread:
             raise CodegenError(f"loop {loop} is bound to {axis} inside a thread loop; block "
                                f"loops must enclose thread loops")
         out[axis] = loop
@@ -129,8 +130,8 @@ def _marked_loops(node: isl.AstNode, tags: dict[str, Marks],
         loop = marked_loop(node)
         if loop is not None:
             yield loop, inside_thread
-            axis = _axis(tags.get(loop, frozenset()))
-            inside_thread = inside_thread or (axis or "").startswith("threadIdx")
+            bound = bind_of(tags.get(loop, frozenset()))
+            inside_thread = inside_thread or (bound is not None and bound.is_thread)
         yield from _marked_loops(node.mark_get_node(), tags, inside_thread)
     elif kind == isl.ast_node_type.block:
         kids = node.block_get_children()
@@ -166,8 +167,8 @@ def _tile(node: isl.AstNode, ast: Ast,
         return None
     tile = analyze(mark, ast.tags, ast.extents, ctx.poly.stmt)
     path = _path_to(node, marked_loop(mark) or "") or []
-    blocks = [i for i, n in enumerate(path)
-              if (_axis(ast.tags.get(n, frozenset())) or "").startswith("blockIdx")]
+    binds = [bind_of(ast.tags.get(n, frozenset())) for n in path]
+    blocks = [i for i, b in enumerate(binds) if b is not None and b.is_block]
     acc_root = path[blocks[-1] + 1 if blocks else 0]
     emitter = TileEmitter(tile, StmtPrinter(ctx, tile.stmt), frozenset(ctx.poly.program.sizes))
     return emitter, path[-1], acc_root
