@@ -167,18 +167,24 @@ def _fixed_domain(s: PolyStmt, outer: list[Loop]) -> isl.Set:
     return dom
 
 
-def _granules(counts: list[int], ext: tuple[int, ...], elem: int, granule: int) -> int:
-    """Lines (or pages) of a box of ``counts`` elements per dim in a row-major tensor of
-    extents ``ext``: the trailing dims the box covers whole merge with the first one it
-    covers in part into one contiguous block."""
+def _granules(lo: list[int], hi: list[int], ext: tuple[int, ...], elem: int,
+              granule: int) -> int:
+    """Lines (or pages) of the box ``lo..hi`` in a row-major tensor of extents ``ext``: the
+    trailing dims the box covers whole merge with the first one it covers in part into a
+    contiguous block, one run of granules per value of the dims before it; and no more
+    than the granules its address range spans (rows shorter than a granule share one)."""
+    counts = [b - a + 1 for a, b in zip(lo, hi, strict=True)]
     block, k = 1, len(counts) - 1
     while k >= 0:
         block *= counts[k]
         k -= 1
         if counts[k + 1] < ext[k + 1]:
             break
-    lead = math.prod(counts[: k + 1])
-    return lead * max(1, -(-block * elem // granule))
+    runs = math.prod(counts[: k + 1]) * max(1, -(-block * elem // granule))
+    first = last = 0
+    for a, b, e in zip(lo, hi, ext, strict=True):
+        first, last = first * e + a, last * e + b
+    return min(runs, last * elem // granule - first * elem // granule + 1)
 
 
 @dataclass
@@ -215,13 +221,14 @@ def _box_granules(poly: PolyProgram, tensor: str, img: isl.Set, granule: int) ->
     if img.is_empty():
         return 0
     ext = _extents(poly, tensor)
-    counts = []
+    lo, hi = [], []
     for k in range(img.dim(_SET)):
-        lo, hi = img.dim_min_val(k), img.dim_max_val(k)
-        if not (lo.is_int() and hi.is_int()) or ext is None:
+        a, b = img.dim_min_val(k), img.dim_max_val(k)
+        if not (a.is_int() and b.is_int()) or ext is None:
             return None
-        counts.append(int(hi.to_python()) - int(lo.to_python()) + 1)
-    return _granules(counts, ext or (), _elem(poly, tensor), granule) if counts else 1
+        lo.append(int(a.to_python()))
+        hi.append(int(b.to_python()))
+    return _granules(lo, hi, ext or (), _elem(poly, tensor), granule) if lo else 1
 
 
 def trip(poly: PolyProgram, lp: Loop, outer: list[Loop]) -> int | None:

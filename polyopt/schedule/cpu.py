@@ -40,8 +40,8 @@ from polyopt.schedule import transform as tf
 from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Blocking, Machine, host
-from polyopt.schedule.order import choose_distribution, choose_order
 from polyopt.schedule.nest import UNKNOWN_TRIP, chain_of, invariant_reads, vector_rows
+from polyopt.schedule.order import choose_distribution, choose_order
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Leaf, Loop, Sequence, raw_iterator
@@ -243,6 +243,9 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     dtype = schedule.poly.program.tensors[s.stmt.tensor].dtype
     if col is None or not rows or not reds or dtype not in ("float32", "float64"):
         return None
+    if all(all(r.read.uses(i) for i in s.stmt.lhs) for r in s.reads):
+        return None  # no operand is reused across outputs (a sum over a middle axis): the
+        # register tile would keep nothing in registers; the cost model orders it instead
     trips = {lp.name: _trip(lp, schedule) for lp in chain}
     b = policy.blocking(DTYPES[dtype].np.itemsize)
     nr, mr = _register_shape(b, policy, trips[col])

@@ -18,6 +18,7 @@ candidate.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from polyopt.dtypes import DTYPES
@@ -91,11 +92,16 @@ def _strips(schedule: Schedule, root: Node, order: tuple[str, ...], est: Estimat
         vo, vi = tf.split_names(order[-1])
         cut = tf.reorder(tf.split(root, order[-1], size), (vo, *order[:-1], vi))
         top = tf.find(cut, vo)
-        e = estimate(schedule.poly, top, policy, outer, parallel=lambda lp, vo=vo: lp.name == vo)
+        e = estimate(schedule.poly, top, policy, outer, parallel=_named(vo))
         if e is not None:
             out.append(Plan((vo, *order[:-1], vi), (order[-1], size), e))
         size *= 2
     return out
+
+
+def _named(name: str) -> Callable[[Loop], bool]:
+    """The strips' loop alone runs in parallel (its value is not an iterator)."""
+    return lambda lp: lp.name == name
 
 
 def _apply(schedule: Schedule, plan: Plan) -> Schedule:
