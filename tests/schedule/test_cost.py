@@ -138,7 +138,7 @@ def test_notes_print_and_survive_json():
     s = polyopt.schedule(COLSUM, sizes=dict(N=4096, M=4096), options={"machine": _MACHINE})
     assert "# why: " in str(s) and "# j" in s.as_python()
     again = polyopt.Schedule.from_json(s.as_json(), COLSUM, sizes=dict(N=4096, M=4096))
-    assert again.steps == s.steps
+    assert again.steps == s.steps and again.notes == s.notes
 
 
 CASES = [
