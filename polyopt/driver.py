@@ -7,7 +7,6 @@ artifact, so each stage can be printed (``polyopt compile --emit``, ``POLYOPT_DE
 
 from __future__ import annotations
 
-
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
