@@ -16,14 +16,13 @@ import islpy as isl
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyProgram
-from polyopt.schedule.tree import Loop, Node, filter_domain, stmts_of
+from polyopt.schedule.tree import Loop, Node, filter_domain, prune, stmts_of, to_isl
 
 # A contracted slice lives on the stack of each thread.
 MAX_SLICE_BYTES = 64 * 1024
 
 
-def contracted_dim(root: Node, loop: Loop, poly: PolyProgram, tensor: str,
-                   schedule: isl.Schedule) -> int:
+def contracted_dim(root: Node, loop: Loop, poly: PolyProgram, tensor: str) -> int:
     """The dimension of local ``tensor`` that ``loop`` can contract; ScheduleError when it
     cannot (the message says why)."""
     t = poly.program.tensors.get(tensor)
@@ -37,13 +36,17 @@ def contracted_dim(root: Node, loop: Loop, poly: PolyProgram, tensor: str,
     if not users <= inside:
         raise ScheduleError(f"contract: {tensor} is used outside loop {loop.name} "
                             f"(by {', '.join(sorted(users - inside))})")
-    value = isl.UnionMap.from_union_pw_aff(
-        loop.expr.intersect_domain_union_set(filter_domain(poly.domain, tuple(inside))))
+    users_domain = filter_domain(poly.domain, tuple(users))
+    value = isl.UnionMap.from_union_pw_aff(loop.expr.intersect_domain_union_set(users_domain))
     dims = [d for d in range(t.rank) if _follows(writes.union(reads), value, d)]
     if not dims:
         raise ScheduleError(f"contract: no dimension of {tensor} is indexed by loop "
                             f"{loop.name}'s value in every access")
-    _check_flow(reads, writes, value, schedule, tensor, loop.name)
+    # The users alone, in the order the whole tree runs them: the flow among them is the
+    # same, and a whole tree of 160 statements took 0.11 s per local.
+    mine = prune(root, users)
+    assert mine is not None  # the users are below ``loop``
+    _check_flow(reads, writes, value, to_isl(mine, users_domain), tensor, loop.name)
     return dims[0]
 
 

@@ -136,9 +136,12 @@ class Schedule:
             return tf.reorder(r, names[::-1])
         return self._step("interchange", swap, (a, b))
 
-    def fuse(self, first: str, second: str) -> Schedule:
-        """Fuse two sibling loop nests' outer loops into one (named ``first``)."""
-        return self._step("fuse", lambda r: tf.fuse(r, first, second), (first, second))
+    def fuse(self, first: str, second: str, *more: str) -> Schedule:
+        """Fuse sibling loop nests' outer loops into one (named ``first``), their bodies in
+        the order the nests ran: ``fuse(a, b, c)`` is ``fuse(a, b).fuse(a, c)``, checked
+        once."""
+        return self._step("fuse", lambda r: tf.fuse(r, first, second, *more),
+                          (first, second, *more))
 
     def distribute(self, loop: str) -> Schedule:
         """Give each statement group below ``loop`` its own copy of the nest."""
@@ -286,7 +289,7 @@ class Schedule:
         the generated code): every access must sit under ``loop``, index one dimension
         by its value, and read only what the same iteration wrote."""
         lp = tf.find(self.root, loop)
-        dim = contracted_dim(self.root, lp, self.poly, tensor, self.tree)
+        dim = contracted_dim(self.root, lp, self.poly, tensor)
         if any(c[0] == tensor for c in self.contractions):
             raise ScheduleError(f"contract: {tensor} is already contracted")
         step = Step("contract", (tensor, loop))
@@ -367,7 +370,7 @@ class Schedule:
             check_legal(new.map, self.deps, what)
             for tensor, loop, _ in self.contractions:  # a slice must still suffice
                 try:
-                    contracted_dim(root, tf.find(root, loop), self.poly, tensor, new.tree)
+                    contracted_dim(root, tf.find(root, loop), self.poly, tensor)
                 except ScheduleError as e:
                     raise ScheduleError(f"{what} breaks contract({tensor!r}, {loop!r}): "
                                         f"{e}") from e

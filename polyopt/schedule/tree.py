@@ -146,12 +146,37 @@ def restrict(upa: isl.UnionPwAff, domain: isl.UnionSet, stmts: tuple[str, ...]) 
 
 
 def filter_domain(domain: isl.UnionSet, stmts: tuple[str, ...]) -> isl.UnionSet:
-    keep = set(stmts)
-    out = isl.UnionSet.empty(domain.get_space())
-    for s in sets(domain):
-        if s.get_tuple_name() in keep:
-            out = out.union(isl.UnionSet.from_set(s))
-    return out
+    """The part of ``domain`` of the statements ``stmts``."""
+    index = _by_name(domain)
+    return union_all([isl.UnionSet.from_set(index[s]) for s in dict.fromkeys(stmts)
+                      if s in index], domain.get_space())
+
+
+# id(domain) -> (domain, its sets by statement name); the domain is kept so the id stays its
+# own. Every leaf of a schedule tree and every legality check filters the domain: a scan of
+# all its sets each time made them quadratic in the statements (3.5 s of 22 for 160).
+_INDEX: dict[int, tuple[isl.UnionSet, dict[str, isl.Set]]] = {}
+
+
+def _by_name(domain: isl.UnionSet) -> dict[str, isl.Set]:
+    hit = _INDEX.get(id(domain))
+    if hit is None or hit[0] is not domain:
+        if len(_INDEX) >= 16:
+            _INDEX.clear()
+        hit = (domain, {s.get_tuple_name(): s for s in sets(domain)})
+        _INDEX[id(domain)] = hit
+    return hit[1]
+
+
+def union_all(parts: list[isl.UnionSet], space: isl.Space) -> isl.UnionSet:
+    """The union of ``parts``, pairwise: one at a time, each union copies the whole so far
+    (quadratic in the parts)."""
+    if not parts:
+        return isl.UnionSet.empty(space)
+    while len(parts) > 1:
+        parts = [parts[i].union(parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
 
 
 def pieces(upa: isl.UnionPwAff) -> list[isl.PwAff]:
