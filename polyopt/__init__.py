@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 from polyopt import tune  # the package, callable as polyopt.tune(...)
 from polyopt.api import Kernel, compile
 from polyopt.einsum import einsum
@@ -15,6 +17,7 @@ from polyopt.errors import (
     CompileError,
     EmulationError,
     IllegalScheduleError,
+    InputTypeError,
     LanguageError,
     OptionError,
     PolyoptError,
@@ -24,8 +27,12 @@ from polyopt.errors import (
     SizesRequiredError,
 )
 from polyopt.schedule import Schedule
+from polyopt.version import __version__ as __version__
 
-__version__ = "0.1.0"
+# The operator library, reachable after a bare `import polyopt` (the README's use). It is
+# installed from the top-level kernels/ (setup.cfg's package_dir), which type checkers
+# cannot follow: hence a module object rather than an import statement.
+kernels = importlib.import_module("polyopt.kernels")
 
 __all__ = [
     "BoundsError",
@@ -33,6 +40,7 @@ __all__ = [
     "CompileError",
     "EmulationError",
     "IllegalScheduleError",
+    "InputTypeError",
     "Kernel",
     "LanguageError",
     "OptionError",
@@ -44,6 +52,7 @@ __all__ = [
     "SizesRequiredError",
     "compile",
     "einsum",
+    "kernels",
     "schedule",
     "tune",
 ]

@@ -4,29 +4,47 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+import polyopt.schedule as schedule_package
 from polyopt import dtypes, ir, lang
-from polyopt.codegen.printer import KernelSource
-from polyopt.errors import OptionError, PolyoptError, PolyoptWarning, ShapeError, SizesRequiredError
-from polyopt.lang import syntax
-from polyopt.lang.parser import parse
-from polyopt.pipeline import (
+from polyopt.codegen.contract import KernelSource
+from polyopt.driver import (
     Lowered,
-    base_schedule,
     check_options,
-    is_cuda,
+    check_schedule,
     lower,
     lower_program,
+    schedule_of,
 )
-from polyopt.poly import analyze, build_poly, check_bounds
+from polyopt.errors import (
+    InputTypeError,
+    OptionError,
+    PolyoptWarning,
+    ShapeError,
+    SizesRequiredError,
+)
+from polyopt.lang import syntax
+from polyopt.poly import check_bounds, model_of
 from polyopt.runtime.cpu import CpuKernel, flags_for
-from polyopt.runtime.cuda import is_device_array
+from polyopt.runtime.cuda import CudaKernel, is_device_array
+from polyopt.runtime.emulated import EmulatedKernel
 from polyopt.schedule import Schedule
+
+# The tuning database's best schedule for (definition, sizes, target), or None. polyopt.tune
+# (a layer above this one) registers it when imported, as ``import polyopt`` does.
+TuningLookup = Callable[[lang.Definition, Mapping[str, int], str], "Schedule | None"]
+_tuning: TuningLookup | None = None
+
+
+def use_tuning(lookup: TuningLookup | None) -> None:
+    """Make ``compile`` ask ``lookup`` for a tuned schedule (None: never)."""
+    global _tuning
+    _tuning = lookup
 
 
 def compile(source: str, name: str | None = None, *, target: str = "c",
@@ -42,6 +60,7 @@ def compile(source: str, name: str | None = None, *, target: str = "c",
     if not isinstance(source, str):
         raise OptionError(f"source must be a string of TC definitions, not {type(source).__name__}")
     opts = check_options(options, target)
+    check_schedule(schedule)
     return Kernel(source, name, dict(sizes or {}), parametric, schedule, opts)
 
 
@@ -56,24 +75,10 @@ def schedule(source: str, name: str | None = None, *, auto: bool | str = True,
     """
     if not isinstance(source, str):
         raise OptionError(f"source must be a string of TC definitions, not {type(source).__name__}")
-    opts = check_options(options, target)
-    pp, deps = analyze(lang.build_program(source, name, sizes), borders=not is_cuda(opts))
-    return base_schedule(pp, deps, opts, auto)
+    return schedule_of(source, name, sizes, check_options(options, target), auto)
 
 
-def schedule_from_json(text: str, source: str, name: str | None = None, *,
-                       sizes: Mapping[str, int] | None = None) -> Schedule:
-    """Replay a schedule saved with ``Schedule.as_json()`` on def ``name`` of ``source``."""
-    data, steps = Schedule.parse_steps(text)
-    name = name or data.get("def")
-    bases: dict[str, bool | str] = {"isl": "isl", "program-order": False}
-    base = bases.get(str(data.get("base", "")))
-    if base is None:
-        raise OptionError(f"schedule JSON has unknown base {data.get('base')!r}; "
-                          f"valid: 'isl', 'program-order'")
-    start = schedule(source, name, auto=base, sizes=sizes,
-                     options={"fusion": data.get("fusion", "smart")})
-    return start.replay(steps)
+schedule_package.function = schedule  # type: ignore[attr-defined]  # polyopt.schedule(...)
 
 
 class Kernel:
@@ -81,13 +86,13 @@ class Kernel:
 
     def __init__(self, source: str, name: str | None, sizes: dict[str, int], parametric: bool,
                  schedule: Schedule | str | None, options: dict[str, Any]) -> None:
-        self._source_text = source
+        self._definition = lang.define(source, name)  # parsed here, once
         self._sizes = sizes
         self._parametric = parametric
         self._schedule_arg = schedule
         self._options = options
-        self._decl = _find_def(source, name)
-        self.name = self._decl.name
+        self._decl = self._definition.syntax
+        self.name = self._definition.name
         self._variants: dict[tuple[tuple[str, int], ...], tuple[Lowered, Any]] = {}
         self._lock = threading.Lock()
         self._plans: dict[tuple[tuple[int, ...], ...], _CallPlan] = {}
@@ -97,7 +102,7 @@ class Kernel:
         # lower their own specialized variants).
         self._static: Lowered | None = None
         try:
-            program = lang.build_program(source, self.name, sizes)
+            program = lang.build_program(self._definition, sizes=sizes)
         except SizesRequiredError:
             if parametric:  # a size-generic kernel is impossible for this def
                 raise
@@ -106,7 +111,7 @@ class Kernel:
             chosen = schedule if schedule is not None or parametric else self._tuned(sizes)
             self._static = lower_program(program, options, chosen)  # a user's: check it
         else:
-            check_bounds(build_poly(program))
+            check_bounds(model_of(program))
 
     # -- introspection -------------------------------------------------------------------
     @property
@@ -137,7 +142,7 @@ class Kernel:
             if self._static is None:  # raises the reason when it cannot be built
                 with warnings.catch_warnings():  # shown at compile time already
                     warnings.simplefilter("ignore", PolyoptWarning)
-                    self._static = lower(self._source_text, self.name, self._sizes,
+                    self._static = lower(self._definition, self._sizes,
                                          self._options, self._schedule_arg or
                                          self._tuned(self._sizes))
             return self._static
@@ -154,12 +159,35 @@ class Kernel:
                     for shape, dtype in plan.outputs]
         else:
             outs = self._outputs(plan.program, plan.sizes, outputs)
+        given = list(outs)
+        if outputs is not None:
+            outs = self._unaliased(plan.program, outs, arrays)
         scratch, addresses = self._locals(plan)
         if isinstance(plan.kernel, CpuKernel):  # the scratch's addresses, found once
             plan.kernel.run([*arrays, *outs], plan.dims, addresses)
         else:
             plan.kernel.run([*arrays, *outs, *scratch], plan.dims)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        for out, buf in zip(outs, given, strict=True):
+            if out is not buf:
+                buf[...] = out
+        return given[0] if len(given) == 1 else tuple(given)
+
+    def _unaliased(self, program: ir.Program, outs: list[Any], inputs: list[Any]) -> list[Any]:
+        """``outs`` with a private copy for each buffer that overlaps an input (the kernel
+        reads inputs while it writes outputs) or is not aligned for its dtype; the copy is
+        stored back after the call. Two
+        outputs in overlapping memory cannot both hold their result: an error."""
+        safe = []
+        for k, buf in enumerate(outs):
+            for j in range(k):
+                if _overlap(buf, outs[j]):
+                    raise ShapeError(f"def '{self.name}': outputs {program.outputs[j].name} "
+                                     f"and {program.outputs[k].name} were given overlapping "
+                                     f"buffers; each output needs memory of its own")
+            # Vectorized code may assume elements at their natural alignment, as C does.
+            clash = not _aligned(buf) or any(_overlap(buf, x) for x in inputs)
+            safe.append(buf.copy() if clash else buf)  # a copy keeps what op= combines with
+        return safe
 
     def _plan(self, arrays: list[np.ndarray]) -> _CallPlan:
         """Everything a call at these input shapes needs besides the data, made once: the
@@ -209,7 +237,7 @@ class Kernel:
                 else:
                     with warnings.catch_warnings():  # a def's warnings show at compile
                         warnings.simplefilter("ignore", PolyoptWarning)
-                        lowered = lower(self._source_text, self.name, sizes, self._options,
+                        lowered = lower(self._definition, sizes, self._options,
                                         self._schedule_arg or self._tuned(sizes))
                 self._variants[key] = (lowered, _load(lowered.source, self._options))
             return self._variants[key]
@@ -217,18 +245,10 @@ class Kernel:
     def _tuned(self, sizes: Mapping[str, int]) -> Schedule | None:
         """The tuning database's best schedule for these sizes, when there is one and the
         caller chose neither a schedule nor the size-generic kernel (``tuned`` option)."""
-        if not self._options.get("tuned", True) or self._parametric:
+        if not self._options.get("tuned", True) or self._parametric or _tuning is None:
             return None
-        from polyopt.tune.tuner import lookup  # sqlite only when asked
-
-        record = lookup(self._source_text, self.name, sizes, self._options["target"])
-        if record is None:
-            return None
-        try:
-            return schedule_from_json(record.schedule_json, self._source_text, self.name,
-                                      sizes=sizes)
-        except PolyoptError:  # recorded by another version of polyopt: the default then
-            return None
+        # Never raises: a record that cannot be used is a TuningWarning and the default.
+        return _tuning(self._definition, sizes, self._options["target"])
 
     def _reuses_static(self, sizes: dict[str, int]) -> bool:
         """Does the compile-time lowering already serve a call at ``sizes``?"""
@@ -284,11 +304,9 @@ class Kernel:
 def _load(source: KernelSource, options: Mapping[str, Any]) -> Any:
     """The runtime kernel for ``source``'s target (CpuKernel, EmulatedKernel...)."""
     if source.target == "cuda" and options["target"] == "cuda-emulated":
-        from polyopt.runtime.emulated import EmulatedKernel  # C++ toolchain only when used
         return EmulatedKernel(source)
     if source.target == "cuda":
-        from polyopt.runtime.cuda import CudaKernel  # imports PyCUDA
-        return CudaKernel(source)
+        return CudaKernel(source)  # imports PyCUDA
     return CpuKernel(source, flags_for(options["openmp"], options["cflags"]))
 
 
@@ -302,17 +320,18 @@ class _CallPlan:
     locals: tuple[tuple[tuple[int, ...], np.dtype], ...]  # scratch shapes (slices: one element)
 
 
-def _find_def(source: str, name: str | None) -> syntax.Def:
-    defs = {d.name: d for d in parse(source).defs}  # duplicates are reported by lower()
-    names = list(defs)
-    if name is None:
-        if len(names) != 1:
-            raise OptionError(f"the source holds {len(names)} defs ({', '.join(names)}); "
-                              f"pass name=")
-        name = names[0]
-    if name not in defs:
-        raise OptionError(f"no def named {name!r}; the source defines {', '.join(names)}")
-    return defs[name]
+def _overlap(a: Any, b: Any) -> bool:
+    """Whether two arrays (numpy, or GPU arrays by their address ranges) share memory."""
+    if is_device_array(a) or is_device_array(b):
+        if not (is_device_array(a) and is_device_array(b)):
+            return False
+        lo_a, lo_b = int(a.gpudata), int(b.gpudata)
+        return lo_a < lo_b + b.nbytes and lo_b < lo_a + a.nbytes and min(a.nbytes, b.nbytes) > 0
+    return bool(np.may_share_memory(a, b))  # exact for the contiguous arrays a call holds
+
+
+def _aligned(a: Any) -> bool:
+    return bool(getattr(a.flags, "aligned", True))  # GPU arrays are always aligned
 
 
 def _shape(t: ir.Tensor, sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -336,12 +355,30 @@ def _as_input(x: Any, decl: syntax.TensorDecl, def_name: str, device: bool) -> A
         return x
     if not isinstance(x, np.ndarray | np.generic):
         if isinstance(x, int | float | bool) and not decl.type.dims:
-            return np.asarray(x, dtype=want.np)
-        raise ShapeError(f"def '{def_name}': input {decl.name} must be a numpy array, "
-                         f"not {type(x).__name__}")
+            return _python_scalar(x, decl, def_name, want)
+        scalar = ", or a Python int, float or bool" if not decl.type.dims else ""
+        raise InputTypeError(f"def '{def_name}': input {decl.name} must be a numpy array "
+                             f"(or, with target='cuda', a PyCUDA GPUArray){scalar}, not "
+                             f"{type(x).__module__}.{type(x).__name__}")
     a = np.asarray(x)
     _check_array(a, decl, def_name, want.np)
-    return np.ascontiguousarray(a)
+    if a.flags.c_contiguous and a.flags.aligned:
+        return a
+    return np.require(a, requirements=["C", "A"])  # contiguous and aligned, copied if not
+
+
+def _python_scalar(x: int | float | bool, decl: syntax.TensorDecl, def_name: str,
+                   want: dtypes.DType) -> np.ndarray:
+    """A rank-0 input given as a Python number, checked to fit the declared integer type."""
+    if want.kind in "iu" and isinstance(x, int) and not isinstance(x, bool):
+        info = np.iinfo(want.np)
+        if not info.min <= x <= info.max:
+            raise ShapeError(f"def '{def_name}': input {decl.name} is {want.name}, which holds "
+                             f"{info.min}..{info.max}; got {x}")
+    elif want.kind in "iu" and isinstance(x, float):
+        raise ShapeError(f"def '{def_name}': input {decl.name} is {want.name}; got the float "
+                         f"{x!r} (pass an int, or a numpy array of that dtype)")
+    return np.asarray(x, dtype=want.np)
 
 
 def _check_array(a: Any, decl: syntax.TensorDecl, def_name: str, want: np.dtype) -> None:
@@ -357,7 +394,9 @@ def _check_array(a: Any, decl: syntax.TensorDecl, def_name: str, want: np.dtype)
 def _check_output(buf: Any, t: ir.Tensor, shape: tuple[int, ...], def_name: str) -> None:
     want = dtypes.DTYPES[t.dtype].np
     if not isinstance(buf, np.ndarray) and not is_device_array(buf):
-        raise ShapeError(f"def '{def_name}': output {t.name} must be a numpy array")
+        raise InputTypeError(f"def '{def_name}': output {t.name} must be a numpy array (or, "
+                             f"with target='cuda', a PyCUDA GPUArray), not "
+                             f"{type(buf).__module__}.{type(buf).__name__}")
     if buf.shape != shape or buf.dtype != want:
         raise ShapeError(f"def '{def_name}': output {t.name} must be {want} of shape {shape}, "
                          f"got {buf.dtype} of shape {buf.shape}")

@@ -12,7 +12,11 @@ from typing import Any
 import numpy as np
 
 from polyopt import api, dtypes, ir
+from polyopt.bench import conv  # imports neither torch nor TVM
 from polyopt.errors import OptionError, PolyoptError
+from polyopt.runtime.interp import evaluate
+from polyopt.tune.db import Database
+from polyopt.tune.tuner import Trial, tune
 
 EMIT = ("c", "schedule", "domains", "deps", "ir", "ast")
 
@@ -51,8 +55,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from polyopt.bench import conv  # imports neither torch nor TVM
-
     b = sub.add_parser("bench", help="benchmarks against other systems")
     kinds = b.add_subparsers(dest="benchmark", required=True)
     c = kinds.add_parser("conv", help="per-layer convolution benchmark (ResNet-50, MobileNetV2)",
@@ -63,8 +65,6 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _bench_conv(args: argparse.Namespace) -> int:
-    from polyopt.bench import conv
-
     return conv.run(args)
 
 
@@ -86,8 +86,6 @@ def _tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from polyopt.tune.tuner import Trial, tune
-
     executor = _dask_client(args.scheduler) if args.scheduler else None
 
     def progress(done: int, total: int, trial: Trial) -> None:
@@ -140,13 +138,12 @@ def _db_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _db(args: argparse.Namespace) -> int:
-    from polyopt.tune.db import Database
-
     with Database(args.db) as db:
         if args.db_command == "list":
+            summary = db.summary()  # a malformed record: one error line, no table
             print(f"{'key':12}  {'def':16} {'target':13} {'records':>7} {'best ms':>10}  "
                   f"{'last record':19}  shapes")
-            for s in db.summary():
+            for s in summary:
                 shapes = " ".join("x".join(map(str, shape)) for shape in s.shapes)
                 print(f"{s.key_id[:12]:12}  {s.def_name:16} {s.target:13} {s.records:7d} "
                       f"{s.best * 1e3:10.4f}  {s.last[:19]:19}  {shapes}")
@@ -246,7 +243,6 @@ def _random(t: ir.Tensor, sizes: dict[str, int], rng: np.random.Generator) -> np
 
 def _check(program: ir.Program, inputs: list[np.ndarray], sizes: dict[str, int],
            result: object) -> int:
-    from polyopt.runtime.interp import evaluate
     got = result if isinstance(result, tuple) else (result,)
     ref = evaluate(program, inputs, sizes)
     worst = 0.0
@@ -255,7 +251,7 @@ def _check(program: ir.Program, inputs: list[np.ndarray], sizes: dict[str, int],
         err = diff / max(float(np.linalg.norm(r)), 1e-30)
         worst = max(worst, err)
         print(f"  {t.name}: relative L2 error {err:.3e} against the float64 reference")
-    tol = 1e-2 if any(t.dtype == "float16" for t in program.outputs) else 1e-4
+    tol = 1e-2 if any(t.dtype in ("float16", "bfloat16") for t in program.outputs) else 1e-4
     ok = worst <= tol
     print("check: OK" if ok else f"check: FAILED (tolerance {tol:g})")
     return 0 if ok else 1

@@ -6,6 +6,9 @@ Variable               Meaning                                     Default
 ``POLYOPT_CACHE_DIR``  Root of the on-disk cache of compiled       ``platformdirs.user_cache_dir
                        objects (``<dir>/c/``) and of sources the   ("polyopt")``
                        compiler rejected (``<dir>/failed/``).
+                       Refused, with a warning, for a private
+                       ``<tempdir>/polyopt-<uid>`` when others
+                       could write to it (README, Security).
 ``POLYOPT_NO_CACHE``   Truthy (``1/true/yes/on``) disables the     off
                        disk cache: every compile goes to a fresh
                        temp dir. Falsy: ``0/false/no/off/""``.
@@ -60,7 +63,8 @@ def current() -> Config:
 
 
 def cache_dir() -> Path:
-    """``POLYOPT_CACHE_DIR`` or the platform's per-user cache directory."""
+    """``POLYOPT_CACHE_DIR`` or the platform's per-user cache directory, as configured: the
+    runtime checks who could write to it before use (``polyopt.runtime.cache.usable_root``)."""
     value = os.environ.get("POLYOPT_CACHE_DIR", "").strip()
     if value:
         return Path(value).expanduser()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 
@@ -25,7 +26,9 @@ class DType:
 
 
 def _dt(name: str, c: str, kind: str, bits: int) -> DType:
-    return DType(name, np.dtype("bool" if name == "bool" else name), c, kind, bits)
+    # numpy has no bfloat16: ml_dtypes (JAX's) adds it as a numpy dtype.
+    dtype = np.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name)
+    return DType(name, dtype, c, kind, bits)
 
 
 DTYPES: dict[str, DType] = {d.name: d for d in (
@@ -34,7 +37,9 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
     _dt("uint32", "uint32_t", "u", 32), _dt("uint64", "uint64_t", "u", 64),
     _dt("int8", "int8_t", "i", 8), _dt("int16", "int16_t", "i", 16),
     _dt("int32", "int32_t", "i", 32), _dt("int64", "int64_t", "i", 64),
-    _dt("float16", "_Float16", "f", 16), _dt("float32", "float", "f", 32),
+    # bfloat16 has no C type: the printer keeps it as bits and computes in float.
+    _dt("float16", "_Float16", "f", 16), _dt("bfloat16", "float", "f", 16),
+    _dt("float32", "float", "f", 32),
     _dt("float64", "double", "f", 64),
 )}
 
@@ -65,6 +70,8 @@ def promote(*names: str) -> str:
 def _promote2(a: DType, b: DType) -> DType:
     if a == b:
         return a
+    if a.is_float and b.is_float and a.bits == b.bits == 16:  # float16 with bfloat16
+        return DTYPES["float32"]
     if a.is_float or b.is_float:
         floats = [d for d in (a, b) if d.is_float]
         return max(floats, key=lambda d: d.bits)

@@ -23,8 +23,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-import polyopt
-from polyopt import dtypes
+from polyopt import api, dtypes
 from polyopt.errors import OptionError, ShapeError
 
 __all__ = ["EinsumPlan", "einsum", "einsum_plan"]
@@ -105,14 +104,14 @@ def _computation_dtype(arrays: list[np.ndarray], dtype: Any, casting: Casting) -
     for k, a in enumerate(arrays):
         if dtypes.from_numpy(a.dtype.newbyteorder("=")) is None:
             raise OptionError(f"einsum does not support dtype {a.dtype} (operand {k}); "
-                              "only bool, integer and float16/32/64 operands are")
+                              "only bool, integer, bfloat16 and float16/32/64 operands are")
     try:
         dt = np.dtype(dtype) if dtype is not None else np.result_type(*arrays)
     except TypeError as e:
         raise OptionError(f"einsum dtype={dtype!r} is not a numpy dtype") from e
     tc = dtypes.from_numpy(dt.newbyteorder("="))
     if tc is None:
-        raise OptionError(f"einsum does not support dtype={dt}; only bool, integer and "
+        raise OptionError(f"einsum does not support dtype={dt}; only bool, integer, bfloat16 and "
                           "float16/32/64 are")
     for k, a in enumerate(arrays):
         if not np.can_cast(a.dtype, tc.np, casting):
@@ -250,4 +249,4 @@ def _check_out(out: Any, plan: EinsumPlan, casting: Casting) -> None:
 @lru_cache(maxsize=256)
 def _kernel(text: str, sizes: tuple[tuple[str, int], ...]) -> Any:
     """The compiled kernel of ``text`` at ``sizes``, compiled once per process."""
-    return polyopt.compile(text, "einsum", sizes=dict(sizes))
+    return api.compile(text, "einsum", sizes=dict(sizes))

@@ -33,12 +33,22 @@ class ShapeError(PolyoptError, ValueError):
     """Arguments whose count, rank, extents or dtypes do not fit the definition."""
 
 
+class InputTypeError(ShapeError, TypeError):
+    """An argument of a kind polyopt does not take (a list, a torch tensor where a numpy array
+    is expected); also a ``TypeError``, as Python's own functions raise for one."""
+
+
 class BoundsError(PolyoptError):
     """An access that may fall outside its tensor (found by the isl proof or at call time)."""
 
 
 class OptionError(PolyoptError, ValueError):
     """An unknown option, target or argument value given to the public API."""
+
+
+class UnknownDefError(LanguageError, OptionError):
+    """A def name the source does not define (or none given where it holds several): a fault
+    of the source as much as of the ``name=`` argument, so both kinds of error."""
 
 
 class ScheduleError(PolyoptError):

@@ -245,6 +245,15 @@ class Program:
         return "\n".join(parts)
 
 
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base``, or ``base2``, ``base3``... whichever is not in ``taken`` (then it is)."""
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}{n}", n + 1
+    taken.add(name)
+    return name
+
+
 def unit_tail(t: Tensor) -> int:
     """How many trailing dimensions of ``t`` have extent 1 (a pack by 1 leaves one, a 1x1
     filter has two): its stride-1 dimension is the last one before them."""

@@ -18,7 +18,7 @@ import numpy as np
 import polyopt.kernels as kernels
 
 import polyopt
-from polyopt.api import schedule_from_json
+from polyopt.schedule import Schedule
 from polyopt.tune import tune
 
 
@@ -49,7 +49,7 @@ def main() -> None:
         wall = time.perf_counter() - start
     default = polyopt.compile(src, "matmul", sizes=sizes, options={"tuned": False})
     tuned = polyopt.compile(src, "matmul", sizes=sizes,
-                            schedule=schedule_from_json(result.schedule, src, "matmul",
+                            schedule=Schedule.from_json(result.schedule, src, "matmul",
                                                         sizes=sizes))
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))

@@ -12,7 +12,6 @@ import shutil
 import pytest
 
 from polyopt.runtime.nvcc import nvcc_path
-from polyopt.schedule import machine
 
 AVX512 = "vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576"
 
@@ -49,6 +48,4 @@ def _skip_without_tools(request: pytest.FixtureRequest) -> None:
 def avx512(monkeypatch: pytest.MonkeyPatch) -> object:
     """Schedules and register tiles for an AVX-512 machine, whatever machine runs the test."""
     monkeypatch.setenv("POLYOPT_MACHINE", AVX512)
-    machine.host.cache_clear()
     yield
-    machine.host.cache_clear()

@@ -86,6 +86,60 @@ def test_caller_buffer_for_op_without_bang() -> None:
     np.testing.assert_allclose(acc, 1 + a.sum(1), rtol=1e-5)
 
 
+@pytest.mark.parametrize("n", [4, 16, 70])
+def test_an_output_that_is_an_input_gets_the_right_product(n: int) -> None:
+    a, b = rand(n, n), rand(n, n)
+    want = a @ b
+    out = polyopt.compile(MATMUL)(a, b, outputs=[a])
+    assert out is a
+    np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_output_overlapping_an_input_view_gets_the_right_product() -> None:
+    big, b = rand(17, 16), rand(16, 16)
+    a, c = big[:16], big[1:]  # rows 1..15 of each are the same memory
+    want = a @ b
+    polyopt.compile(MATMUL)(a, b, outputs=[c])
+    np.testing.assert_allclose(big[1:], want, rtol=1e-5, atol=1e-5)
+
+
+def test_accumulating_onto_an_output_that_is_an_input() -> None:
+    src = "def acc(float(N) x) -> (y) { y(i) += x(i) * x(i) }"
+    x = rand(6)
+    want = x + x * x
+    with pytest.warns(polyopt.PolyoptWarning):
+        k = polyopt.compile(src)
+    k(x, outputs=[x])
+    np.testing.assert_allclose(x, want, rtol=1e-6)
+
+
+def test_one_buffer_for_two_outputs_is_refused() -> None:
+    src = """def two(float(N) x) -> (s, d) { s(i) = x(i) + x(i)
+        d(i) = x(i) - 1.0 }"""
+    buf = np.empty(6, np.float32)
+    with pytest.raises(ShapeError, match="outputs s and d were given overlapping buffers"):
+        polyopt.compile(src)(rand(6), outputs=[buf, buf])
+
+
+def test_einsum_out_may_be_an_operand() -> None:
+    a, b = rand(8, 8), rand(8, 8)
+    want = a @ b
+    assert polyopt.einsum("ij,jk->ik", a, b, out=a) is a
+    np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-5)
+
+
+def test_unaligned_inputs_and_outputs_work_through_aligned_copies() -> None:
+    def unaligned(n: int) -> np.ndarray:
+        a = np.frombuffer(bytearray(4 * n + 8), np.float32, count=n, offset=1)
+        assert not a.flags.aligned
+        return a
+
+    x, out = unaligned(1000), unaligned(1000)
+    x[:] = np.arange(1000)
+    polyopt.compile("def f(float(N) x) -> (o) { o(i) = x(i) * 2 + 1 }")(x, outputs=[out])
+    np.testing.assert_array_equal(out, np.arange(1000) * 2 + 1)
+
+
 def test_noncontiguous_inputs_are_copied() -> None:
     a = rand(8, 6)[:, ::2]
     b = rand(3, 4)
@@ -97,11 +151,43 @@ def test_noncontiguous_inputs_are_copied() -> None:
     ((rand(2, 3), rand(3)), r"input B must have rank 2"),
     ((rand(2, 3), rand(4, 5)), r"size K is 3 from A dim 1 but 4 from B dim 0"),
     ((rand(2, 3, dtype=np.float64), rand(3, 4)), r"input A must have dtype float32"),
-    (([[1.0]], rand(1, 1)), r"input A must be a numpy array"),
 ])
 def test_call_time_errors(args: tuple, message: str) -> None:
     with pytest.raises(ShapeError, match=message):
         polyopt.compile(MATMUL)(*args)
+
+
+@pytest.mark.parametrize("value", [[[1.0]], (1.0,), "A", memoryview(b"1234")])
+def test_a_non_array_input_is_a_type_error_naming_what_is_accepted(value: object) -> None:
+    with pytest.raises(TypeError, match="input A must be a numpy array") as info:
+        polyopt.compile(MATMUL)(value, rand(1, 1))
+    assert isinstance(info.value, polyopt.InputTypeError | ShapeError)
+    with pytest.raises(polyopt.InputTypeError, match="output C must be a numpy array"):
+        polyopt.compile(MATMUL)(rand(1, 1), rand(1, 1), outputs=[[[0.0]]])
+
+
+def test_a_python_int_out_of_range_for_a_rank_0_input() -> None:
+    k = polyopt.compile("def f(int8 a, float(N) x) -> (o) { o(i) = x(i) * a }")
+    np.testing.assert_array_equal(k(-128, np.ones(2, np.float32)), [-128, -128])
+    for bad, message in ((300, r"int8, which holds -128..127; got 300"),
+                         (2.5, r"int8; got the float 2.5")):
+        with pytest.raises(ShapeError, match=message):
+            k(bad, np.ones(2, np.float32))
+
+
+@pytest.mark.parametrize("schedule", ["pluto", 42, "Auto"])
+def test_a_bad_schedule_argument_is_refused_at_compile(schedule: object) -> None:
+    with pytest.raises(OptionError, match=r"schedule must be 'auto' or 'program-order' or a "
+                                          r"polyopt\.Schedule"):
+        polyopt.compile(MATMUL, schedule=schedule)
+
+
+@pytest.mark.parametrize("key", ["openmp", "tuned"])
+@pytest.mark.parametrize("value", ["no", 0, 1, None])
+def test_boolean_options_must_be_bools(key: str, value: object) -> None:
+    with pytest.raises(OptionError, match=f"option {key} must be True or False"):
+        polyopt.compile(MATMUL, options={key: value})
+    polyopt.compile(MATMUL, options={key: np.False_})
 
 
 def test_wrong_output_buffer() -> None:

@@ -10,19 +10,21 @@ reason; nothing is estimated. Results go to the terminal (a table) and to
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 import numpy as np
 
-from polyopt.bench import report
+from polyopt import host
+from polyopt.bench import report, tvm_conv
 from polyopt.bench.layers import MODELS, Layer, scaled, select
 from polyopt.bench.peers import (
     Context,
@@ -34,51 +36,27 @@ from polyopt.bench.peers import (
     prepare_polyopt,
     prepare_torch,
 )
-from polyopt.bench.records import TOLERANCE, Record, add_speedups, totals
-from polyopt.errors import OptionError
+from polyopt.bench.records import SYSTEMS, TOLERANCE, Record, Settings, add_speedups, totals
+from polyopt.errors import OptionError, PolyoptError
 
-__all__ = ["Settings", "add_arguments", "main", "run", "settings_from"]
+__all__ = ["Settings", "add_arguments", "choose_baseline", "in_own_thread", "main", "run",
+           "settings_from"]
+
+T = TypeVar("T")
 
 # Per target, the systems timed, in table order. On CUDA only torch has a GPU path here.
-SYSTEMS = {"c": ("polyopt", "numpy", "torch", "tvm"), "cuda": ("polyopt", "torch")}
 # A pause before each measurement: on a 2-core machine the previous runtime's spinning
 # worker threads (OpenBLAS, libgomp, TVM's pool) otherwise stall the next one's by ~8 ms.
 SETTLE_S = 0.3
 
 
 def _prepare_tvm(layer: Layer, inputs: Inputs, ctx: Context) -> Prepared:
-    from polyopt.bench import tvm_conv  # only when TVM is timed: it pulls in subprocess work
-
     return tvm_conv.prepare_tvm(layer, inputs, ctx)
 
 
 PREPARE: dict[str, Callable[[Layer, Inputs, Context], Prepared]] = {
     "polyopt": prepare_polyopt, "numpy": prepare_numpy, "torch": prepare_torch,
     "tvm": _prepare_tvm}
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The validated options of one run."""
-
-    model: str
-    layers: tuple[Layer, ...]
-    batch: int
-    target: str
-    repeat: int
-    baseline: str
-    tvm_trials: int
-    out: Path
-    threads: int
-    settle: float
-    scale: int
-    seed: int
-    command: str
-    tuned: bool = False  # polyopt uses the tuning database's best schedules
-
-    @property
-    def systems(self) -> tuple[str, ...]:
-        return SYSTEMS[self.target]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -130,15 +108,15 @@ def settings_from(args: argparse.Namespace) -> Settings:
     threads = args.threads or _default_threads()
     return Settings(args.model, layers, args.batch, args.target, args.repeat, args.baseline,
                     args.tvm_trials, Path(args.out), threads, args.settle, args.scale,
-                    args.seed, _command(args, threads), bool(getattr(args, "tuned", False)))
+                    args.seed, _command(args, threads), bool(getattr(args, "tuned", False)),
+                    host.usable_cores())
 
 
 def _default_threads() -> int:
     env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if env.isdigit() and int(env) > 0:
         return int(env)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    return host.usable_cores()
 
 
 def _command(args: argparse.Namespace, threads: int) -> str:
@@ -251,8 +229,6 @@ def _tune(settings: Settings, ctx: Context, progress: Progress, workdir: str) ->
         ctx.load("tvm", "TVM")
     except Skip:
         return  # each layer reports TVM as skipped
-    from polyopt.bench import tvm_conv
-
     progress.note(f"tuning {len(settings.layers)} layer(s) with MetaSchedule "
                   f"({settings.tvm_trials} trials each) ...")
     ctx.tuned = tvm_conv.tune_layers(settings.layers, settings.batch, settings.tvm_trials,
@@ -276,8 +252,48 @@ def collect(settings: Settings, progress: Progress) -> list[Record]:
                 rec = Record.start(settings.model, layer, settings.batch, system)
                 records.append(measure(rec, layer, inputs, ref, ctx, settings))
     progress.close()
-    add_speedups(records, settings.baseline)
     return records
+
+
+def choose_baseline(records: Sequence[Record], asked: str,
+                    systems: Sequence[str]) -> tuple[str, str]:
+    """The system speed-ups are relative to, and a note when it is not ``asked``: a baseline
+    with no correct timing at all (torch not installed) would leave every speed-up empty,
+    so the first peer that has one (numpy before torch and TVM; polyopt last) stands in."""
+    ran = {r.system for r in records if r.usable}
+    if asked in ran:
+        return asked, ""
+    reasons = [f"{r.status}: {r.reason}" if r.reason else r.status
+               for r in records if r.system == asked]
+    why = f"{asked} has no correct timing ({reasons[0] if reasons else 'not run'})"
+    others = sorted((s for s in systems if s in ran), key=lambda s: (s == "polyopt",
+                                                                     systems.index(s)))
+    if not others:
+        return asked, f"{why}, nor has any other system: there are no speed-ups"
+    return others[0], f"{why}: speed-ups are relative to {others[0]} instead"
+
+
+def in_own_thread(fn: Callable[[], T]) -> T:
+    """``fn()`` in a thread of its own. With OMP_PROC_BIND set, the OpenMP runtime pins the
+    thread that loads it (polyopt's first parallel kernel, or torch) to one place for good:
+    run in the caller's thread, the caller and every thread it started afterwards were left
+    on one CPU (``os.sched_getaffinity(0)`` went from {0, 1} to {0})."""
+    out: list[T] = []
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # re-raised in the caller's thread
+            failed.append(exc)
+
+    # A daemon: Ctrl-C in the caller ends the process without waiting for the layer at hand.
+    thread = threading.Thread(target=target, name="polyopt-bench", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return out[0]
 
 
 def configure_threads(threads: int) -> None:
@@ -307,9 +323,12 @@ def run(args: argparse.Namespace) -> int:
     configure_threads(settings.threads)
     progress = Progress(len(settings.layers) * len(settings.systems))
     _warn_if_busy(progress)
-    records = collect(settings, progress)
-    summary = totals(records, settings.baseline, settings.systems)
-    print(report.table(records, summary, settings.systems, settings.baseline))
+    records = in_own_thread(lambda: collect(settings, progress))
+    baseline, note = choose_baseline(records, settings.baseline, settings.systems)
+    settings = dataclasses.replace(settings, baseline=baseline, baseline_note=note)
+    add_speedups(records, baseline)
+    summary = totals(records, baseline, settings.systems)
+    print(report.table(records, summary, settings.systems, baseline, note))
     written, png_note = report.write_all(settings, records, summary)
     for path in written:
         print(f"wrote {path}")
@@ -323,7 +342,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``polyopt bench conv ...`` through the package's command line."""
-    from polyopt import cli
-
-    return cli.main(["bench", "conv", *(sys.argv[1:] if argv is None else argv)])
+    """``polyopt bench conv ...`` as a script of its own (scripts/bench_conv.py)."""
+    parser = argparse.ArgumentParser(prog="bench_conv", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
+    except PolyoptError as e:
+        print(f"bench_conv: error: {e}", file=sys.stderr)
+        return 2

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-import polyopt
+from polyopt import api, kernels
 from polyopt.bench.layers import Layer
 from polyopt.tune.tuner import lookup
 
@@ -127,7 +127,6 @@ def _blas() -> str:
 # ------------------------------------------------------------------ polyopt
 def polyopt_definition(layer: Layer) -> tuple[str, str, dict[str, int]]:
     """(def name, TC source, sizes) from the kernels library; padding stays in the def."""
-    kernels = importlib.import_module("polyopt.kernels")  # installed from kernels/
     geometry: dict[str, object] = {"stride": layer.stride, "padding": layer.pad}
     sizes = {"N": 0, "C": layer.cin, "H": layer.hw, "W": layer.hw, "KH": layer.k, "KW": layer.k}
     if layer.kind == "depthwise":
@@ -146,9 +145,11 @@ def prepare_polyopt(layer: Layer, inputs: Inputs, ctx: Context) -> Prepared:
     sizes["N"] = x.shape[0]
     # Compiling for an unsupported target raises a PolyoptError here: the caller reports
     # it as this layer's failure, whatever the target.
-    kernel = polyopt.compile(source, name, target=ctx.target, sizes=sizes,
+    kernel = api.compile(source, name, target=ctx.target, sizes=sizes,
                              options={"tuned": ctx.use_db})
-    found = ctx.use_db and lookup(source, name, sizes, ctx.target) is not None
+    record = lookup(source, name, sizes, ctx.target) if ctx.use_db else None
+    # A record compile could not use (a TuningWarning) leaves the automatic schedule.
+    found = record is not None and kernel.schedule.as_json() == record.schedule_json
     variant = f"{name}, {'tuned' if found else 'automatic'} schedule, target {ctx.target}"
     if ctx.target == "c":
         variant += f", OpenMP threads {os.environ.get('OMP_NUM_THREADS', 'default')}"

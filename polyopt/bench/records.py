@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 from polyopt.bench.layers import Layer
 
-__all__ = ["FIELDS", "Record", "Total", "add_speedups", "totals"]
+__all__ = ["FIELDS", "SYSTEMS", "Record", "Settings", "Total", "add_speedups", "totals"]
 
 TOLERANCE = 1e-4  # relative L2 error against the float64 reference that still matches
+SYSTEMS = {"c": ("polyopt", "numpy", "torch", "tvm"), "cuda": ("polyopt", "torch")}
 
 
 @dataclass
@@ -89,3 +91,29 @@ def totals(records: Sequence[Record], baseline: str, systems: Sequence[str]) -> 
         speedup = theirs / ours if common and ours > 0 else None
         out.append(Total(system, len(mine), weighted, len(common), speedup))
     return out
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The validated options of one run."""
+
+    model: str
+    layers: tuple[Layer, ...]
+    batch: int
+    target: str
+    repeat: int
+    baseline: str
+    tvm_trials: int
+    out: Path
+    threads: int
+    settle: float
+    scale: int
+    seed: int
+    command: str
+    tuned: bool = False  # polyopt uses the tuning database's best schedules
+    usable_cpus: int | None = None  # the caller's CPUs before anything ran
+    baseline_note: str = ""  # why speed-ups are not relative to the --baseline asked for
+
+    @property
+    def systems(self) -> tuple[str, ...]:
+        return SYSTEMS[self.target]

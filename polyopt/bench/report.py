@@ -12,15 +12,13 @@ import platform
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-import polyopt
-from polyopt.bench.records import FIELDS, TOLERANCE, Record, Total
-
-if TYPE_CHECKING:  # conv.py imports this module
-    from polyopt.bench.conv import Settings
+from polyopt import host
+from polyopt.bench.records import FIELDS, TOLERANCE, Record, Settings, Total
+from polyopt.version import __version__
 
 __all__ = ["environment", "plot", "table", "write_all"]
 
@@ -41,8 +39,9 @@ def _cell(rec: Record | None) -> str:
 
 
 def table(records: Sequence[Record], summary: Sequence[Total], systems: Sequence[str],
-          baseline: str) -> str:
-    """A Markdown table: one row per layer, median ms (speed-up vs the baseline) per system."""
+          baseline: str, baseline_note: str = "") -> str:
+    """A Markdown table: one row per layer, median ms (speed-up vs the baseline) per system;
+    ``baseline_note`` says why the baseline is not the one asked for."""
     by = {(r.layer, r.system): r for r in records}
     layers = list(dict.fromkeys(r.layer for r in records))
     head = ["#", "layer", "kind", "count", "shape", "GFLOP", *[f"{s} ms" for s in systems]]
@@ -59,13 +58,16 @@ def table(records: Sequence[Record], summary: Sequence[Total], systems: Sequence
     lines.append(f"| | speed-up vs {baseline}, count-weighted | | | | | " + " | ".join(
         "-" if totals[s].speedup is None else
         f"{totals[s].speedup:.2f}x ({totals[s].common_layers} layers)" for s in systems) + " |")
-    return "\n".join(lines + _notes(records, systems, baseline))
+    return "\n".join(lines + _notes(records, systems, baseline, baseline_note))
 
 
-def _notes(records: Sequence[Record], systems: Sequence[str], baseline: str) -> list[str]:
+def _notes(records: Sequence[Record], systems: Sequence[str], baseline: str,
+           baseline_note: str) -> list[str]:
     """What ran for each system, and why cells are skipped, failed or WRONG (each once)."""
     out = ["", f"Median of the timed runs in ms; (Nx) = {baseline}'s time / this system's "
            f"time. WRONG: relative L2 error against the float64 reference > {TOLERANCE:g}."]
+    if baseline_note:
+        out.append(f"Baseline: {baseline_note}.")
     for system in systems:
         mine = [r for r in records if r.system == system]
         variants = list(dict.fromkeys(r.variant for r in mine if r.variant))
@@ -99,8 +101,9 @@ def write_all(settings: Settings, records: Sequence[Record], summary: Sequence[T
                      "repeat": settings.repeat, "baseline": settings.baseline,
                      "tvm_trials": settings.tvm_trials, "threads": settings.threads,
                      "settle_s": settings.settle, "scale": settings.scale,
-                     "seed": settings.seed, "tolerance": TOLERANCE},
-        **environment(),
+                     "seed": settings.seed, "tolerance": TOLERANCE,
+                     "baseline_note": settings.baseline_note},
+        **environment(settings.usable_cpus),
         "records": [r.as_dict() for r in records],
         "totals": [t.as_dict() for t in summary]}
     json_path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
@@ -112,6 +115,8 @@ def write_all(settings: Settings, records: Sequence[Record], summary: Sequence[T
     note = plot(stem.with_suffix(".png"), records, settings.baseline, title)
     if note is None:
         written.append(stem.with_suffix(".png"))
+    else:  # not an earlier run's chart next to this run's table
+        stem.with_suffix(".png").unlink(missing_ok=True)
     return written, note
 
 
@@ -129,26 +134,21 @@ def _first_line(argv: Sequence[str]) -> str:
     return "unavailable"
 
 
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-def environment() -> dict[str, Any]:
-    """The machine, library versions and thread settings, for the JSON file."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+def environment(usable_cpus: int | None = None) -> dict[str, Any]:
+    """The machine, library versions and thread settings, for the JSON file.
+    ``usable_cpus``: the caller's CPU count, taken before anything ran (default: now)."""
+    usable = usable_cpus
+    if usable is None:
+        usable = host.usable_cores()
     blas = "unknown"
     with contextlib.suppress(Exception):  # numpy's build info moves between releases
         info = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
         blas = f"{info['name']} {info.get('version', '')}".strip()
     return {
-        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "usable_cpus": usable,
+        "machine": {"cpu": host.cpu_model(), "cores": os.cpu_count(), "usable_cpus": usable,
                     "arch": platform.machine(), "os": platform.platform(),
                     "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None},
-        "versions": {"python": platform.python_version(), "polyopt": polyopt.__version__,
+        "versions": {"python": platform.python_version(), "polyopt": __version__,
                      "numpy": np.__version__, "blas": blas, "torch": _version("torch"),
                      "tvm": _version("apache-tvm"), "islpy": _version("islpy"),
                      "matplotlib": _version("matplotlib"),
@@ -171,7 +171,12 @@ def plot(path: Path, records: Sequence[Record], baseline: str, title: str) -> st
     except ImportError as exc:
         return f"matplotlib is not installed ({exc})"
     layers = list(dict.fromkeys(r.layer for r in records))
-    systems = [s for s in dict.fromkeys(r.system for r in records) if s != baseline]
+    # Only systems with a bar: the legend lists what ran against the baseline.
+    systems = [s for s in dict.fromkeys(r.system for r in records)
+               if s != baseline and any(r.system == s and r.speedup is not None
+                                        for r in records)]
+    if not systems:
+        return f"no system has a speed-up against {baseline} to plot"
     width = min(12.0, max(6.0, 0.12 * len(layers) * max(len(systems), 2) + 2))
     fig = Figure(figsize=(width, 4.0), dpi=100)
     FigureCanvasAgg(fig)  # Agg, without pyplot's global state

@@ -13,7 +13,9 @@ import islpy as isl
 from polyopt.errors import CodegenError
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
-from polyopt.schedule.schedule import GPU_AXES, Schedule
+from polyopt.poly.proofs import innermost_carries_nothing
+from polyopt.schedule.marks import Marks, Tag, bind_of, gpu_tile_of
+from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.transform import trip_count, value_extent
 from polyopt.schedule.tree import Loop, loops
 
@@ -25,7 +27,7 @@ SEQUENTIAL = "sequential"
 class Ast:
     root: isl.AstNode
     poly: PolyProgram
-    tags: dict[str, frozenset[str]]  # loop name (an AST mark "loop <name>") -> its tags
+    tags: dict[str, Marks]  # loop name (an AST mark, marks.loop_mark) -> its marks
     trips: dict[str, int | None]  # loop name -> its largest trip count, when constant
     padded: frozenset[str] = frozenset()  # tensors allocated (zeroed) in whole blocks
     contractions: tuple[tuple[str, str, int], ...] = ()  # (local, loop, dim): one slice
@@ -46,7 +48,7 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
     def before_for(build: isl.AstBuild) -> isl.Id:
         # An exception must not cross into isl: record it and re-raise after the build.
         try:
-            par = _is_parallel(build.get_schedule(), dep_all)
+            par = innermost_carries_nothing(build.get_schedule(), dep_all)
         except BaseException as e:
             errors.append(e)
             par = False
@@ -62,34 +64,34 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
         raise CodegenError(f"AST annotation failed: {errors[0]!r}") from errors[0]
     # Tagged loops, and the loops right around vector loops (transposing copies' rows).
     tagged = [lp for lp in loops(schedule.root) if lp.tags or (
-        isinstance(lp.child, Loop) and "vectorize" in lp.child.tags)]
+        isinstance(lp.child, Loop) and Tag.VECTORIZE in lp.child.tags)]
     extents = {lp.name: value_extent(lp, pp.domain) for lp in tagged
-               if lp.tags & set(GPU_AXES) or any(t.startswith("gpu.tile") for t in lp.tags)}
+               if bind_of(lp.tags) or gpu_tile_of(lp.tags) or lp.tags & _TILE_ROLES}
     return Ast(root, pp, {lp.name: lp.tags for lp in tagged if lp.tags},
                {lp.name: trip_count(lp, pp.domain) for lp in tagged},
                frozenset(schedule.buffers), schedule.contractions, extents)
 
 
-def _is_parallel(sched: isl.UnionMap, deps: isl.UnionMap) -> bool:
-    pairs = deps.apply_domain(sched).apply_range(sched)
-    if pairs.is_empty():
-        return True
-    maps: list[isl.Map] = []
-    pairs.foreach_map(maps.append)
-    for m in maps:
-        n = m.dim(isl.dim_type.out)
-        for i in range(n - 1):
-            m = m.equate(isl.dim_type.in_, i, isl.dim_type.out, i)
-        if m.is_empty():
-            continue
-        delta = m.deltas()
-        last = delta.dim(isl.dim_type.set) - 1
-        zero = delta.fix_val(isl.dim_type.set, last, isl.Val.zero(delta.get_ctx()))
-        if not delta.is_subset(zero):
-            return False
-    return True
+# The loops of a GPU block tile whose extents the printer needs.
+_TILE_ROLES = frozenset({Tag.GPU_TILE_COLS, Tag.GPU_TILE_REDUCTION, Tag.GPU_TILE_GLOBAL})
 
 
 def loop_is_parallel(node: isl.AstNode) -> bool:
     ann = node.get_annotation()
     return ann is not None and ann.get_name() == PARALLEL
+
+
+def loop_printed(node: isl.AstNode) -> bool:
+    """Whether the AST below a ``loop <name>`` mark prints that loop as a ``for`` (maybe in
+    pieces, maybe under guards). isl drops a loop of one iteration when an outer value
+    fixes it (a skew of an inner loop by it), leaving its body bare."""
+    kind = node.get_type()
+    if kind == isl.ast_node_type.for_:
+        return True
+    if kind == isl.ast_node_type.block:
+        kids = node.block_get_children()
+        return any(loop_printed(kids.get_at(i)) for i in range(kids.n_ast_node()))
+    if kind == isl.ast_node_type.if_:
+        return loop_printed(node.if_get_then_node()) or (
+            node.if_has_else_node() and loop_printed(node.if_get_else_node()))
+    return False

@@ -51,6 +51,7 @@ PRELUDE = r"""
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define PO_PI 3.14159265358979323846
 
@@ -66,18 +67,26 @@ float cosf(float) PO_SIMD; double cos(double) PO_SIMD;
 float powf(float, float) PO_SIMD; double pow(double, double) PO_SIMD;
 #endif
 
-/* Floor division and non-negative modulo (TC semantics); division by zero gives 0. */
+/* Floor division and non-negative modulo (TC semantics); division by zero gives 0, and
+   MIN / -1 gives MIN, MIN % -1 gives 0 (numpy's results; C's '/' traps on them). */
 #define PO_INT_OPS(T, S) \
   PO_FN T po_div_##S(T a, T b) { \
-    if (b == 0) return 0; T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; } \
+    if (b == 0) return 0; \
+    if (b == -1) return (T)(0 - (uint64_t)a); \
+    T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; } \
   PO_FN T po_mod_##S(T a, T b) { \
-    if (b == 0) return 0; T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+    if (b == 0 || b == -1) return 0; \
+    T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 #define PO_UINT_OPS(T, S) \
   PO_FN T po_div_##S(T a, T b) { return b == 0 ? 0 : a / b; } \
   PO_FN T po_mod_##S(T a, T b) { return b == 0 ? 0 : a % b; }
 #define PO_MINMAX(T, S) \
   PO_FN T po_min_##S(T a, T b) { return b < a ? b : a; } \
   PO_FN T po_max_##S(T a, T b) { return b > a ? b : a; }
+/* Floating-point min and max propagate NaN, like numpy.minimum/maximum (fmin/fmax don't). */
+#define PO_FMINMAX(T, S) \
+  PO_FN T po_min_##S(T a, T b) { return (b < a || b != b) ? b : a; } \
+  PO_FN T po_max_##S(T a, T b) { return (b > a || b != b) ? b : a; }
 PO_INT_OPS(int8_t, int8) PO_INT_OPS(int16_t, int16) PO_INT_OPS(int32_t, int32)
 PO_INT_OPS(int64_t, int64)
 PO_UINT_OPS(bool, bool) PO_UINT_OPS(uint8_t, uint8) PO_UINT_OPS(uint16_t, uint16)
@@ -85,14 +94,56 @@ PO_UINT_OPS(uint32_t, uint32) PO_UINT_OPS(uint64_t, uint64)
 PO_MINMAX(bool, bool) PO_MINMAX(int8_t, int8) PO_MINMAX(int16_t, int16)
 PO_MINMAX(int32_t, int32) PO_MINMAX(int64_t, int64) PO_MINMAX(uint8_t, uint8)
 PO_MINMAX(uint16_t, uint16) PO_MINMAX(uint32_t, uint32) PO_MINMAX(uint64_t, uint64)
-PO_MINMAX(float, float32) PO_MINMAX(double, float64)
+PO_FMINMAX(float, float32) PO_FMINMAX(double, float64)
+/* Float to integer conversions saturate and map NaN to 0, as CUDA's cvt.rzi does (C leaves
+   an out-of-range conversion undefined). */
+#define PO_CVT(D, DS, LO, HI) \
+  PO_FN D po_cvt_##DS##_float32(float x) { \
+    return x != x ? (D)0 : x <= (float)(LO) ? (D)(LO) : x >= (float)(HI) ? (D)(HI) : (D)x; } \
+  PO_FN D po_cvt_##DS##_float64(double x) { \
+    return x != x ? (D)0 : x <= (double)(LO) ? (D)(LO) : x >= (double)(HI) ? (D)(HI) : (D)x; }
+PO_CVT(int8_t, int8, INT8_MIN, INT8_MAX) PO_CVT(int16_t, int16, INT16_MIN, INT16_MAX)
+PO_CVT(int32_t, int32, INT32_MIN, INT32_MAX) PO_CVT(int64_t, int64, INT64_MIN, INT64_MAX)
+PO_CVT(uint8_t, uint8, 0, UINT8_MAX) PO_CVT(uint16_t, uint16, 0, UINT16_MAX)
+PO_CVT(uint32_t, uint32, 0, UINT32_MAX) PO_CVT(uint64_t, uint64, 0, UINT64_MAX)
 PO_FN double po_fmod_float64(double a, double b) { return a - floor(a / b) * b; }
 PO_FN float po_fmod_float32(float a, float b) { return a - floorf(a / b) * b; }
 #ifndef __cplusplus /* C's _Float16; CUDA's half is another type */
-PO_MINMAX(_Float16, float16)
+PO_FMINMAX(_Float16, float16)
+#define PO_CVT16(D, DS) \
+  PO_FN D po_cvt_##DS##_float16(_Float16 x) { return po_cvt_##DS##_float32((float)x); }
+PO_CVT16(int8_t, int8) PO_CVT16(int16_t, int16) PO_CVT16(int32_t, int32)
+PO_CVT16(int64_t, int64) PO_CVT16(uint8_t, uint8) PO_CVT16(uint16_t, uint16)
+PO_CVT16(uint32_t, uint32) PO_CVT16(uint64_t, uint64)
 PO_FN _Float16 po_fmod_float16(_Float16 a, _Float16 b) {
   return (_Float16)po_fmod_float32((float)a, (float)b); }
 #endif
+/* 16-bit floats kept as bits (uint16_t) by targets that cannot compute on them: loads widen
+   to float exactly, stores round to nearest even (overflow to inf, NaN stays NaN). */
+PO_FN uint32_t po_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+PO_FN float po_f32_from(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+PO_FN float po_bfloat16_load(uint16_t h) { return po_f32_from((uint32_t)h << 16); }
+PO_FN uint16_t po_bfloat16_store(float f) {
+  uint32_t u = po_f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+PO_FN float po_float16_load(uint16_t h) {
+  uint32_t u = (uint32_t)(h & 0x7fffu) << 13, exp = u & (0x7c00u << 13);
+  u += (127u - 15u) << 23;
+  if (exp == 0x7c00u << 13) u += (128u - 16u) << 23;  /* inf, NaN */
+  else if (exp == 0) u = po_f32_bits(po_f32_from(u + (1u << 23)) - po_f32_from(113u << 23));
+  return po_f32_from(u | ((uint32_t)(h & 0x8000u) << 16)); }
+PO_FN uint16_t po_float16_store(float f) {
+  uint32_t u = po_f32_bits(f), sign = u & 0x80000000u, o;
+  u ^= sign;
+  if (u >= (127u + 16u) << 23) o = u > 0x7f800000u ? 0x7e00u : 0x7c00u;  /* NaN, inf */
+  else if (u < 113u << 23) {  /* a subnormal half or zero: float addition rounds it */
+    float magic = po_f32_from(((127u - 15u) + (23u - 10u) + 1u) << 23);
+    o = po_f32_bits(po_f32_from(u) + magic) - po_f32_bits(magic);
+  } else o = (u + ((uint32_t)(15 - 127) << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
+  return (uint16_t)(o | (sign >> 16)); }
+PO_FN float po_bfloat16_round(float f) { return po_bfloat16_load(po_bfloat16_store(f)); }
+PO_FN float po_float16_round(float f) { return po_float16_load(po_float16_store(f)); }
 PO_FN long po_floord(long a, long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* CUDA math functions that libm lacks. */

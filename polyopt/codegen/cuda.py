@@ -14,32 +14,23 @@ emulator (``polyopt.runtime.emulator``), compiled only there.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import replace
 
 import islpy as isl
 
 from polyopt.codegen.ast import Ast
 from polyopt.codegen.builtins import PRELUDE
-from polyopt.codegen.exprs import cname, ctype
+from polyopt.codegen.contract import KernelSource, Launch
+from polyopt.codegen.dialect import Dialect
+from polyopt.codegen.exprs import Types, cname
 from polyopt.codegen.gputile import TileEmitter, analyze, find_tile
-from polyopt.codegen.printer import (
-    Dialect,
-    KernelSource,
-    StmtPrinter,
-    _Body,
-    _Context,
-    _specialized_values,
-)
+from polyopt.codegen.stmt import KernelContext, StmtPrinter, specialized_values
+from polyopt.codegen.walker import AstWalker
 from polyopt.errors import CodegenError
 from polyopt.schedule.gpu import MAX_THREADS
-from polyopt.schedule.schedule import GPU_AXES
-from polyopt.schedule.tree import MARK_PREFIX
+from polyopt.schedule.marks import GPU_AXES, Marks, bind_of, marked_loop
 
-# CUDA's launch limits: gridDim.x up to 2^31 - 1, y and z up to 65535 (grid-stride loops
-# cover any rest).
-GRID_LIMITS = (2**31 - 1, 65535, 65535)
 _STRIDE = {"blockIdx": "gridDim", "threadIdx": "blockDim"}
 
 
@@ -55,9 +46,11 @@ class CudaDialect(Dialect):
     parallel_pragma = ""
     simd_pragma = ""
     vector_bytes = 0
+    # 16-bit floats as bits, computed in float: one portable path for nvcc and the emulator
+    types = Types(frozenset({"float16", "bfloat16"}))
 
     def loop_header(self, it: str, init: str, cond: str, inc: str,
-                    tags: frozenset[str]) -> str:
+                    tags: Marks) -> str:
         axis = _axis(tags)
         if axis is None:
             return super().loop_header(it, init, cond, inc, tags)
@@ -68,44 +61,18 @@ class CudaDialect(Dialect):
                 f"{it} += (long){_STRIDE[kind]}.{dim}{step})")
 
 
-@dataclass(frozen=True)
-class Launch:
-    """One kernel of a CUDA ``KernelSource`` and its launch shape, x first. The extents are
-    isl piecewise affine text over the sizes (``grid_c``/``block_c``: the same as C, for
-    people); ``threads`` bounds the block for every size (``__launch_bounds__``)."""
-
-    symbol: str
-    grid: tuple[str, str, str]  # isl text
-    block: tuple[str, str, str]
-    grid_c: tuple[str, str, str]
-    block_c: tuple[str, str, str]
-    threads: int | None
-    grid_cap: tuple[int, int, int] = GRID_LIMITS  # grid-stride loops cover the rest
-
-    def shape(self, sizes: Mapping[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """(grid, block) at ``sizes``; a zero extent means there is nothing to run."""
-        grid = tuple(min(_evaluate(g, sizes), lim, cap) for g, lim, cap in zip(
-            self.grid, GRID_LIMITS, self.grid_cap, strict=True))
-        return grid, tuple(_evaluate(b, sizes) for b in self.block)
-
-    def describe(self) -> dict[str, object]:
-        return {"kernel": self.symbol, "grid": self.grid_c, "block": self.block_c}
-
-
 def render_cuda(ast: Ast, *, specialized: bool,
                 grid_cap: tuple[int, int, int] | None = None) -> KernelSource:
     """The CUDA source of every kernel of ``ast`` and how to launch each (at most
     ``grid_cap`` blocks per grid dimension)."""
     dialect = CudaDialect()
     program = ast.poly.program
-    if any(t.dtype == "float16" for t in program.tensors.values()):
-        raise CodegenError(f"def '{program.name}': float16 tensors are not supported on CUDA "
-                           f"yet")
     base = cname("tensor", program.name).replace("t_", "polyopt_", 1)
     buffers = tuple(program.tensors)
     dims = tuple(program.sizes) + tuple(
         f"{t.name}.{d}" for t in program.tensors.values() for d in range(t.rank))
-    ctx = _Context(ast.poly, _specialized_values(program) if specialized else None)
+    ctx = KernelContext(ast.poly, specialized_values(program) if specialized else None,
+                   types=dialect.types)
     params = _params(ctx, dialect, dims)
     lines, entries, launches = [dialect.prelude], [], []
     for k, node in enumerate(_kernels(ast.root)):
@@ -116,7 +83,7 @@ def render_cuda(ast: Ast, *, specialized: bool,
         if grid_cap is not None:
             launch = replace(launch, grid_cap=grid_cap)
         bounds = _bounds(launch.threads, tile is not None and specialized)
-        body = _CudaBody(ctx, dialect, ast.tags, ast.trips, ast.padded, frozenset(bound),
+        body = CudaWalker(ctx, dialect, ast.tags, ast.trips, ast.padded, frozenset(bound),
                          tile).node(node, 1, in_parallel=False)
         lines += [f'extern "C" __global__ void {bounds}{symbol}({", ".join(params)}) {{',
                   *_extents(ctx, dims), *body, "}", ""]
@@ -137,7 +104,7 @@ def _kernels(root: isl.AstNode) -> list[isl.AstNode]:
     return [kids.get_at(i) for i in range(kids.n_ast_node())]
 
 
-def _bound_loops(node: isl.AstNode, tags: dict[str, frozenset[str]]) -> dict[str, str]:
+def _bound_loops(node: isl.AstNode, tags: dict[str, Marks]) -> dict[str, str]:
     """axis -> loop for the loops of one kernel bound to blocks or threads, checking that
     each axis is bound once and block loops enclose thread loops."""
     out: dict[str, str] = {}
@@ -155,13 +122,12 @@ def _bound_loops(node: isl.AstNode, tags: dict[str, frozenset[str]]) -> dict[str
     return out
 
 
-def _marked_loops(node: isl.AstNode, tags: dict[str, frozenset[str]],
+def _marked_loops(node: isl.AstNode, tags: dict[str, Marks],
                   inside_thread: bool) -> Iterator[tuple[str, bool]]:
     kind = node.get_type()
     if kind == isl.ast_node_type.mark:
-        mark = node.mark_get_id().get_name()
-        if mark.startswith(MARK_PREFIX):
-            loop = mark[len(MARK_PREFIX):]
+        loop = marked_loop(node)
+        if loop is not None:
             yield loop, inside_thread
             axis = _axis(tags.get(loop, frozenset()))
             inside_thread = inside_thread or (axis or "").startswith("threadIdx")
@@ -192,14 +158,14 @@ def _bounds(threads: int | None, tiled: bool) -> str:
 
 
 def _tile(node: isl.AstNode, ast: Ast,
-          ctx: _Context) -> tuple[TileEmitter, str, str] | None:
+          ctx: KernelContext) -> tuple[TileEmitter, str, str] | None:
     """The kernel's ``gpu.tile``: its emitter, its loop and the loop that holds the
     accumulators (the first loop on the way to the tile below every block loop)."""
     mark = find_tile(node, ast.tags)
     if mark is None:
         return None
     tile = analyze(mark, ast.tags, ast.extents, ctx.poly.stmt)
-    path = _path_to(node, mark.mark_get_id().get_name()) or []
+    path = _path_to(node, marked_loop(mark) or "") or []
     blocks = [i for i, n in enumerate(path)
               if (_axis(ast.tags.get(n, frozenset())) or "").startswith("blockIdx")]
     acc_root = path[blocks[-1] + 1 if blocks else 0]
@@ -208,12 +174,11 @@ def _tile(node: isl.AstNode, ast: Ast,
 
 
 def _path_to(node: isl.AstNode, target: str) -> list[str] | None:
-    """The names of the marked loops from ``node`` down to the mark named ``target``."""
+    """The names of the marked loops from ``node`` down to the mark of loop ``target``."""
     kind = node.get_type()
     if kind == isl.ast_node_type.mark:
-        mark = node.mark_get_id().get_name()
-        name = mark[len(MARK_PREFIX):]
-        if mark == target:
+        name = marked_loop(node) or ""
+        if name == target:
             return [name]
         below = _path_to(node.mark_get_node(), target)
         return None if below is None else [name, *below]
@@ -262,19 +227,20 @@ def _seconds(pairs: tuple[tuple[str, str], ...]) -> tuple[str, str, str]:
     return pairs[0][1], pairs[1][1], pairs[2][1]
 
 
-def _params(ctx: _Context, dialect: Dialect, dims: tuple[str, ...]) -> list[str]:
+def _params(ctx: KernelContext, dialect: Dialect, dims: tuple[str, ...]) -> list[str]:
     program = ctx.poly.program
     out = []
     for t in program.tensors.values():
         const = "const " if t.role == "input" else ""
-        out.append(f"{const}{ctype(t.dtype)} *{dialect.restrict} {cname('tensor', t.name)}")
+        c = dialect.types.storage(t.dtype)
+        out.append(f"{const}{c} *{dialect.restrict} {cname('tensor', t.name)}")
     out.append(f"long *{dialect.restrict} err")
     if ctx.values is None:
         out += [f"long {_dim_var(d)}" for d in dims]
     return out
 
 
-def _extents(ctx: _Context, dims: tuple[str, ...]) -> list[str]:
+def _extents(ctx: KernelContext, dims: tuple[str, ...]) -> list[str]:
     """A specialized kernel's extents as constants (a size-generic one takes them)."""
     if ctx.values is None:
         return []
@@ -288,14 +254,17 @@ def _dim_var(d: str) -> str:
     return cname("size", d)
 
 
-def _axis(tags: frozenset[str]) -> str | None:
-    return next((t for t in sorted(tags) if t in GPU_AXES), None)
+def _axis(tags: Marks) -> str | None:
+    bound = bind_of(tags)
+    return bound.axis if bound else None
 
 
-class _CudaBody(_Body):
-    """The C body walker, guarding what a kernel's threads must not all run."""
+class CudaWalker(AstWalker):
+    """The AST walker for a CUDA kernel: loops bound to blocks or threads stride over them,
+    a block tile prints its register micro-kernel, and what a kernel's threads must not all
+    run is guarded to index 0 of the axes around it."""
 
-    def __init__(self, ctx: _Context, dialect: Dialect, tags: dict[str, frozenset[str]],
+    def __init__(self, ctx: KernelContext, dialect: Dialect, tags: dict[str, Marks],
                  trips: dict[str, int | None], padded: frozenset[str],
                  axes: frozenset[str], tile: tuple[TileEmitter, str, str] | None) -> None:
         super().__init__(ctx, dialect, tags, trips, padded)
@@ -303,7 +272,7 @@ class _CudaBody(_Body):
         self.enclosing: list[str] = []  # axes of the loops around the current node
         self.tile = tile
 
-    def _for(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str,
+    def for_loop(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str,
              plain: bool = False) -> list[str]:
         if self.tile is not None and loop in self.tile[1:]:
             emitter, tile_loop, acc_root = self.tile
@@ -321,39 +290,22 @@ class _CudaBody(_Body):
                    plain: bool = False) -> list[str]:
         axis = _axis(self.tags.get(loop, frozenset()))
         if axis is None:
-            return super()._for(node, depth, in_parallel, loop, plain)
+            return super().for_loop(node, depth, in_parallel, loop, plain)
         self.enclosing.append(axis)
         try:
             if not node.for_is_degenerate():
-                return super()._for(node, depth, in_parallel, loop, plain)
+                return super().for_loop(node, depth, in_parallel, loop, plain)
             # One iteration: printed without a loop, so only that axis' index 0 runs it.
             pad = "  " * depth
-            inner = super()._for(node, depth + 1, in_parallel, loop, plain)
+            inner = super().for_loop(node, depth + 1, in_parallel, loop, plain)
             return [f"{pad}if ({axis} == 0) {{", *inner, f"{pad}}}"]
         finally:
             self.enclosing.pop()
 
-    def _user(self, call: isl.AstExpr, depth: int) -> list[str]:
+    def user(self, call: isl.AstExpr, depth: int) -> list[str]:
         missing = sorted(self.axes - set(self.enclosing))
         if not missing:
-            return super()._user(call, depth)
+            return super().user(call, depth)
         pad = "  " * depth
         cond = " && ".join(f"{a} == 0" for a in missing)
-        return [f"{pad}if ({cond}) {{", *super()._user(call, depth + 1), f"{pad}}}"]
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed(text: str) -> isl.PwAff:
-    return isl.PwAff(text)
-
-
-def _evaluate(text: str, sizes: Mapping[str, int]) -> int:
-    """A launch extent at ``sizes``; 0 where it is undefined (no instance runs)."""
-    pa = _parsed(text)
-    space = pa.get_domain_space()
-    point = isl.Point.zero(space)
-    for i in range(space.dim(isl.dim_type.param)):
-        name = str(space.get_dim_name(isl.dim_type.param, i))
-        point = point.set_coordinate_val(isl.dim_type.param, i, isl.Val(int(sizes[name])))
-    value = pa.eval(point)
-    return 0 if value.is_nan() else max(0, int(value.to_python()))
+        return [f"{pad}if ({cond}) {{", *super().user(call, depth + 1), f"{pad}}}"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import islpy as isl
 
@@ -32,6 +33,51 @@ def cname(kind: str, name: str) -> str:
 
 def ctype(dtype: str) -> str:
     return DTYPES[dtype].c
+
+
+@dataclass(frozen=True)
+class Types:
+    """How a target spells TC's types. Most are native C types; a 16-bit float the target
+    cannot compute on (``bits``) is stored as its bit pattern (``uint16_t``), converted to
+    float by every load and rounded back by every store (the prelude's ``po_<type>_load``,
+    ``_store`` and ``_round``), and computed on in float."""
+
+    bits: frozenset[str] = frozenset({"bfloat16"})
+
+    def value(self, dtype: str) -> str:
+        """The C type values of ``dtype`` are computed in."""
+        return "float" if dtype in self.bits else DTYPES[dtype].c
+
+    def storage(self, dtype: str) -> str:
+        """The C type of a ``dtype`` tensor's elements in memory."""
+        return "uint16_t" if dtype in self.bits else DTYPES[dtype].c
+
+    def arith(self, dtype: str) -> str:
+        """The type whose prelude helpers (``po_max_<type>``...) compute ``dtype``."""
+        return "float32" if dtype in self.bits else dtype
+
+    def load(self, dtype: str, text: str) -> str:
+        return f"po_{dtype}_load({text})" if dtype in self.bits else text
+
+    def store(self, dtype: str, text: str) -> str:
+        return f"po_{dtype}_store({text})" if dtype in self.bits else text
+
+    def literal(self, value: int | float | bool, dtype: str) -> str:
+        return literal(value, self.arith(dtype))
+
+    def convert(self, text: str, src: str, dst: str) -> str:
+        """C ``text`` of type ``src`` converted to ``dst``: a float to an integer saturates
+        and maps NaN to 0 (the prelude's ``po_cvt``), where a C cast would be undefined; a
+        conversion to a ``bits`` type rounds to it."""
+        if dst in self.bits:
+            return f"po_{dst}_round(((float)({text})))"
+        src = self.arith(src)
+        if DTYPES[src].is_float and DTYPES[dst].kind in "iu":
+            return f"po_cvt_{dst}_{src}({text})"
+        return f"(({self.value(dst)})({text}))"
+
+
+C_TYPES = Types()
 
 
 def literal(value: int | float | bool, dtype: str) -> str:
@@ -59,8 +105,9 @@ def literal(value: int | float | bool, dtype: str) -> str:
 class RhsPrinter:
     """Prints a statement's right-hand side. ``load(read)`` renders a tensor read."""
 
-    def __init__(self, load: Callable[[ir.Read], str]) -> None:
+    def __init__(self, load: Callable[[ir.Read], str], types: Types = C_TYPES) -> None:
         self.load = load
+        self.types = types
 
     def expr(self, e: ir.Expr) -> str:
         method = getattr(self, f"_{type(e).__name__.lower()}")
@@ -68,32 +115,32 @@ class RhsPrinter:
 
     def cast(self, e: ir.Expr, dtype: str) -> str:
         text = self.expr(e)
-        return text if e.dtype == dtype else f"(({ctype(dtype)})({text}))"
+        return text if e.dtype == dtype else self.types.convert(text, e.dtype, dtype)
 
     def _const(self, e: ir.Const) -> str:
-        return literal(e.value, e.dtype)
+        return self.types.literal(e.value, e.dtype)
 
     def _var(self, e: ir.Var) -> str:
-        return f"(({ctype(e.dtype)}){cname(e.kind, e.name)})"
+        return f"(({self.types.value(e.dtype)}){cname(e.kind, e.name)})"
 
     def _read(self, e: ir.Read) -> str:
         return self.load(e)
 
     def _cast(self, e: ir.Cast) -> str:
-        return f"(({ctype(e.dtype)})({self.expr(e.x)}))"
+        return self.types.convert(self.expr(e.x), e.x.dtype, e.dtype)
 
     def _unary(self, e: ir.Unary) -> str:
         if e.op == "!":
             return f"(!({self.expr(e.x)}))"
-        return f"(({ctype(e.dtype)})(-{self.cast(e.x, e.dtype)}))"
+        return f"(({self.types.value(e.dtype)})(-{self.cast(e.x, e.dtype)}))"
 
     def _select(self, e: ir.Select) -> str:
         return f"(({self.expr(e.cond)}) ? {self.cast(e.a, e.dtype)} : {self.cast(e.b, e.dtype)})"
 
     def _call(self, e: ir.Call) -> str:
-        fn, comp = c_function(e.fn, e.dtype)
+        fn, comp = c_function(e.fn, self.types.arith(e.dtype))
         args = ", ".join(f"(({comp})({self.expr(a)}))" for a in e.args)
-        return f"(({ctype(e.dtype)}){fn}({args}))"
+        return f"(({self.types.value(e.dtype)}){fn}({args}))"
 
     def _binary(self, e: ir.Binary) -> str:
         op = e.op
@@ -102,13 +149,14 @@ class RhsPrinter:
         if op in ("<", ">", "<=", ">=", "==", "!="):
             t = promote(e.a.dtype, e.b.dtype)
             return f"({self.cast(e.a, t)} {op} {self.cast(e.b, t)})"
-        a, b, t = self.cast(e.a, e.dtype), self.cast(e.b, e.dtype), e.dtype
+        a, b = self.cast(e.a, e.dtype), self.cast(e.b, e.dtype)
+        t = self.types.arith(e.dtype)
         if op in ("min", "max"):
             return f"po_{op}_{t}({a}, {b})"
         if op == "%" or (op == "/" and not DTYPES[t].is_float):
             fn = "fmod" if op == "%" and DTYPES[t].is_float else ("div" if op == "/" else "mod")
             return f"po_{fn}_{t}({a}, {b})"
-        return f"(({ctype(t)})({a} {op} {b}))"
+        return f"(({self.types.value(e.dtype)})({a} {op} {b}))"
 
 
 _AST_BINARY = {

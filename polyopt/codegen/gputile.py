@@ -13,28 +13,17 @@ accumulate from shared memory; a barrier. Other operands are read where they are
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import islpy as isl
 
 from polyopt import ir
-from polyopt.codegen.exprs import AstExprPrinter, cname, ctype, literal
+from polyopt.codegen.exprs import AstExprPrinter, cname, literal
 from polyopt.codegen.linear import ast_lin
+from polyopt.codegen.stmt import StmtPrinter
 from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyStmt
-from polyopt.schedule.tree import MARK_PREFIX
-
-TAG = re.compile(r"gpu\.tile (\d+)x(\d+)\Z")
-
-
-def tile_regs(tags: frozenset[str]) -> tuple[int, int] | None:
-    """(rows, columns) per thread of a ``gpu.tile RxC`` loop."""
-    for t in tags:
-        m = TAG.match(t)
-        if m:
-            return int(m.group(1)), int(m.group(2))
-    return None
+from polyopt.schedule.marks import Marks, Tag, gpu_tile_of, gpu_unroll_of, marked_loop
 
 
 @dataclass
@@ -63,13 +52,12 @@ class Tile:
         return self.col.extent // self.regs[1], self.row.extent // self.regs[0]
 
 
-def find_tile(node: isl.AstNode, tags: dict[str, frozenset[str]]) -> isl.AstNode | None:
+def find_tile(node: isl.AstNode, tags: dict[str, Marks]) -> isl.AstNode | None:
     """The marked ``gpu.tile`` loop under ``node`` (its mark node), if any."""
     kind = node.get_type()
     if kind == isl.ast_node_type.mark:
-        mark = node.mark_get_id().get_name()
-        if mark.startswith(MARK_PREFIX) and tile_regs(tags.get(mark[len(MARK_PREFIX):],
-                                                               frozenset())):
+        loop = marked_loop(node)
+        if loop is not None and gpu_tile_of(tags.get(loop, frozenset())):
             return node
         return find_tile(node.mark_get_node(), tags)
     if kind == isl.ast_node_type.block:
@@ -83,13 +71,13 @@ def find_tile(node: isl.AstNode, tags: dict[str, frozenset[str]]) -> isl.AstNode
     return None
 
 
-def analyze(mark: isl.AstNode, tags: dict[str, frozenset[str]],
+def analyze(mark: isl.AstNode, tags: dict[str, Marks],
             extents: dict[str, tuple[isl.PwAff, int | None]], stmt_of: object) -> Tile:
     """The tile under a ``gpu.tile`` mark; CodegenError when the AST is not the plain nest
     rows > columns > reduction > statement the schedule promised."""
-    name = mark.mark_get_id().get_name()[len(MARK_PREFIX):]
-    regs = tile_regs(tags[name])
-    assert regs is not None
+    name = marked_loop(mark)
+    tile = gpu_tile_of(tags[name]) if name is not None else None
+    assert name is not None and tile is not None
     loops: list[TileLoop] = []
     names: list[str] = []
     node = mark
@@ -97,7 +85,7 @@ def analyze(mark: isl.AstNode, tags: dict[str, frozenset[str]],
         if node.get_type() != isl.ast_node_type.mark:
             raise CodegenError(f"gpu_tile {name}: isl split the tile's loops; expected three "
                                f"plain nested loops")
-        loop = node.mark_get_id().get_name()[len(MARK_PREFIX):]
+        loop = marked_loop(node) or ""
         names.append(loop)
         node = node.mark_get_node()
         extent = extents[loop][1] if loop in extents else None
@@ -114,25 +102,21 @@ def analyze(mark: isl.AstNode, tags: dict[str, frozenset[str]],
     call = node.user_get_expr()
     stmt = stmt_of(call.get_op_arg(0).get_id().get_name())  # type: ignore[operator]
     args = [call.get_op_arg(i + 1) for i in range(call.get_op_n_arg() - 1)]
-    red_tags = tags.get(names[2], frozenset())
-    unroll = next((int(t.split()[1]) for t in red_tags if t.startswith("gpu.unroll ")), None)
-    return Tile(loops[0], loops[1], loops[2], regs, "gpu.tile.global" not in tags[name],
-                unroll, stmt, args)
+    unroll = gpu_unroll_of(tags.get(names[2], frozenset()))
+    return Tile(loops[0], loops[1], loops[2], (tile.rows, tile.cols),
+                Tag.GPU_TILE_GLOBAL not in tags[name], unroll, stmt, args)
 
 
 class TileEmitter:
     """Prints a ``Tile``'s accumulator prologue and epilogue and its tile step."""
 
-    def __init__(self, tile: Tile, sp: object, sizes: frozenset[str]) -> None:
-        from polyopt.codegen.printer import StmtPrinter  # the printer imports this module
-
-        assert isinstance(sp, StmtPrinter)
+    def __init__(self, tile: Tile, sp: StmtPrinter, sizes: frozenset[str]) -> None:
         self.t = tile
         self.sp = sp
         self.sizes = sizes
         s = tile.stmt
         self.dtype = sp.ctx.poly.program.tensors[s.stmt.tensor].dtype
-        self.ctype = ctype(self.dtype)
+        self.ctype = sp.ctx.types.value(self.dtype)
         moves = {it: ast_lin(a) or {} for it, a in zip(s.iters, tile.args, strict=True)}
         if any(not ast_lin(a) for a in tile.args):
             raise CodegenError(f"gpu_tile: statement {s.name} has non-affine iterators")

@@ -25,10 +25,11 @@ from polyopt.codegen.exprs import AstExprPrinter, ctype, literal
 from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitute, text
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
-from polyopt.schedule.tree import MARK_PREFIX
+from polyopt.schedule.marks import Marks, Tag, marked_loop
+from polyopt.schedule.policy import CAPS
 
-MAX_ACCUMULATORS = 32
-MAX_REDUCTION_LOOPS = 4
+MAX_ACCUMULATORS = CAPS.max_accumulators  # the limits say why (policy.Caps)
+MAX_REDUCTION_LOOPS = CAPS.max_reduction_loops
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class Tile:
     cols: int
 
 
-def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int | None],
+def match(k: isl.AstNode, tags: dict[str, Marks], trips: dict[str, int | None],
           stmt_of: Callable[[str], PolyStmt]) -> Tile | None:
     """The register tile rooted at for-loop ``k``, or None when the shape does not fit:
     ``k`` and the untagged loops right inside it (reductions, e.g. ``c, kh, kw`` of a
@@ -53,14 +54,14 @@ def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int 
         if nxt is None or len(ks) > MAX_REDUCTION_LOOPS:
             return None
         label = tags.get(name, frozenset())
-        if "unroll" in label:
+        if Tag.UNROLL in label:
             u, u_name = nxt, name
             break
         if label:
             return None
         ks.append(nxt)
     v, v_name = only_for(u.for_get_body())
-    if v is None or "vectorize" not in tags.get(v_name, frozenset()):
+    if v is None or Tag.VECTORIZE not in tags.get(v_name, frozenset()):
         return None
     call = only_user(v.for_get_body())
     if call is None or any(x.for_is_degenerate() for x in ks):
@@ -72,15 +73,29 @@ def match(k: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int 
     rows, cols = trips.get(u_name), trips.get(v_name)  # full tiles; partial ones are guarded
     if rows is None or cols is None:
         return None
+    # The accumulators stay in registers across the ks only if the tile does not move or
+    # change shape with them (a padded window's rows end earlier as kh grows).
+    k_its = {n.for_get_iterator().get_id().get_name() for n in ks}
+    if any(k_its & expr_ids(e) for n in (u, v) for e in (n.for_get_init(), n.for_get_cond())):
+        return None
     args = tuple(call.get_op_arg(i + 1) for i in range(call.get_op_n_arg() - 1))
     return Tile(s, tuple(ks), u, v, args, rows, cols)
+
+
+def expr_ids(e: isl.AstExpr) -> set[str]:
+    """The names an isl AST expression reads."""
+    kind = e.get_type()
+    if kind == isl.ast_expr_type.id:
+        return {e.get_id().get_name()}
+    if kind != isl.ast_expr_type.op:
+        return set()
+    return set().union(*(expr_ids(e.get_op_arg(i)) for i in range(e.get_op_n_arg())))
 
 
 def only_for(node: isl.AstNode, name: str = "") -> tuple[isl.AstNode | None, str]:
     """The single for loop ``node`` consists of (through marks), and its loop name."""
     while node.get_type() == isl.ast_node_type.mark:
-        mark = node.mark_get_id().get_name()
-        name = mark[len(MARK_PREFIX):] if mark.startswith(MARK_PREFIX) else name
+        name = marked_loop(node) or name
         node = node.mark_get_node()
     if node.get_type() == isl.ast_node_type.block:
         kids = node.block_get_children()

@@ -35,11 +35,13 @@ from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitut
 from polyopt.codegen.microkernel import only_for, only_user, trip_text, unit_dims, vector_type
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
+from polyopt.schedule.marks import Marks, Tag
+from polyopt.schedule.policy import CAPS
 
 # Blocks printed per tile, at most (each is 2 x lanes loads and stores).
-MAX_BLOCKS = 16
+MAX_BLOCKS = CAPS.max_transpose_blocks
 # Smaller blocks are left to plain loops (two rounds of shuffles save little).
-MIN_LANES = 4
+MIN_LANES = CAPS.min_transpose_lanes
 
 
 @dataclass(frozen=True)
@@ -54,20 +56,20 @@ class Transpose:
     outer: tuple[isl.AstNode, ...] = ()  # loops above ``r`` whose rows are contiguous too
 
 
-def match(r: isl.AstNode, tags: dict[str, frozenset[str]], trips: dict[str, int | None],
+def match(r: isl.AstNode, tags: dict[str, Marks], trips: dict[str, int | None],
           loop: str, stmt_of: Callable[[str], PolyStmt]) -> Transpose | None:
     """The transposing copy rooted at for-loop ``r`` (named ``loop``), or None: ``r`` and
     any untagged loops right inside it, then a vectorized loop over one plain copy."""
-    if tags.get(loop, frozenset()) - {"separate"} or r.for_is_degenerate():
+    if tags.get(loop, frozenset()) - {Tag.SEPARATE} or r.for_is_degenerate():
         return None
     rows = [r]
     while True:
         v, v_name = only_for(rows[-1].for_get_body())
         if v is None or v.for_is_degenerate():
             return None
-        if "vectorize" in tags.get(v_name, frozenset()):
+        if Tag.VECTORIZE in tags.get(v_name, frozenset()):
             break
-        if tags.get(v_name, frozenset()) - {"separate"}:
+        if tags.get(v_name, frozenset()) - {Tag.SEPARATE}:
             return None
         rows.append(v)
     call = only_user(v.for_get_body())

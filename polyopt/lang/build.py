@@ -2,29 +2,60 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import islpy as isl
 
 from polyopt import ir
-from polyopt.errors import LanguageError, PolyoptError, ShapeError
+from polyopt.errors import LanguageError, PolyoptError, ShapeError, UnknownDefError
 from polyopt.lang import syntax as S
 from polyopt.lang.affine import Lin, always_equal, context, params_text
 from polyopt.lang.cse import eliminate_common
 from polyopt.lang.dead import drop_dead
 from polyopt.lang.infer import Interval, constraints, infer
-from polyopt.lang.parser import parse
+from polyopt.lang.parser import parse, stack_room
 from polyopt.lang.sema import CheckedDef, CheckedStmt, check_def
+from polyopt.lang.widen import widen_reductions
 
 
-def build_program(source: str, name: str | None = None,
-                  sizes: Mapping[str, int] | None = None) -> ir.Program:
-    """Parse, check and range-infer the def ``name`` of ``source`` (see the package doc)."""
+@dataclass(frozen=True, eq=False)
+class Definition:
+    """One def of a source, parsed once: what compile, schedule, tune, einsum and the CLI
+    hand down to every stage instead of the text (which each stage used to parse again)."""
+
+    source: str
+    syntax: S.Def
+
+    @property
+    def name(self) -> str:
+        return self.syntax.name
+
+    @property
+    def params(self) -> frozenset[str]:
+        """The ``<...>`` parameters (strides, padding): they select the operator."""
+        return frozenset(p.name for p in self.syntax.params)
+
+
+def define(source: str | Definition, name: str | None = None) -> Definition:
+    """Parse ``source`` and pick its def ``name`` (optional when it holds only one); a
+    Definition is returned as it is."""
+    if isinstance(source, Definition):
+        return source
     with _guard(source):
-        d = _pick(_defs(source), name, source)
-        return eliminate_common(drop_dead(_assemble(check_def(d, source, sizes))))
+        return Definition(source, _pick(_defs(source), name, source))
+
+
+def build_program(source: str | Definition, name: str | None = None,
+                  sizes: Mapping[str, int] | None = None) -> ir.Program:
+    """Check and range-infer the def ``name`` of ``source`` at ``sizes`` (see the package
+    doc); a Definition is not parsed again."""
+    definition = define(source, name)
+    with _guard(definition.source):
+        checked = check_def(definition.syntax, definition.source, sizes)
+        program = eliminate_common(drop_dead(_assemble(checked)))
+        return widen_reductions(program)
 
 
 def def_names(source: str) -> list[str]:
@@ -36,22 +67,17 @@ def def_names(source: str) -> list[str]:
 @contextmanager
 def _guard(source: str) -> Iterator[None]:
     """Raise only PolyoptErrors (and warnings turned into errors) out of the front end."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 20000))
     try:
-        yield
+        with stack_room():
+            yield
     except (PolyoptError, Warning):
         raise
-    except RecursionError:
-        raise LanguageError("expression nested too deeply", source, None) from None
     except isl.Error as e:
         raise LanguageError(f"isl rejected a set built from this def: {e}", source,
                             None) from None
     except Exception as e:
         raise LanguageError(f"internal error in the language front end: "
                             f"{type(e).__name__}: {e}", source, None) from e
-    finally:
-        sys.setrecursionlimit(old)
 
 
 def _defs(source: str) -> tuple[S.Def, ...]:
@@ -71,12 +97,12 @@ def _pick(defs: tuple[S.Def, ...], name: str | None, source: str) -> S.Def:
     if name is None:
         if len(defs) == 1:
             return defs[0]
-        raise LanguageError(f"the source holds several defs ({', '.join(names)}); pass "
-                            "name= to pick one")
+        raise UnknownDefError(f"the source holds several defs ({', '.join(names)}); pass "
+                              "name= to pick one")
     for d in defs:
         if d.name == name:
             return d
-    raise LanguageError(f"no def named {name!r}; the source defines: {', '.join(names)}")
+    raise UnknownDefError(f"no def named {name!r}; the source defines: {', '.join(names)}")
 
 
 # ---------------------------------------------------------------- assembly

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import sys
+from collections.abc import Iterator
 from dataclasses import replace
 
 from polyopt.dtypes import TYPE_NAMES
@@ -10,7 +13,12 @@ from polyopt.errors import LanguageError
 from polyopt.lang import syntax as S
 from polyopt.lang.lexer import Token, tokenize
 
+# The one limit on nesting (parentheses, calls, casts, unary operators, operator chains):
+# deeper expressions are a LanguageError, never a RecursionError from a later stage.
 MAX_DEPTH = 200
+# Python frames one level of nesting may take in the parser (expr, binary, unary, primary,
+# exprs and a right operand's binary) or in a later stage's walk over the tree.
+FRAMES_PER_LEVEL = 8
 
 _BINARY_PREC = {
     "||": 1, "&&": 2,
@@ -22,10 +30,24 @@ _BINARY_PREC = {
 def parse(source: str) -> S.File:
     """Parse a whole file; an empty file (no def) is an error."""
     p = Parser(source)
-    f = p.file()
+    with stack_room():
+        f = p.file()
     if not f.defs:
         raise LanguageError("empty source: expected at least one 'def'", source, None)
     return f
+
+
+@contextlib.contextmanager
+def stack_room() -> Iterator[None]:
+    """Room on Python's stack for a walk over an expression nested ``MAX_DEPTH`` deep, above
+    what the caller already uses (the default limit of 1000 frames is not enough for the
+    parser at that depth)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(old + MAX_DEPTH * FRAMES_PER_LEVEL)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 class Parser:

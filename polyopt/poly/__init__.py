@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from polyopt import ir
 from polyopt.poly.bounds import check_bounds
 from polyopt.poly.deps import Deps, compute_deps
@@ -10,10 +12,29 @@ from polyopt.poly.model import PolyProgram, PolyStmt, ReadAccess, affine_text, b
 
 def analyze(program: ir.Program, borders: bool = True) -> tuple[PolyProgram, Deps]:
     """The polyhedral model of ``program`` (bounds proven) and its exact dependences
-    (``borders``: see ``build_poly``)."""
-    pp = build_poly(program, borders)
+    (``borders``: see ``build_poly``). Built once per program: compile, its tuning lookup,
+    the schedule it replays and the tuner's space share it (the model and its artifacts are
+    immutable)."""
+    return _analyze(program, program.source, bool(borders))
+
+
+def model_of(program: ir.Program, borders: bool = True) -> PolyProgram:
+    """``build_poly``, once per program (what ``analyze`` builds on)."""
+    return _model(program, program.source, bool(borders))
+
+
+# Keyed by the program and its source text: programs compare without their source
+# positions, which error messages quote.
+@functools.lru_cache(maxsize=32)
+def _analyze(program: ir.Program, source: str, borders: bool) -> tuple[PolyProgram, Deps]:
+    pp = model_of(program, borders)
     check_bounds(pp)
     return pp, compute_deps(pp)
+
+
+@functools.lru_cache(maxsize=32)
+def _model(program: ir.Program, source: str, borders: bool) -> PolyProgram:
+    return build_poly(program, borders)
 
 
 __all__ = [
@@ -26,4 +47,5 @@ __all__ = [
     "build_poly",
     "check_bounds",
     "compute_deps",
+    "model_of",
 ]

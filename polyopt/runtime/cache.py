@@ -13,6 +13,12 @@ the ``.json`` is written last: an entry counts only when the metadata's checksum
 ``.so``, so a reader never returns a half-written or corrupt object. Readers take no lock; a
 miss or a bad entry is re-checked under the key's lock before it is (re)built, so concurrent
 processes build one key once and all get a valid object.
+
+The checksum guards against corruption, not against other users: whoever can write the
+``.so`` can write its ``.json``. So an entry is read only when it and every directory from
+the cache root down could only have been written by the current user (:mod:`.trust`); a root
+that fails the check is refused, with a warning, for a private ``<tempdir>/polyopt-<uid>``.
+Directories are created 0700, files 0600 (objects 0700).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from polyopt.runtime import trust
+
 try:
     import fcntl
 
@@ -40,6 +48,8 @@ CACHE_FORMAT = 1
 logger = logging.getLogger("polyopt.runtime")
 
 _MEMORY: dict[tuple[str, str], Path] = {}
+_ROOTS: dict[tuple[str, str], Path] = {}
+_WARNED: set[str] = set()
 
 
 def cache_key(source: str, identity: str, flags: Sequence[str]) -> str:
@@ -54,14 +64,54 @@ def entry_path(cache_dir: Path, key: str, suffix: str = ".so") -> Path:
     return Path(cache_dir) / "c" / key[:2] / f"{key}{suffix}"
 
 
+def usable_root(configured: Path, key: str | None = None) -> Path:
+    """The cache root to use: ``configured`` when nobody else could have written to it, else
+    the private :func:`fallback_root` (with a warning, once per refusal). Creates the missing
+    directories down to the key's (mode 0700) and checks them. Raises
+    :class:`~.trust.UntrustedLocationError` when neither root can be trusted, OSError when
+    neither can be created. Remembered per process (``lookup`` checks the directories again
+    before it reads an entry from disk)."""
+    memo = (str(configured), key[:2] if key else "")
+    if memo not in _ROOTS:
+        _ROOTS[memo] = _choose_root(Path(configured), Path("c", key[:2]) if key else Path())
+    return _ROOTS[memo]
+
+
+def _choose_root(configured: Path, relative: Path) -> Path:
+    root = configured.expanduser().resolve()
+    try:
+        trust.make_private_dirs(root, relative)
+        return root
+    except trust.UntrustedLocationError as exc:
+        fallback = fallback_root()
+        warn_once(f"refusing the cache dir {root}: {exc}; using {fallback} instead")
+    try:
+        trust.make_private_dirs(fallback, relative)
+    except trust.UntrustedLocationError as exc:
+        raise trust.UntrustedLocationError(f"neither the cache dir {root} nor the fallback "
+                                           f"{fallback} can be trusted ({exc})") from None
+    return fallback
+
+
+def fallback_root() -> Path:
+    """The private cache used when the configured one is refused: ``<tempdir>/polyopt-<uid>``."""
+    user = os.geteuid() if trust.enforced() else "user"
+    return Path(tempfile.gettempdir()).resolve() / f"polyopt-{user}"
+
+
 def lookup(cache_dir: Path, key: str) -> Path | None:
-    """The verified object for ``key``: from memory, else from disk if its checksum holds."""
+    """The verified object for ``key``: from memory, else from disk if its checksum holds and
+    only we could have written it. Raises :class:`~.trust.UntrustedLocationError` when a
+    directory from ``cache_dir`` down to the entry's is not ours alone."""
     mem = (str(cache_dir), key)
     hit = _MEMORY.get(mem)
     if hit is not None:
         return hit
     so = entry_path(cache_dir, key)
-    if not _verify(so, entry_path(cache_dir, key, ".json"), key):
+    meta = entry_path(cache_dir, key, ".json")
+    if not trusted_files(Path(cache_dir), Path("c", key[:2]), so, meta):
+        return None
+    if not _verify(so, meta, key):
         return None
     _MEMORY[mem] = so
     return so
@@ -85,11 +135,11 @@ def store(cache_dir: Path, key: str, data: bytes, source: str,
           info: Mapping[str, object]) -> Path:
     """Write an entry atomically (source, object, then metadata) and remember it in memory."""
     so = entry_path(cache_dir, key)
-    so.parent.mkdir(parents=True, exist_ok=True)
+    trust.make_private_dirs(Path(cache_dir), Path("c", key[:2]))
     meta = {**info, "format": CACHE_FORMAT, "key": key, "size": len(data),
             "sha256": hashlib.sha256(data).hexdigest(), "created": time.time()}
     atomic_write(entry_path(cache_dir, key, ".c"), source.encode())
-    atomic_write(so, data)
+    atomic_write(so, data, mode=0o700)
     atomic_write(entry_path(cache_dir, key, ".json"), json.dumps(meta, indent=1).encode())
     _MEMORY[(str(cache_dir), key)] = so
     return so
@@ -107,8 +157,7 @@ def invalidate(cache_dir: Path, key: str) -> None:
 def save_failed(cache_dir: Path, key: str, source: str) -> Path:
     """Keep a rejected source for the user; a temp dir if the cache dir is not writable."""
     try:
-        path = Path(cache_dir) / "failed" / f"{key}.c"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = trust.make_private_dirs(Path(cache_dir).resolve(), Path("failed")) / f"{key}.c"
         atomic_write(path, source.encode())
     except OSError:
         path = Path(tempfile.mkdtemp(prefix="polyopt-failed-")) / f"{key}.c"
@@ -117,35 +166,59 @@ def save_failed(cache_dir: Path, key: str, source: str) -> Path:
 
 
 def clear_memory() -> None:
-    """Drop the in-process index (tests use it to force a disk lookup)."""
+    """Drop the in-process index and chosen roots (tests use it to force a disk lookup)."""
     _MEMORY.clear()
+    _ROOTS.clear()
+
+
+def trusted_files(root: Path, relative: Path, *files: Path) -> bool:
+    """Whether ``files`` (those that exist) are regular files only we could have written.
+    Raises :class:`~.trust.UntrustedLocationError` when a directory from ``root`` down to
+    ``root / relative`` is not ours alone; warns (once) about a refused file."""
+    found = trust.tree_problem(root, relative)
+    if found is not None:
+        raise trust.UntrustedLocationError(f"{found[0]} {found[1]}")
+    for path in files:
+        why = trust.file_problem(path)
+        if why is not None:
+            warn_once(f"refusing the cache entry {path}: it {why}; rebuilding it")
+            return False
+    return True
+
+
+def warn_once(message: str) -> None:
+    """A warning on the runtime's logger, once per process for each message."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        logger.warning(message)
 
 
 @contextlib.contextmanager
 def locked(cache_dir: Path, key: str) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the key's lock file (a no-op where flock is missing)."""
     path = entry_path(cache_dir, key, ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    trust.make_private_dirs(Path(cache_dir), Path("c", key[:2]))
     if not _HAVE_FLOCK:  # pragma: no cover
         yield
         return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    fd = trust.open_lock(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory and ``os.replace`` it into place."""
+def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write via a temp file in the same directory and ``os.replace`` it into place. The temp
+    file is created exclusively (``mkstemp``), so a planted symlink is never followed."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

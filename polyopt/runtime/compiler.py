@@ -3,16 +3,18 @@
 ``compile_shared`` returns the path of a cached ``.so``; ``load_library`` also ``dlopen``s it
 through ctypes and keeps the handle alive for the life of the process. Compiles run in a
 private temp dir (never the working directory) with ``LC_ALL=C`` so logs are predictable.
+Uncached objects live in a per-process temp dir removed at exit; ``load_library`` unlinks
+them once loaded (the mapping stays valid).
 Compilers that reject ``-march=native`` (some clang and non-x86 gcc builds) are retried once
 without it, and remembered per process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
-import hashlib
 import os
 import platform
 import shlex
@@ -24,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from polyopt import config
+from polyopt import config, host
 from polyopt.errors import CompileError
-from polyopt.runtime import cache
+from polyopt.runtime import cache, tempdirs
 
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared",
                                   "-std=gnu11")
@@ -69,7 +71,7 @@ def compile_shared(source: str, *, flags: Sequence[str] | None = None,
     needs them. Raises :class:`CompileError` with the compiler's log and the saved source on
     failure.
     """
-    return _compile(_prepare(source, flags, link_flags), source)
+    return _compile(_prepare(source, flags, link_flags), source)[0]
 
 
 def load_library(source: str, *, flags: Sequence[str] | None = None,
@@ -79,19 +81,19 @@ def load_library(source: str, *, flags: Sequence[str] | None = None,
     mem = (str(job.cfg.cache_dir), job.key)
     if not job.cfg.no_cache and mem in _LIBS:
         return _LIBS[mem]
-    path = _compile(job, source)
+    path, root = _compile(job, source)
     try:
-        lib = ctypes.CDLL(str(path))
+        lib = _load(path, root)
     except OSError as exc:
-        if job.cfg.no_cache:
+        if root is None:
             raise CompileError(f"cannot load the compiled object {path}", str(exc)) from exc
         _trace(job.cfg, 1, f"cached object {path} does not load ({exc}); rebuilding")
-        cache.invalidate(job.cfg.cache_dir, job.key)
-        path = _compile(job, source)
+        cache.invalidate(root, job.key)
+        path, root = _compile(job, source)
         try:
-            lib = ctypes.CDLL(str(path))
+            lib = _load(path, root)
         except OSError as exc2:
-            saved = str(cache.entry_path(job.cfg.cache_dir, job.key, ".c"))
+            saved = str(cache.entry_path(root, job.key, ".c")) if root else None
             raise CompileError(f"cannot load the freshly compiled object {path}", str(exc2),
                                saved) from exc2
     if job.cfg.no_cache:
@@ -99,6 +101,17 @@ def load_library(source: str, *, flags: Sequence[str] | None = None,
     else:
         _LIBS[mem] = lib
     return lib
+
+
+def _load(path: Path, root: Path | None) -> ctypes.CDLL:
+    """``dlopen`` the object; an uncached one (``root`` None) is unlinked once loaded, since
+    nothing will load it again and the mapping keeps its inode alive."""
+    try:
+        return ctypes.CDLL(str(path))
+    finally:
+        if root is None:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def compiler_identity(cc: str | Sequence[str]) -> str:
@@ -136,28 +149,36 @@ def _prepare(source: str, flags: Sequence[str] | None, link_flags: Sequence[str]
     chosen += [f for f in _REQUIRED if f not in chosen]
     final = (*chosen, *cfg.cflags)
     # -march=native makes the object depend on this CPU: keep shared caches (NFS homes) apart.
-    host = _host_fingerprint() if any(f.endswith("=native") for f in final) else ""
+    machine = host.fingerprint() if any(f.endswith("=native") for f in final) else ""
     link = tuple(link_flags)
-    key = cache.cache_key(source, f"{identity} | {host}", (*final, *LINK_FLAGS, *link))
+    key = cache.cache_key(source, f"{identity} | {machine}", (*final, *LINK_FLAGS, *link))
     return _Job(cfg, identity, final, key, link)
 
 
-def _compile(job: _Job, source: str) -> Path:
+def _compile(job: _Job, source: str) -> tuple[Path, Path | None]:
+    """The object's path and the cache root it is in (None for an uncached object)."""
     if job.cfg.no_cache:
-        out = Path(tempfile.mkdtemp(prefix="polyopt-nocache-")) / f"{job.key}.so"
-        out.write_bytes(_build(job, source))
-        return out
+        return _uncached(job, source), None
     info = {"compiler": job.identity, "flags": list(job.flags)}
     try:
-        path = cache.get_or_build(job.cfg.cache_dir, job.key, source,
-                                  lambda: _build(job, source), info)
+        root = cache.usable_root(job.cfg.cache_dir, job.key)
+        path = cache.get_or_build(root, job.key, source, lambda: _build(job, source), info)
     except OSError as exc:
         _trace(job.cfg, 0, f"cache dir {job.cfg.cache_dir} unusable ({exc}); compiling uncached")
-        out = Path(tempfile.mkdtemp(prefix="polyopt-nocache-")) / f"{job.key}.so"
-        out.write_bytes(_build(job, source))
-        return out
+        return _uncached(job, source), None
     _trace(job.cfg, 2, f"object {path}")
-    return path
+    return path, root
+
+
+def _uncached(job: _Job, source: str) -> Path:
+    """Build into this process's private temp dir (removed at exit), under a unique name."""
+    data = _build(job, source)
+    fd, name = tempfile.mkstemp(prefix=f"{job.key[:16]}-", suffix=".so",
+                                dir=tempdirs.process_dir())
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.chmod(name, 0o700)
+    return Path(name)
 
 
 def _build(job: _Job, source: str) -> bytes:
@@ -165,8 +186,8 @@ def _build(job: _Job, source: str) -> bytes:
     flags = job.flags
     if job.identity in _NO_NATIVE:
         flags = tuple(f for f in flags if f != _NATIVE)
-    with tempfile.TemporaryDirectory(prefix="polyopt-cc-") as tmp:
-        src, out = Path(tmp) / f"{job.key[:16]}.c", Path(tmp) / "out.so"
+    with tempdirs.private_tempdir("polyopt-cc-") as tmp:
+        src, out = tmp / f"{job.key[:16]}.c", tmp / "out.so"
         src.write_text(source)
         proc = _run(job, flags, src, out)
         if proc.returncode != 0 and _NATIVE in flags and "-march" in proc.stderr:
@@ -195,23 +216,6 @@ def _run(job: _Job, flags: Sequence[str], src: Path, out: Path) -> subprocess.Co
 
 def _env() -> dict[str, str]:
     return {**os.environ, "LC_ALL": "C"}
-
-
-_CPU_KEYS = frozenset({"vendor_id", "cpu family", "model", "model name", "stepping", "flags",
-                       "Features", "CPU implementer", "CPU architecture", "CPU variant",
-                       "CPU part", "isa", "cpu"})
-
-
-@functools.lru_cache(maxsize=1)
-def _host_fingerprint() -> str:
-    """The machine and CPU model/features, which ``-march=native`` output depends on."""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            lines = handle.read().split("\n\n")[0].splitlines()
-    except OSError:
-        return f"{platform.machine()}:{platform.processor()}"
-    stable = [ln for ln in lines if ln.split(":")[0].strip() in _CPU_KEYS]
-    return f"{platform.machine()}:{hashlib.sha256(repr(stable).encode()).hexdigest()[:16]}"
 
 
 def _trace(cfg: config.Config, level: int, message: str) -> None:

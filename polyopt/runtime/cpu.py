@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from polyopt.codegen.printer import KernelSource
+from polyopt.codegen.contract import KernelSource
 from polyopt.errors import BoundsError
 from polyopt.runtime.compiler import DEFAULT_FLAGS, load_library
 

@@ -7,16 +7,18 @@ device and back) or PyCUDA ``GPUArray``s (used in place).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from polyopt.codegen.printer import KernelSource
+from polyopt.codegen.contract import KernelSource
 from polyopt.errors import CompileError, PolyoptError
 from polyopt.runtime import nvcc
 from polyopt.runtime.launch import LaunchPlan
+from polyopt.schedule.policy import GpuModel
 
 
 def pycuda() -> tuple[Any, Any]:
@@ -32,6 +34,28 @@ def pycuda() -> tuple[Any, Any]:
                            "on the CPU") from e
     except Exception as e:  # no driver, no device: PyCUDA raises its own errors
         raise PolyoptError(f"target 'cuda': no usable CUDA device ({e})") from e
+
+
+@functools.cache
+def device_model() -> GpuModel | None:
+    """The :class:`GpuModel` of device 0 from its attributes (the driver alone: no context
+    is created), or None without PyCUDA, a driver or a device (then the schedule layer's
+    named default, ``policy.DEFAULT_GPU``, applies). Registers per thread have no device
+    attribute and keep the model's default."""
+    try:
+        drv = importlib.import_module("pycuda.driver")
+        drv.init()
+        device = drv.Device(0)
+        attr = drv.device_attribute
+        return GpuModel(
+            name=str(device.name()),
+            shared_bytes_per_block=int(device.get_attribute(attr.MAX_SHARED_MEMORY_PER_BLOCK)),
+            multiprocessors=int(device.get_attribute(attr.MULTIPROCESSOR_COUNT)),
+            registers_per_multiprocessor=int(
+                device.get_attribute(attr.MAX_REGISTERS_PER_MULTIPROCESSOR)),
+            max_threads_per_block=int(device.get_attribute(attr.MAX_THREADS_PER_BLOCK)))
+    except Exception:  # no PyCUDA, no driver, no device: PyCUDA raises its own errors
+        return None
 
 
 def is_device_array(x: Any) -> bool:

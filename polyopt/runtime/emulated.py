@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from polyopt.codegen.printer import KernelSource
+from polyopt.codegen.contract import KernelSource
 from polyopt.runtime import emulator
 from polyopt.runtime.launch import LaunchPlan
 

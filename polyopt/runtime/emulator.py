@@ -37,10 +37,11 @@ def flags() -> tuple[str, ...]:
 
     The header's hash rides along as an unused define, so editing the header changes the cache
     key and never reuses an object built with the old one. ``#pragma unroll`` is CUDA's, not
-    GCC's: its warning would only be noise in the log.
+    GCC's: its warning would only be noise in the log. ``-fwrapv``: signed integers wrap, as
+    on the C target and on the GPU, instead of being undefined on overflow.
     """
     digest = hashlib.sha256(HEADER.read_bytes()).hexdigest()[:16]
-    return ("-x", "c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-Wno-unknown-pragmas",
+    return ("-x", "c++", "-std=c++17", "-O1", "-fwrapv", "-fPIC", "-shared", "-Wno-unknown-pragmas",
             "-DPOLYOPT_EMULATED", f"-DPOLYOPT_EMU_HEADER={digest}", "-include", str(HEADER))
 
 

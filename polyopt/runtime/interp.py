@@ -194,6 +194,19 @@ def _int_op(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return {"+": np.add, "-": np.subtract, "*": np.multiply}[op](a, b)
 
 
+def convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` as ``dtype``; a float to an integer saturates and maps NaN to 0 (the generated
+    code's ``po_cvt``; numpy leaves out-of-range conversions undefined)."""
+    if x.dtype.kind != "f" or dtype.kind not in "iu":
+        return x.astype(dtype, copy=False)
+    info = np.iinfo(dtype)
+    wide = x.astype(np.float64)
+    out = np.trunc(np.nan_to_num(wide, nan=0.0, posinf=info.max, neginf=info.min))
+    low, high = out <= info.min, out >= float(info.max)
+    safe = np.where(low | high, 0, out).astype(dtype)
+    return np.where(low, info.min, np.where(high, info.max, safe)).astype(dtype)
+
+
 def _ravel(idx: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Flat positions of in-range (n, rank) index rows."""
     return np.ravel_multi_index(tuple(idx.T), shape) if shape else np.zeros(len(idx), np.intp)
@@ -273,7 +286,7 @@ class _Interp:
         self.cols = {name: pts[:, k] for k, name in enumerate(stmt.iters)}
         self.n = len(pts)
         arr = self.arrays[stmt.tensor]
-        vals = self.eval(stmt.rhs).astype(arr.dtype)
+        vals = convert(self.eval(stmt.rhs), arr.dtype)
         flat = self.flat(arr, pts[:, :len(stmt.lhs)])
         view = arr.reshape(-1)  # a view: every array here is C-contiguous
         if stmt.op == "=":
@@ -285,7 +298,7 @@ class _Interp:
     def eval(self, e: ir.Expr) -> np.ndarray:
         """``e`` at every point, as an (n,) array of dtype ``self.dt(e.dtype)``."""
         out = getattr(self, f"_{type(e).__name__.lower()}")(e)
-        return np.broadcast_to(np.asarray(out).astype(self.dt(e.dtype), copy=False), (self.n,))
+        return np.broadcast_to(convert(np.asarray(out), self.dt(e.dtype)), (self.n,))
 
     def _const(self, e: ir.Const) -> np.ndarray:
         return np.full(self.n, np.array(e.value).astype(self.dt(e.dtype)))
@@ -307,7 +320,7 @@ class _Interp:
             return -self.index(e.x)
         if isinstance(e, ir.Binary) and e.op in ("+", "-", "*", "/", "%", "min", "max"):
             return _int_op(e.op, self.index(e.a), self.index(e.b))
-        return self.eval(e).astype(np.int64)
+        return convert(self.eval(e), np.dtype(np.int64))
 
     def _read(self, e: ir.Read) -> np.ndarray:
         arr = self.arrays[e.tensor]
@@ -350,7 +363,9 @@ class _Interp:
                 return a / b
             if e.op == "%":
                 return a - np.floor(a / b) * b
-            return _int_op(e.op, a, b)  # + - * min max work alike on floats
+            if e.op in ("min", "max"):  # NaN propagates, as in the generated code
+                return (np.minimum if e.op == "min" else np.maximum)(a, b)
+            return _int_op(e.op, a, b)  # + - * work alike on floats
         if t.kind == "b":
             return _int_op(e.op, a.astype(np.int64), b.astype(np.int64)).astype(bool)
         return _int_op(e.op, a, b)
@@ -359,7 +374,7 @@ class _Interp:
         return np.where(self.eval(e.cond).astype(bool), self.eval(e.a), self.eval(e.b))
 
     def _cast(self, e: ir.Cast) -> np.ndarray:
-        return self.eval(e.x).astype(self.dt(e.dtype))
+        return convert(self.eval(e.x), self.dt(e.dtype))
 
     def _call(self, e: ir.Call) -> np.ndarray:
         fn = BUILTINS.get(e.fn)

@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from polyopt.codegen.cuda import Launch
-from polyopt.codegen.printer import KernelSource
+from polyopt.codegen.contract import KernelSource, Launch
 from polyopt.errors import BoundsError
 
 

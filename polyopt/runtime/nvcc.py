@@ -13,13 +13,12 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from polyopt import config
 from polyopt.errors import CompileError
-from polyopt.runtime import cache
+from polyopt.runtime import cache, tempdirs, trust
 
 DEFAULT_ARCH = "sm_90"
 FLAGS = ("-std=c++17", "-O3", "-Xptxas", "-v", "--cubin")
@@ -65,25 +64,39 @@ def build_cubin(source: str, arch: str = DEFAULT_ARCH) -> tuple[bytes, dict[str,
     key = cache.cache_key(source, _version(nvcc), flags)
     report_key = cache.cache_key(source + "\0report", _version(nvcc), flags)
     if not cfg.no_cache:
-        cubin = cache.entry_path(cfg.cache_dir, key, ".cubin")
-        log = cache.entry_path(cfg.cache_dir, report_key, ".log")
-        if cubin.is_file() and log.is_file():
-            return cubin.read_bytes(), parse_report(log.read_text())
+        hit = _cached(cfg, key, report_key)
+        if hit is not None:
+            return hit[0], parse_report(hit[1])
     data, text = _run(nvcc, flags, source, cfg)
     if not cfg.no_cache:
-        with contextlib.suppress(OSError):  # an unwritable cache only costs a recompile
-            cache.entry_path(cfg.cache_dir, key, ".cubin").parent.mkdir(parents=True,
-                                                                        exist_ok=True)
-            cache.atomic_write(cache.entry_path(cfg.cache_dir, key, ".cubin"), data)
-            cache.atomic_write(cache.entry_path(cfg.cache_dir, report_key, ".log"),
-                               text.encode())
+        with contextlib.suppress(OSError):  # an unusable cache only costs a recompile
+            root = cache.usable_root(cfg.cache_dir, key)
+            trust.make_private_dirs(root, Path("c", report_key[:2]))
+            cache.atomic_write(cache.entry_path(root, key, ".cubin"), data)
+            cache.atomic_write(cache.entry_path(root, report_key, ".log"), text.encode())
     return data, parse_report(text)
+
+
+def _cached(cfg: config.Config, key: str, report_key: str) -> tuple[bytes, str] | None:
+    """The cached cubin and ptxas log, when both are there and only we could have written
+    them (see :mod:`.trust`); None otherwise."""
+    try:
+        root = cache.usable_root(cfg.cache_dir, key)
+        cubin = cache.entry_path(root, key, ".cubin")
+        log = cache.entry_path(root, report_key, ".log")
+        if (cubin.is_file() and log.is_file()
+                and cache.trusted_files(root, Path("c", key[:2]), cubin)
+                and cache.trusted_files(root, Path("c", report_key[:2]), log)):
+            return cubin.read_bytes(), log.read_text()
+    except OSError:  # an unusable or untrusted cache: compile afresh
+        return None
+    return None
 
 
 def _run(nvcc: str, flags: tuple[str, ...], source: str,
          cfg: config.Config) -> tuple[bytes, str]:
-    with tempfile.TemporaryDirectory(prefix="polyopt-nvcc-") as tmp:
-        src, out = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.cubin"
+    with tempdirs.private_tempdir("polyopt-nvcc-") as tmp:
+        src, out = tmp / "kernel.cu", tmp / "kernel.cubin"
         src.write_text(source)
         argv = [nvcc, *flags, "-o", str(out), str(src)]
         proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp, check=False,

@@ -5,9 +5,9 @@ Two cases skip or bound it:
 - one statement (with its ``op=!`` fill, if any) is one loop nest over its iterators in
   order, the fill inside its output's loops: what isl's scheduler gives such a nest, built
   directly (isl's cost grows fast with the iterators: 38 s for 7 reduction indices);
-- isl's scheduler runs under a budget of operations (``operations_budget``); when it runs
-  out, the def gets program order with a ``PolyoptWarning`` (the CPU pipeline still fuses
-  its nests where that is legal).
+- isl's scheduler runs under a budget of operations (``operations_budget``, from
+  ``policy.Caps.scheduler_work``); when it runs out, the def gets program order with a
+  ``PolyoptWarning`` (the CPU pipeline still fuses its nests where that is legal).
 """
 
 from __future__ import annotations
@@ -24,27 +24,21 @@ from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.canonical import unshift
 from polyopt.schedule.legality import check_legal
-from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.policy import CAPS, Caps
+from polyopt.schedule.schedule import Schedule, program_order
 from polyopt.schedule.tree import Leaf, Loop, Node, from_isl, name_loops, nest_of, sequence
 
 FUSION = ("min", "smart", "max")
-
-# isl's budget, in operations (its own count: tableau pivots and the like) times statements:
-# each operation costs more the more statements share isl's linear programs. A chain of
-# 160 elementwise statements needs 576k operations (0.3 s), of 320 1.28M (2.2 s); the
-# bundled kernels need at most 400k (a padded conv2d with sizes unbound, 4 statements).
-# Past the budget, 2000 statements gave up within 0.01 s, where 1M operations took 20 s.
-SCHEDULER_WORK = 200_000_000
-MAX_OPERATIONS = 4_000_000  # per call, however few the statements
 
 
 class _OutOfBudget(Exception):
     pass
 
 
-def operations_budget(n_stmts: int) -> int:
-    """isl's operations for scheduling ``n_stmts`` statements."""
-    return min(MAX_OPERATIONS, SCHEDULER_WORK // max(n_stmts, 1))
+def operations_budget(n_stmts: int, caps: Caps | None = None) -> int:
+    """isl's operations for scheduling ``n_stmts`` statements (``Caps.scheduler_work``)."""
+    caps = caps or CAPS
+    return min(caps.max_scheduler_operations, caps.scheduler_work // max(n_stmts, 1))
 
 
 def compute_schedule(pp: PolyProgram, deps: Deps, *, fusion: str = "smart") -> Schedule:
@@ -166,10 +160,3 @@ def _expr(params: str, stmts: dict[str, list[str]], it: str) -> isl.UnionPwAff:
     pieces = "; ".join(f"{name}[{', '.join(its)}] -> [({it})]" for name, its in stmts.items())
     return isl.UnionPwAff(f"{params} -> {{ {pieces} }}")
 
-
-def program_order(pp: PolyProgram, deps: Deps) -> Schedule:
-    """The sequential source order: one loop nest per statement, in program order."""
-    taken: set[str] = set()
-    nests = [nest_of(s, pp.program.params, taken) for s in pp.stmts]
-    root = sequence(tuple(nests)) if nests else Leaf(())
-    return Schedule(root, pp, deps, "program-order")

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import islpy as isl
 
+from polyopt.ir import fresh_name
 from polyopt.schedule.tree import (
     Leaf,
     Loop,
     Node,
     bare_iterator,
-    fresh_name,
     loops,
     path_to,
     pieces,

@@ -16,10 +16,11 @@ import islpy as isl
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyProgram
+from polyopt.schedule.policy import CAPS
 from polyopt.schedule.tree import Loop, Node, filter_domain, prune, stmts_of, to_isl
 
-# A contracted slice lives on the stack of each thread.
-MAX_SLICE_BYTES = 64 * 1024
+# A contracted slice lives on the stack of each thread (policy.Caps.max_slice_bytes).
+MAX_SLICE_BYTES = CAPS.max_slice_bytes
 
 
 def contracted_dim(root: Node, loop: Loop, poly: PolyProgram, tensor: str) -> int:

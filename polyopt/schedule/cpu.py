@@ -3,7 +3,8 @@
 Every decision is a recorded verb on the Schedule, so ``Kernel.schedule.as_python()`` shows
 what was done, and each verb's legality check covers it. The steps:
 
-1. convolution outputs that vectorize badly are blocked by channel (``blocked.py``);
+1. (before it, the driver lays out convolution outputs that vectorize badly in channel
+   blocks, ``blocked.plan_layout``, so the schedule starts with those ``pack`` steps);
 2. init statements (``C_0_init``) of contractions get their own nest (``distribute``), and
    other nests over the same range fuse at their outer parallel loop;
 3. a nest of one ``+=`` statement whose output's last index has a loop becomes a GotoBLAS
@@ -22,7 +23,8 @@ what was done, and each verb's legality check covers it. The steps:
 6. the outermost dependence-free loop with enough iterations runs in parallel (OpenMP);
 7. locals that live within one iteration of their nest's outer loop are contracted.
 
-An L2 level of row blocks (MC) showed no gain at 1024 and 2048, so it is only a knob.
+Every threshold (packing, parallel work, tap rows, channel blocks...) is a field of the
+machine's :class:`~polyopt.schedule.policy.CpuPolicy`, which says where it comes from.
 """
 
 from __future__ import annotations
@@ -35,31 +37,28 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
-from polyopt.schedule.blocked import SMALL_REDUCTION, block_outputs
 from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
-from polyopt.schedule.machine import Blocking, Machine, gemm_blocking, host
+from polyopt.schedule.machine import Blocking, Machine, host
+from polyopt.schedule.nest import UNKNOWN_TRIP, chain_of, invariant_reads, vector_rows
+from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Leaf, Loop, Sequence, raw_iterator
-
-# Packing costs a pass over each operand; it pays once the operands are reused this often.
-PACK_MIN_REDUCTION = 64
 
 
 def optimize(schedule: Schedule, *, openmp: bool = True,
              machine: Machine | None = None, knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
-    """The default CPU schedule for ``schedule``'s def (``knobs`` fix some decisions)."""
-    machine = machine or host()
-    if knobs.block != 0:  # False or 0: never block
-        schedule = block_outputs(schedule, machine, knobs.block or None)
+    """The default CPU schedule for ``schedule``'s def (``knobs`` fix some decisions), after
+    its layout (``blocked.plan_layout``)."""
+    policy = cpu_policy(machine or host())
     schedule = split_inits(schedule)
     if schedule.fusion != "min":
         schedule = fuse_outer(schedule)
     for name in [n.name for n in nests(schedule.root)]:
-        schedule = tile_nest(schedule, name, machine, knobs)
+        schedule = tile_nest(schedule, name, policy, knobs)
     schedule = fuse_tiled(schedule)
     if openmp:
-        schedule = parallelize(schedule, machine.cores)
+        schedule = parallelize(schedule, policy)
     return contract_locals(schedule)
 
 
@@ -88,33 +87,26 @@ def split_inits(schedule: Schedule) -> Schedule:
     return schedule
 
 
-def _chain(top: Loop) -> list[Loop]:
-    out = [top]
-    while isinstance(out[-1].child, Loop):
-        out.append(out[-1].child)
-    return out
-
-
-def tile_nest(schedule: Schedule, top: str, machine: Machine,
+def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
               knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
     """Register-tile the nest at loop ``top`` when it is a contraction; else vectorize its
     innermost loops (in every sub-nest of a fused nest)."""
-    chain = _chain(tf.find(schedule.root, top))
+    chain = chain_of(tf.find(schedule.root, top))
     below = chain[-1].child
     if isinstance(below, Leaf) and len(below.stmts) == 1:
         s = schedule.poly.stmt(below.stmts[0])
         try:
-            tiled = _register_tile(schedule, chain, s, machine, knobs)
+            tiled = _register_tile(schedule, chain, s, policy, knobs)
         except ScheduleError:  # an illegal tiling: keep the nest as it was
             tiled = None
         if tiled is not None:
             return tiled
     if isinstance(below, Sequence):
         for name in [c.name for c in below.children if isinstance(c, Loop)]:
-            schedule = tile_nest(schedule, name, machine, knobs)
+            schedule = tile_nest(schedule, name, policy, knobs)
         return schedule
     schedule, chain = _hoist_unit_loops(schedule, chain)
-    schedule, inner = _cache_tile(schedule, chain, machine, knobs)
+    schedule, inner = _cache_tile(schedule, chain, policy, knobs)
     return _vectorize(schedule, inner)
 
 
@@ -130,17 +122,16 @@ def _hoist_unit_loops(schedule: Schedule, chain: list[Loop]) -> tuple[Schedule, 
         schedule = schedule.reorder(*order)
     except ScheduleError:
         return schedule, chain
-    return schedule, _chain(tf.find(schedule.root, order[0]))
+    return schedule, chain_of(tf.find(schedule.root, order[0]))
 
 
-def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine,
+def _cache_tile(schedule: Schedule, chain: list[Loop], policy: CpuPolicy,
                 knobs: Knobs = DEFAULT_KNOBS) -> tuple[Schedule, str]:
     """Tile a nest's innermost two loops when a tensor's stride-1 index moves with the outer
     one only (a transposed access): each cache line it brings in then serves a whole tile
-    row instead of one iteration. The tiles are one cache line square (16 x 16 floats): the
-    transposed operand then keeps one line (and one TLB entry) per tile row, the least
-    that uses each line whole. (Larger, L2-sized tiles measured 1.5x slower at 4096^2:
-    a page per row exhausts the TLB.) Returns the schedule and the innermost loop."""
+    row instead of one iteration. The tiles are one cache line square
+    (``CpuPolicy.cache_tile``): the transposed operand then keeps one line (and one TLB
+    entry) per tile row. Returns the schedule and the innermost loop."""
     below = chain[-1].child
     if len(chain) < 2 or not isinstance(below, Leaf):
         return schedule, chain[-1].name
@@ -152,13 +143,13 @@ def _cache_tile(schedule: Schedule, chain: list[Loop], machine: Machine,
         return schedule, inner.name
     tensors = {r.read.tensor for s in stmts for r in s.reads} | {s.stmt.tensor for s in stmts}
     elem = max(DTYPES[program.tensors[t].dtype].np.itemsize for t in tensors)
-    size = max(2, machine.line_bytes // elem) if knobs.cache_tile is None else knobs.cache_tile
-    outer = movers[-1]
-    if size < 2 or _trip(outer, schedule) < 2 * size:
+    size = policy.cache_tile(elem) if knobs.cache_tile is None else knobs.cache_tile
+    outer, least = movers[-1], policy.cache_tile_min_tiles * size
+    if size < 2 or _trip(outer, schedule) < least:
         return schedule, inner.name
     try:
-        if outer is chain[-2] and _trip(inner, schedule) >= 2 * size:
-            return schedule.tile((outer.name, inner.name), size), f"{inner.name}_i"
+        if outer is chain[-2] and _trip(inner, schedule) >= least:
+            return schedule.tile((outer.name, inner.name), size), tf.split_names(inner.name)[1]
         block = _block_of(stmts, outer) or size
         return _strip_transpose(schedule, chain, outer.name, block), inner.name
     except ScheduleError:
@@ -217,7 +208,7 @@ def _vectorize(schedule: Schedule, name: str) -> Schedule:
 
 
 def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
-                   machine: Machine, knobs: Knobs = DEFAULT_KNOBS) -> Schedule | None:
+                   policy: CpuPolicy, knobs: Knobs = DEFAULT_KNOBS) -> Schedule | None:
     if s.kind != "update" or s.stmt.op != "+" or s.guarded or not s.stmt.lhs:
         return None
     raw = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
@@ -232,28 +223,30 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     if col is None or not rows or not reds or dtype not in ("float32", "float64"):
         return None
     trips = {lp.name: _trip(lp, schedule) for lp in chain}
-    b = gemm_blocking(machine, DTYPES[dtype].np.itemsize)
-    nr, mr = _register_shape(b, machine, trips[col])
+    b = policy.blocking(DTYPES[dtype].np.itemsize)
+    nr, mr = _register_shape(b, policy, trips[col])
     nr, mr = knobs.nr or nr, knobs.mr or mr
     # Rows: the index most operands do not move with (they are reused across rows), that
     # fills the register tile, whose operand rows are closest in memory.
-    row = max(rows, key=lambda n: (_invariant_reads(s, its[n]),
-                                   -_vector_rows(s, its[n], its[col]), min(trips[n], mr),
+    row = max(rows, key=lambda n: (invariant_reads(s, its[n]),
+                                   -vector_rows(s, its[n], its[col]), min(trips[n], mr),
                                    -_stride_rank(s, its[n]), trips[n]))
     red = max(reds, key=lambda n: trips[n])
-    inner = tuple(n for n in reds if n != red and trips[n] <= SMALL_REDUCTION)
-    if inner and not knobs.mr and nr >= 2 * b.lanes and trips[col] == nr:
-        mr = _tap_rows(trips[row])  # filter taps in a tile of a channel block: fewer rows
+    inner = tuple(n for n in reds if n != red and trips[n] <= policy.small_reduction)
+    if inner and not knobs.mr and nr >= policy.tap_rows_vectors * b.lanes and trips[col] == nr:
+        mr = _tap_rows(trips[row], policy)  # filter taps in a tile of a channel block
     program = schedule.poly.program
     if any(r.read.uses(its[row]) and program.tensors[r.read.tensor].role != "input"
            for r in s.reads):  # an operand that cannot be packed: avoid partial row tiles
-        mr = _dividing_rows(mr, trips[row])
+        mr = _dividing_rows(mr, trips[row], policy)
     mr, kc = min(mr, trips[row]), min(knobs.kc or b.kc, trips[red])
     if nr < b.lanes or nr % b.lanes or mr < 1 or kc < 1:
         return None
+    mc = _row_block(policy.row_block if knobs.mc is None else knobs.mc, mr, trips[row])
     out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc), inner,
-                     rows_outer=bool(knobs.rows_outer), mc=_row_block(knobs.mc, mr, trips[row]))
-    wanted = trips[red] >= PACK_MIN_REDUCTION and trips[row] >= 2 * mr
+                     rows_outer=bool(knobs.rows_outer), mc=mc)
+    wanted = (trips[red] >= policy.pack_min_reduction
+              and trips[row] >= policy.pack_min_row_tiles * mr)
     if knobs.pack if knobs.pack is not None else wanted:
         out = pack_operands(out, s, its[col], its[row], mr, nr)
     return out
@@ -268,27 +261,28 @@ def _row_block(mc: int | None, mr: int, rows: int) -> int | None:
     return mc if mc < rows else None
 
 
-def _tap_rows(rows: int) -> int:
+def _tap_rows(rows: int, policy: CpuPolicy) -> int:
     """Rows of a register tile with filter taps inside: the largest divisor of ``rows`` in
-    6..12, else 8. (A convolution's 28 rows of one vector ran 1.5x slower than 7 rows of
-    two: 28 broadcast loads per weight vector, and no room left for the taps' addresses.)"""
-    fits = [m for m in range(12, 5, -1) if rows % m == 0]
-    return fits[0] if fits else min(rows, 8)
+    ``policy.tap_rows``, else ``tap_rows_default`` (at most ``rows``)."""
+    low, high = policy.tap_rows
+    fits = [m for m in range(high, low - 1, -1) if rows % m == 0]
+    return fits[0] if fits else min(rows, policy.tap_rows_default)
 
 
-def _dividing_rows(mr: int, rows: int) -> int:
-    """Fewer rows (down to half) when that makes every row tile full: partial tiles of an
-    operand that is not packed run as plain loops."""
+def _dividing_rows(mr: int, rows: int, policy: CpuPolicy) -> int:
+    """Fewer rows (down to half, and to ``policy.dividing_rows_min``) when that makes every
+    row tile full: partial tiles of an operand that is not packed run as plain loops."""
     if rows >= UNKNOWN_TRIP or rows % mr == 0:
         return mr
-    fits = [m for m in range(mr - 1, max(3, mr // 2) - 1, -1) if rows % m == 0]
+    low = max(policy.dividing_rows_min, mr // 2)
+    fits = [m for m in range(mr - 1, low - 1, -1) if rows % m == 0]
     return fits[0] if fits else mr
 
 
-def _register_shape(b: Blocking, machine: Machine, cols: int) -> tuple[int, int]:
+def _register_shape(b: Blocking, policy: CpuPolicy, cols: int) -> tuple[int, int]:
     """(NR, MR): the model's tile, unless fewer vectors per row leave a smaller partial
     column tile (56 columns: 3 x 16 + 8 rather than 32 + 24); then as many rows as the
-    registers hold (accumulators + one vector per column + a broadcast)."""
+    registers hold (``policy.register_rows``)."""
     best = b.nr // b.lanes
     waste = {nv: (cols % (nv * b.lanes)) / cols for nv in range(1, best + 1)
              if nv * b.lanes <= cols}
@@ -297,12 +291,7 @@ def _register_shape(b: Blocking, machine: Machine, cols: int) -> tuple[int, int]
     nv = min(waste, key=lambda v: (waste[v], -v))
     if nv == best:
         return b.nr, b.mr
-    rows = (machine.vector_registers - 1 - nv) // nv
-    return nv * b.lanes, max(1, min(rows, MAX_ROWS))
-
-
-# More unrolled rows than this make the micro-kernel's code large for little gain.
-MAX_ROWS = 28
+    return nv * b.lanes, policy.register_rows(nv)
 
 
 def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: str,
@@ -363,13 +352,7 @@ def _try_pack(schedule: Schedule, tensor: str, dim: int, factor: int) -> Schedul
 
 
 def _parts(loop: str) -> tuple[str, str]:
-    return f"{loop}_o", f"{loop}_i"
-
-
-def _vector_rows(s: PolyStmt, row: str, col: str) -> int:
-    """Operands that move with both the rows and the columns: each row then needs vector
-    loads of its own (better that rows only move broadcast operands)."""
-    return sum(1 for r in s.reads if r.read.uses(row) and r.read.uses(col))
+    return tf.split_names(loop)
 
 
 def _stride_rank(s: PolyStmt, it: str) -> int:
@@ -381,24 +364,15 @@ def _stride_rank(s: PolyStmt, it: str) -> int:
     return min(ranks, default=len(ranks))
 
 
-def _invariant_reads(s: PolyStmt, it: str) -> int:
-    """How many operands do not move with iterator ``it`` (reused across its values)."""
-    return sum(1 for r in s.reads if not r.read.uses(it))
-
-
-def parallelize(schedule: Schedule, cores: int) -> Schedule:
-    """In each top-level nest, run the outermost dependence-free loop with at least
-    ``2 * cores`` iterations in parallel; when the nest's outer loops have fewer (a batch of
-    one), look inside the nests below them instead (else take the one with the most)."""
+def parallelize(schedule: Schedule, policy: CpuPolicy) -> Schedule:
+    """In each top-level nest of at least ``policy.min_parallel_work`` statement instances,
+    run the outermost dependence-free loop with at least ``policy.parallel_trips``
+    iterations in parallel; when the nest's outer loops have fewer (a batch of one), look
+    inside the nests below them instead (else take the one with the most)."""
     for top in nests(schedule.root):
-        if _instances(schedule, top) >= MIN_PARALLEL_WORK:
-            schedule = _parallelize_nest(schedule, top.name, cores)
+        if _instances(schedule, top) >= policy.min_parallel_work:
+            schedule = _parallelize_nest(schedule, top.name, policy.parallel_trips)
     return schedule
-
-
-# Statement instances below which a nest runs on one thread: OpenMP's fork and join cost
-# 5-10 us here, more than such a nest's work (a 30x20x25 matmul ran 4x slower in parallel).
-MIN_PARALLEL_WORK = 1 << 15
 
 
 def _instances(schedule: Schedule, top: Loop) -> int:
@@ -415,17 +389,17 @@ def _box_points(s: PolyStmt) -> int:
     return UNKNOWN_TRIP if None in extents else math.prod(e or 0 for e in extents)
 
 
-def _parallelize_nest(schedule: Schedule, top: str, cores: int) -> Schedule:
-    chain = _chain(tf.find(schedule.root, top))
+def _parallelize_nest(schedule: Schedule, top: str, least: int) -> Schedule:
+    chain = chain_of(tf.find(schedule.root, top))
     free = [lp for lp in chain if loop_free(schedule, lp)]
     trips = {lp.name: tf.trip_count(lp, schedule.poly.domain) for lp in free}
-    many = [lp for lp in free if (trips[lp.name] or 2 * cores) >= 2 * cores]
+    many = [lp for lp in free if (trips[lp.name] or least) >= least]
     if many:
         return schedule.parallel(many[0].name)
     below = chain[-1].child
     if isinstance(below, Sequence):
         for name in [c.name for c in below.children if isinstance(c, Loop)]:
-            schedule = _parallelize_nest(schedule, name, cores)
+            schedule = _parallelize_nest(schedule, name, least)
         return schedule
     if free:
         return schedule.parallel(max(free, key=lambda lp: trips[lp.name] or 0).name)
@@ -437,5 +411,3 @@ def _trip(lp: Loop, schedule: Schedule) -> int:
     n = tf.trip_count(lp, schedule.poly.domain)
     return UNKNOWN_TRIP if n is None else n
 
-
-UNKNOWN_TRIP = 1 << 30

@@ -10,7 +10,9 @@ form the band that is mapped, as PPCG does:
   point loops to ``threadIdx.x/y``; a third loop above them is bound to ``blockIdx.z``;
 - everything below the band runs sequentially in its thread, so reductions stay race-free.
 
-A nest with no such loop runs on one thread. Every step is a recorded, checked verb
+The block shapes, tiles and limits are fields of a :class:`~polyopt.schedule.policy.GpuPolicy`
+(default: ``GPU_POLICY``, for the named default GPU model). A nest with no such loop runs on
+one thread. Every step is a recorded, checked verb
 (``tile``, ``reorder``, ``bind``), so ``Kernel.schedule.as_python()`` shows the mapping.
 """
 
@@ -24,18 +26,13 @@ from typing import Any
 from polyopt.errors import OptionError, ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
-from polyopt.schedule.cpu import (
-    _invariant_reads,
-    _vector_rows,
-)
 from polyopt.schedule.legality import carried
+from polyopt.schedule.nest import UNKNOWN_TRIP, chain_of, invariant_reads, vector_rows
+from polyopt.schedule.policy import GPU_POLICY, GpuPolicy
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, raw_iterator, stmts_of
 
-MAX_THREADS = 1024  # per block, on every CUDA GPU since compute capability 2.0
-
-
-UNKNOWN = 1 << 30  # the trip count of a loop whose extent is a size
+MAX_THREADS = GPU_POLICY.model.max_threads_per_block  # per block (GpuModel says why)
 
 
 @dataclass(frozen=True)
@@ -43,10 +40,10 @@ class GpuMapping:
     """Mapping options: threads per block along x and y (x is the stride-1 loop) for plain
     nests; for contractions, whether to tile them (``tiles``), the block tile
     ``tile = (rows, columns, reduction)`` and each thread's ``regs = (rows, columns)``
-    (default: 128 x 128 x 8 with 8 x 8, or 64 x 64 x 8 with 4 x 4 for outputs under 128
-    on a side; both give 16 x 16 threads)."""
+    (default: the policy's, ``GpuPolicy.tile_for``: 128 x 128 x 8 with 8 x 8, or 64 x 64 x 8
+    with 4 x 4 for outputs under 128 on a side; both give 16 x 16 threads)."""
 
-    block: tuple[int, int] = (32, 8)
+    block: tuple[int, int] = GPU_POLICY.block
     tiles: bool = True
     tile: tuple[int, int, int] | None = None
     regs: tuple[int, int] | None = None
@@ -54,11 +51,11 @@ class GpuMapping:
     unroll: int | None = None  # the tile's reduction loop; None: fully
     grid: tuple[int, int, int] | None = None  # most blocks per grid dimension
 
-    def tile_for(self, rows: int, cols: int) -> tuple[int, int, int, int, int]:
-        big = rows >= 128 and cols >= 128
-        bm, bn, bk = self.tile or ((128, 128, 8) if big else (64, 64, 8))
-        rm, rn = self.regs or ((8, 8) if self.tile is None and big else (4, 4))
-        return bm, bn, bk, rm, rn
+    def tile_for(self, rows: int, cols: int,
+                 policy: GpuPolicy = GPU_POLICY) -> tuple[int, int, int, int, int]:
+        """(rows, columns, reduction, rows and columns per thread) of a contraction's block
+        tile over ``rows x cols`` outputs: these options', else ``policy``'s."""
+        return policy.tile_for(rows, cols, self.tile, self.regs)
 
     @staticmethod
     def from_options(value: Any) -> GpuMapping:
@@ -69,7 +66,7 @@ class GpuMapping:
             raise OptionError(f"option gpu must be a dict with keys {sorted(keys)}, e.g. "
                               f"{{'block': (32, 8), 'tile': (64, 64, 8), 'regs': (4, 4)}}, "
                               f"not {value!r}")
-        block = tuple(value.get("block", (32, 8)))
+        block = tuple(value.get("block", GPU_POLICY.block))
         if (len(block) not in (1, 2) or not all(isinstance(b, int) and b > 0 for b in block)
                 or _product(block) > MAX_THREADS):
             raise OptionError(f"option gpu block={block!r}: one or two positive thread "
@@ -83,7 +80,7 @@ class GpuMapping:
                 isinstance(r, int) and r > 0 for r in regs)):
             raise OptionError(f"option gpu regs={regs!r}: two positive sizes (rows, columns)")
         if tile is not None:
-            rm, rn = regs or (4, 4)
+            rm, rn = regs or GPU_POLICY.small_regs
             if tile[0] % rm or tile[1] % rn or (tile[0] // rm) * (tile[1] // rn) > MAX_THREADS:
                 raise OptionError(f"option gpu: regs {(rm, rn)} must divide the tile's rows "
                                   f"and columns {tile[:2]}, leaving at most {MAX_THREADS} "
@@ -102,23 +99,26 @@ class GpuMapping:
                           tuple(grid) if grid else None)
 
 
-def map_to_gpu(sched: Schedule, mapping: GpuMapping = GpuMapping()) -> Schedule:
+def map_to_gpu(sched: Schedule, mapping: GpuMapping = GpuMapping(),
+               policy: GpuPolicy = GPU_POLICY) -> Schedule:
     """``sched`` with each contraction nest register-tiled through shared memory, and every
-    other top-level nest's outer parallel band bound to blocks and threads."""
+    other top-level nest's outer parallel band bound to blocks and threads (``mapping``'s
+    options, else ``policy``'s defaults)."""
     if mapping.tiles:
         sched = _split_inits(sched)
     for top in [n.name for n in _nests(sched.root) if isinstance(n, Loop)]:
-        tiled = _map_contraction(sched, top, mapping) if mapping.tiles else None
+        tiled = _map_contraction(sched, top, mapping, policy) if mapping.tiles else None
         sched = tiled if tiled is not None else _map_nest(sched, top, mapping)
     return sched
 
 
-def _map_contraction(sched: Schedule, top: str, mapping: GpuMapping) -> Schedule | None:
+def _map_contraction(sched: Schedule, top: str, mapping: GpuMapping,
+                     policy: GpuPolicy = GPU_POLICY) -> Schedule | None:
     """A nest of one ``+=`` contraction over a box: rows and columns of the output tiled
     onto blocks, the largest reduction tiled by BK, other reductions outside the tiles,
     the tile staged through shared memory with a register tile per thread (``gpu_tile``).
     None when the nest does not qualify or a step is illegal."""
-    chain = _chain(tf.find(sched.root, top))
+    chain = chain_of(tf.find(sched.root, top))
     below = chain[-1].child
     if not isinstance(below, Leaf) or len(below.stmts) != 1:
         return None
@@ -129,16 +129,16 @@ def _map_contraction(sched: Schedule, top: str, mapping: GpuMapping) -> Schedule
     by_iter = {it: name for name, it in its.items() if it is not None}
     if len(by_iter) != len(chain) or s.stmt.lhs[-1] not in by_iter:
         return None
-    trips = {lp.name: tf.trip_count(lp, sched.poly.domain) or UNKNOWN for lp in chain}
+    trips = {lp.name: tf.trip_count(lp, sched.poly.domain) or UNKNOWN_TRIP for lp in chain}
     col = by_iter[s.stmt.lhs[-1]]
     rows = [by_iter[i] for i in s.stmt.lhs[:-1] if i in by_iter]
     reds = [by_iter[i] for i in s.stmt.reduction_iters if i in by_iter]
     if not rows or not reds:
         return None
-    row = max(rows, key=lambda n: (_invariant_reads(s, its[n] or ""),
-                                   -_vector_rows(s, its[n] or "", its[col] or ""), trips[n]))
+    row = max(rows, key=lambda n: (invariant_reads(s, its[n] or ""),
+                                   -vector_rows(s, its[n] or "", its[col] or ""), trips[n]))
     red = max(reds, key=lambda n: trips[n])
-    bm, bn, bk, rm, rn = mapping.tile_for(trips[row], trips[col])
+    bm, bn, bk, rm, rn = mapping.tile_for(trips[row], trips[col], policy)
     try:
         return _tile_contraction(sched, chain, (row, col, red), (bm, bn, bk, rm, rn), mapping)
     except ScheduleError:
@@ -168,18 +168,18 @@ def _tile_contraction(sched: Schedule, chain: list[Loop], loops: tuple[str, str,
                       sizes: tuple[int, int, int, int, int], mapping: GpuMapping) -> Schedule:
     row, col, red = loops
     bm, bn, bk, rm, rn = sizes
+    (row_o, row_i), (col_o, col_i), (red_o, red_i) = (tf.split_names(n) for n in loops)
     out = sched.split(row, bm).split(col, bn).split(red, bk)
     others = [lp.name for lp in chain if lp.name not in loops]
     outer = [n for n in others if n not in _reductions(sched, chain)]
     inner = [n for n in others if n not in outer]
-    out = out.reorder(*outer, f"{row}_o", f"{col}_o", *inner, f"{red}_o", f"{row}_i",
-                      f"{col}_i", f"{red}_i")
-    out = out.bind(f"{col}_o", "blockIdx.x").bind(f"{row}_o", "blockIdx.y")
+    out = out.reorder(*outer, row_o, col_o, *inner, red_o, row_i, col_i, red_i)
+    out = out.bind(col_o, "blockIdx.x").bind(row_o, "blockIdx.y")
     free = [n for n in outer if carried(out.root, tf.find(out.root, n), out.deps,
                                         out.poly.domain).is_empty()]
     if free:
         out = out.bind(free[-1], "blockIdx.z")
-    return out.gpu_tile(f"{row}_i", (rm, rn), shared=mapping.shared, unroll=mapping.unroll)
+    return out.gpu_tile(row_i, (rm, rn), shared=mapping.shared, unroll=mapping.unroll)
 
 
 def _reductions(sched: Schedule, chain: list[Loop]) -> set[str]:
@@ -190,13 +190,6 @@ def _reductions(sched: Schedule, chain: list[Loop]) -> set[str]:
             if it is not None and it in sched.poly.stmt(st).stmt.reduction_iters:
                 names.add(lp.name)
     return names
-
-
-def _chain(top: Loop) -> list[Loop]:
-    out = [top]
-    while isinstance(out[-1].child, Loop):
-        out.append(out[-1].child)
-    return out
 
 
 def _nests(root: Node) -> tuple[Node, ...]:
@@ -217,7 +210,8 @@ def _map_nest(sched: Schedule, top: str, mapping: GpuMapping) -> Schedule:
     sched = sched.tile(tuple(mapped), tuple(sizes))
     axes = (("blockIdx.x", "threadIdx.x"), ("blockIdx.y", "threadIdx.y"))
     for name, (block, thread) in zip(reversed(mapped), axes, strict=False):
-        sched = sched.bind(f"{name}_o", block).bind(f"{name}_i", thread)
+        outer_name, inner_name = tf.split_names(name)
+        sched = sched.bind(outer_name, block).bind(inner_name, thread)
     if len(band) > 2:
         sched = sched.bind(band[-3], "blockIdx.z")
     return sched

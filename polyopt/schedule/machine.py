@@ -2,7 +2,7 @@
 
 The model follows BLIS (Low et al., "Analytical modeling is enough for high-performance BLIS",
 TOMS 2016) and the MLIR GEMM case study (Bondhugula, arXiv 2003.00532).  A :class:`Machine`
-holds what is read from Linux (``/sys/devices/system/cpu/cpu0/cache`` and ``/proc/cpuinfo``)
+holds what ``polyopt.host`` reads from Linux (sysfs caches and ``/proc/cpuinfo``)
 or overridden through ``POLYOPT_MACHINE="vector_bytes=32,l2_bytes=1M"``.
 
 GEMM blocking, :func:`gemm_blocking` (``C[MxN] += A[MxK] B[KxN]``; L = lanes = vector_bytes //
@@ -30,25 +30,19 @@ array touched by the band contributes a ``T x T`` tile (a ``T`` strip for 1-d ba
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
 import platform
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
+from polyopt import host as hostinfo
 from polyopt.errors import OptionError
+from polyopt.host import parse_cache_size
 
-SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
-CPUINFO = Path("/proc/cpuinfo")
 ENV_VAR = "POLYOPT_MACHINE"
 ELEM_BYTES = (1, 2, 4, 8)
-_DEFAULT_CACHES = {"line_bytes": 64, "l1d_bytes": 32 << 10, "l2_bytes": 1 << 20,
-                   "l3_bytes": 8 << 20}
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 def _size(n: int) -> str:
@@ -65,7 +59,12 @@ class Machine:
     vector_bytes: int
     vector_registers: int
     fma_latency: int = 4
+    """Cycles from an FMA to its result. Not detected: 4 on every host, as on Intel's cores
+    since Skylake and AMD's since Zen 3 (Zen 2: 5); set it with ``POLYOPT_MACHINE``
+    (``fma_latency=5``) for a core that differs. With ``fma_units`` it sets the register
+    tile's least accumulator count (``gemm_blocking``'s latency rule)."""
     fma_units: int = 2
+    """FMA pipes per core. Not detected: 2 on every host (a one-pipe core: ``fma_units=1``)."""
     cores: int = 1
     line_bytes: int = 64
     l1d_bytes: int = 32 << 10
@@ -103,41 +102,6 @@ class Blocking:
                 f"{self.lanes} lanes), kc={self.kc} mc={self.mc} nc={self.nc}")
 
 
-def parse_cache_size(text: str) -> int:
-    """Bytes in a size such as ``"48K"``, ``"2048K"``, ``"32M"``, ``"1 GiB"`` or ``"512"``."""
-    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:I?B)?\s*", text.upper())
-    if match is None:
-        raise ValueError(f"not a cache size: {text!r}")
-    return int(match.group(1)) * _UNITS[match.group(2)]
-
-
-def _read_caches(root: Path) -> dict[str, int]:
-    """Line and L1d/L2/L3 sizes from a sysfs ``cpuN/cache`` folder; defaults for what is missing."""
-    found: dict[str, int] = {}
-    if not root.is_dir():
-        return dict(_DEFAULT_CACHES)
-    seen_l3 = False
-    for index in sorted(root.glob("index*")):
-        try:
-            level = int((index / "level").read_text())
-            kind = (index / "type").read_text().strip()
-            size = parse_cache_size((index / "size").read_text())
-        except (OSError, ValueError):
-            continue
-        key = {1: "l1d_bytes", 2: "l2_bytes", 3: "l3_bytes"}.get(level)
-        if key is None or kind == "Instruction":
-            continue
-        seen_l3 = seen_l3 or level == 3
-        found[key] = size
-        if level == 1 or "line_bytes" not in found:
-            with contextlib.suppress(OSError, ValueError):
-                found["line_bytes"] = int((index / "coherency_line_size").read_text())
-    result = {**_DEFAULT_CACHES, **found}
-    if not seen_l3 and "l1d_bytes" in found:
-        result["l3_bytes"] = 0      # the hierarchy was read and has no L3
-    return result
-
-
 def _vector_shape(arch: str, flags: set[str]) -> tuple[int, int]:
     """``(vector_bytes, vector_registers)`` from ``platform.machine()`` and the cpuinfo flags."""
     arch = arch.lower()
@@ -148,23 +112,6 @@ def _vector_shape(arch: str, flags: set[str]) -> tuple[int, int]:
     if "avx2" in flags or "avx" in flags:
         return 32, 16
     return 16, 16
-
-
-def _cpu_flags(path: Path) -> set[str]:
-    try:
-        for line in path.read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return set()
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _override(machine: Machine, spec: str, what: str = ENV_VAR) -> Machine:
@@ -187,12 +134,22 @@ def _override(machine: Machine, spec: str, what: str = ENV_VAR) -> Machine:
         raise OptionError(f"{what}: {err}; valid fields: {', '.join(valid)}") from None
 
 
-@functools.cache
 def host() -> Machine:
-    """The machine polyopt runs on (read once), with ``POLYOPT_MACHINE`` overrides applied."""
-    vector_bytes, registers = _vector_shape(platform.machine(), _cpu_flags(CPUINFO))
-    machine = Machine(vector_bytes, registers, cores=_cores(), **_read_caches(SYSFS_CACHE))
-    return _override(machine, os.environ.get(ENV_VAR, ""))
+    """The machine polyopt runs on, with ``POLYOPT_MACHINE`` overrides applied. The hardware
+    is read once per process; the variable at every call, so a change applies to the next
+    compile."""
+    return _overridden(os.environ.get(ENV_VAR, ""))
+
+
+@functools.lru_cache(maxsize=16)
+def _overridden(spec: str) -> Machine:
+    return _override(_hardware(), spec)
+
+
+@functools.cache
+def _hardware() -> Machine:
+    vector_bytes, registers = _vector_shape(platform.machine(), hostinfo.cpu_flags())
+    return Machine(vector_bytes, registers, cores=hostinfo.usable_cores(), **hostinfo.cache_sizes())
 
 
 def configured(spec: str | Mapping[str, int] | None) -> Machine:

@@ -21,10 +21,11 @@ from polyopt.errors import IllegalScheduleError, ScheduleError
 from polyopt.poly import analyze
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
-from polyopt.schedule import layout
+from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
 from polyopt.schedule.legality import carried, check_legal
+from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Mark, Tag, bind_of
 from polyopt.schedule.tree import (
     Leaf,
     Loop,
@@ -44,9 +45,6 @@ from polyopt.schedule.tree import (
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
          "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate", "pack",
          "contract", "bind", "gpu_tile", "compute_at")
-# CUDA grid and block dimensions a loop can be bound to.
-GPU_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
-            "threadIdx.z")
 
 
 @dataclass(frozen=True)
@@ -173,20 +171,19 @@ class Schedule:
 
     def parallel(self, loop: str) -> Schedule:
         """Run ``loop``'s iterations in parallel (OpenMP); it must carry no dependence."""
-        return self._step("parallel", lambda r: self._tag_free(r, loop, "parallel"), (loop,))
+        return self._step("parallel", lambda r: self._tag_free(r, loop, Tag.PARALLEL), (loop,))
 
     def bind(self, loop: str, axis: str) -> Schedule:
         """Run ``loop``'s iterations on different CUDA blocks or threads (TVM's ``bind``):
         ``axis`` is one of ``blockIdx.x/y/z`` or ``threadIdx.x/y/z``. The loop must carry no
         dependence; in each kernel (top-level nest) block loops enclose thread loops."""
-        if axis not in GPU_AXES:
-            raise ScheduleError(f"bind: unknown axis {axis!r}; valid: {', '.join(GPU_AXES)}")
+        mark = Bind(axis)  # checks the axis
 
         def fn(r: Node) -> Node:
-            bound = tf.find(r, loop).tags & set(GPU_AXES)
+            bound = bind_of(tf.find(r, loop).tags)
             if bound:
-                raise ScheduleError(f"bind: loop {loop} is already bound to {min(bound)}")
-            return self._tag_free(r, loop, axis)
+                raise ScheduleError(f"bind: loop {loop} is already bound to {bound}")
+            return self._tag_free(r, loop, mark)
         return self._step("bind", fn, (loop, axis))
 
     def gpu_tile(self, loop: str, regs: Seq[int] = (4, 4), shared: bool = True,
@@ -215,13 +212,13 @@ class Schedule:
                 if n < 1 or most is None or most % n:
                     raise ScheduleError(f"gpu_tile: loop {name} needs a bounded number of "
                                         f"values that {n} divides (it has {most})")
-                self._tag_free(r, name, "gpu.threads")
-            r = tf.tag(tf.tag(r, col.name, "gpu.tile.cols"), red.name, "gpu.tile.reduction")
+                self._tag_free(r, name, Tag.GPU_THREADS)
+            r = tf.tag(tf.tag(r, col.name, Tag.GPU_TILE_COLS), red.name, Tag.GPU_TILE_REDUCTION)
             if not shared:
-                r = tf.tag(r, loop, "gpu.tile.global")
+                r = tf.tag(r, loop, Tag.GPU_TILE_GLOBAL)
             if unroll is not None:
-                r = tf.tag(r, red.name, f"gpu.unroll {unroll}")
-            return tf.tag(r, loop, f"gpu.tile {rm}x{rn}")
+                r = tf.tag(r, red.name, GpuUnroll(unroll))
+            return tf.tag(r, loop, GpuTile(rm, rn))
         kw = {"shared": None if shared else False, "unroll": unroll}
         return self._step("gpu_tile", fn, (loop, (rm, rn)), **kw)
 
@@ -230,7 +227,7 @@ class Schedule:
         def fn(r: Node) -> Node:
             if loops(tf.find(r, loop).child):
                 raise ScheduleError(f"vectorize: loop {loop} is not innermost")
-            return self._tag_free(r, loop, "vectorize")
+            return self._tag_free(r, loop, Tag.VECTORIZE)
         return self._step("vectorize", fn, (loop,))
 
     def unroll(self, loop: str, factor: int | None = None) -> Schedule:
@@ -239,14 +236,14 @@ class Schedule:
         def fn(r: Node) -> Node:
             if factor is not None:
                 r = tf.split(r, loop, factor)
-                return tf.tag(r, f"{loop}_i", "unroll")
+                return tf.tag(r, tf.split_names(loop)[1], Tag.UNROLL)
             n = tf.trip_count(tf.find(r, loop), self.poly.domain)
             if n is None or n > tf.MAX_FULL_UNROLL:
                 count = "a non-constant" if n is None else n
                 raise ScheduleError(f"unroll: loop {loop} has {count} trip count; give a "
                                     f"factor (full unrolling allows at most "
                                     f"{tf.MAX_FULL_UNROLL})")
-            return tf.tag(r, loop, "unroll")
+            return tf.tag(r, loop, Tag.UNROLL)
         return self._step("unroll", fn, (loop,) if factor is None else (loop, factor))
 
     def unroll_and_jam(self, loop: str, factor: int,
@@ -255,14 +252,14 @@ class Schedule:
         loops it encloses (above a vectorized loop) and unroll it."""
         def fn(r: Node) -> Node:
             r = tf.split(r, loop, factor, names)  # checks the names
-            inner = names[1] if names else f"{loop}_i"
-            return tf.tag(tf.jam(r, inner), inner, "unroll")
+            inner = names[1] if names else tf.split_names(loop)[1]
+            return tf.tag(tf.jam(r, inner), inner, Tag.UNROLL)
         return self._step("unroll_and_jam", fn, (loop, factor), names=names)
 
     def separate(self, loop: str) -> Schedule:
         """Generate ``loop``'s full tiles apart from its partial ones, so the full tiles'
         inner loops have constant bounds and no guards (isl's ``separate`` option)."""
-        return self._step("separate", lambda r: tf.tag(r, loop, "separate"), (loop,))
+        return self._step("separate", lambda r: tf.tag(r, loop, Tag.SEPARATE), (loop,))
 
     def pack(self, tensor: str, dim: int, factor: int, outer: int = 0) -> Schedule:
         """Blocked layouts. An input is read through a copy made before everything else:
@@ -272,17 +269,26 @@ class Schedule:
         computed in such a blocked local and unpacked at the end (``pack("O", 1, 16, 1)``
         is NCHW16c); its statements change, so pack outputs before other steps, and the
         nests restart from program order."""
-        program, name = layout.pack(self.poly.program, tensor, dim, factor, outer)
+        return self.relayout([Pack(tensor, dim, factor, outer)])
+
+    def relayout(self, packs: Seq[Pack]) -> Schedule:
+        """``pack`` each of ``packs`` in turn, with one dependence analysis for them all
+        (``polyopt.poly.relayout``)."""
+        program, names = relayout(self.poly.program, packs)
         poly, deps = analyze(program, self.poly.borders)
-        step = Step("pack", (tensor, dim, factor, outer))
-        if self.poly.program.tensors[tensor].role == "output":
-            base = self._rebased(poly, deps, tensor)
-        else:
-            base = self._with_copies(poly)
-        new = replace(base, poly=poly, deps=deps, steps=(*self.steps, step),
-                      buffers=(*self.buffers, name))
-        check_legal(new.map, deps, f"pack{step.python()[4:]}")
+        steps = tuple(Step("pack", p.args) for p in packs)
+        outputs = [p.tensor for p in packs
+                   if self.poly.program.tensors[p.tensor].role == "output"]
+        base = self._rebased(poly, deps, outputs[0]) if outputs else self._with_copies(poly)
+        new = replace(base, poly=poly, deps=deps, steps=(*self.steps, *steps),
+                      buffers=(*self.buffers, *names))
+        check_legal(new.map, deps, "; ".join(f"pack{st.python()[4:]}" for st in steps))
         return new
+
+    @property
+    def layout(self) -> tuple[Pack, ...]:
+        """The blocked layouts this schedule's ``pack`` steps chose, in order."""
+        return tuple(Pack(*st.args) for st in self.steps if st.verb == "pack")
 
     def contract(self, tensor: str, loop: str) -> Schedule:
         """Keep local ``tensor`` as one slice per iteration of ``loop`` (a stack array in
@@ -314,14 +320,13 @@ class Schedule:
                                 f"(its statements are rewritten)")
         # Program order, whatever the base: isl's scheduler tends to skew the blocked
         # statement into its unpack, which no register tile fits.
-        from polyopt.schedule.auto import program_order  # auto builds on this module
         return replace(program_order(poly, deps), base=self.base, fusion=self.fusion)
 
     # -- machinery -----------------------------------------------------------------------
-    def _tag_free(self, root: Node, name: str, label: str) -> Node:
+    def _tag_free(self, root: Node, name: str, label: Mark) -> Node:
         lp = tf.find(root, name)
         bad = carried(root, lp, self.deps, self.poly.domain)
-        if label == "vectorize" and not bad.is_empty() and self._reduction(lp, bad):
+        if label == Tag.VECTORIZE and not bad.is_empty() and self._reduction(lp, bad):
             return tf.tag(root, name, label)  # a reduction: vector partial results
         if not bad.is_empty():
             raise IllegalScheduleError(
@@ -382,8 +387,8 @@ class Schedule:
         loop must stay innermost) after a later step moved, fused or shifted them."""
         old = {lp.name: lp for lp in loops(before)}
         for lp in loops(self.root):
-            for label in sorted(lp.tags & {"parallel", "vectorize", *GPU_AXES}):
-                if label == "vectorize" and loops(lp.child):
+            for label in sorted(_checked(lp.tags), key=str):
+                if label == Tag.VECTORIZE and loops(lp.child):
                     raise ScheduleError(f"{what}: loop {lp.name} is vectorized, so it must "
                                         f"stay innermost")
                 prev = old.get(lp.name)
@@ -391,7 +396,7 @@ class Schedule:
                         self.root, lp, before, prev):
                     continue  # checked when it was tagged, and nothing it depends on moved
                 bad = carried(self.root, lp, self.deps, self.poly.domain)
-                if label == "vectorize" and not bad.is_empty() and self._reduction(lp, bad):
+                if label == Tag.VECTORIZE and not bad.is_empty() and self._reduction(lp, bad):
                     continue
                 if not bad.is_empty():
                     raise IllegalScheduleError(
@@ -426,8 +431,9 @@ class Schedule:
     def from_json(text: str, source: str, name: str | None = None, *,
                   sizes: Mapping[str, int] | None = None) -> Schedule:
         """Replay a schedule saved by ``as_json`` on def ``name`` of ``source``."""
-        from polyopt.api import schedule_from_json  # the API builds the base schedule
-        return schedule_from_json(text, source, name, sizes=sizes)
+        if _json_loader is None:
+            raise ScheduleError("Schedule.from_json needs polyopt's driver: import polyopt")
+        return _json_loader(text, source, name, sizes=sizes)
 
     @staticmethod
     def parse_steps(text: str) -> tuple[dict[str, Any], tuple[Step, ...]]:
@@ -435,19 +441,13 @@ class Schedule:
             data = json.loads(text)
             steps = tuple(Step(d["verb"], tuple(d.get("args", ())),
                                tuple(d.get("kwargs", {}).items())) for d in data["steps"])
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise ScheduleError(f"not a polyopt schedule in JSON: {e}") from e
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+            raise ScheduleError(f"not a polyopt schedule in JSON: {str(e)[:200]}") from None
         return data, steps
 
     def specialize(self, poly: PolyProgram, deps: Deps, bound: Mapping[str, int]) -> Schedule:
-        """This schedule for ``poly``: the same def with the sizes in ``bound`` fixed (and
-        the layout steps of this schedule applied to it again)."""
-        packs = [st.args for st in self.steps if st.verb == "pack"]
-        if packs:
-            program = poly.program
-            for args in packs:
-                program, _ = layout.pack(program, *args)
-            poly, deps = analyze(program, self.poly.borders)
+        """This schedule for ``poly``: the same def with the sizes in ``bound`` fixed and
+        this schedule's ``layout`` applied already (``polyopt.poly.relayout``)."""
         root = _fix_params(self.root, bound)
         out = replace(self, root=root, poly=poly, deps=deps)
         if not poly.domain.is_subset(out.map.domain()):
@@ -458,6 +458,26 @@ class Schedule:
                 f"or compile with the sizes it was made for")
         check_legal(out.map, deps)
         return out
+
+
+# A saved schedule replays on its def's base schedule, which the driver (a layer above this
+# one) builds from the source: it registers how when it is imported, as every use of polyopt
+# does.
+_json_loader: Callable[..., Schedule] | None = None
+
+
+def register_json_loader(loader: Callable[..., Schedule]) -> None:
+    """Let ``Schedule.from_json`` replay through ``loader`` (the driver's)."""
+    global _json_loader
+    _json_loader = loader
+
+
+def program_order(pp: PolyProgram, deps: Deps) -> Schedule:
+    """The sequential source order: one loop nest per statement, in program order."""
+    taken: set[str] = set()
+    nests = [nest_of(s, pp.program.params, taken) for s in pp.stmts]
+    root = sequence(tuple(nests)) if nests else Leaf(())
+    return Schedule(root, pp, deps, "program-order")
 
 
 def _same_order(a: Node, b: Node) -> bool:
@@ -476,6 +496,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(_plain(v) for v in value)
     return value
+
+
+def _checked(marks: frozenset[Mark]) -> list[Mark]:
+    """The marks that promise independent iterations: parallel, vectorize, a CUDA axis."""
+    return [m for m in marks if m in (Tag.PARALLEL, Tag.VECTORIZE) or isinstance(m, Bind)]
 
 
 def _same_place(root: Node, lp: Loop, old_root: Node, old: Loop) -> bool:
@@ -509,11 +534,18 @@ def _fix_upa(upa: isl.UnionPwAff, bound: Mapping[str, int]) -> isl.UnionPwAff:
     names = [n for n in bound if space.find_dim_by_name(isl.dim_type.param, n) >= 0]
     if not names:
         return upa
-    umap = isl.UnionMap.from_union_pw_aff(upa)
     fixed = " and ".join(f"{n} = {bound[n]}" for n in names)
-    umap = umap.intersect_params(isl.Set(f"[{', '.join(names)}] -> {{ : {fixed} }}"))
+    umap = _drop_params(isl.UnionMap.from_union_pw_aff(upa).intersect_params(
+        isl.Set(f"[{', '.join(names)}] -> {{ : {fixed} }}")), names)
+    if umap.is_empty():  # no statement below runs at these sizes: any value will do
+        domain = _drop_params(isl.UnionMap.from_domain(upa.domain().universe()), names)
+        return isl.UnionPwAff.val_on_domain(domain.domain(), isl.Val(0))
+    return isl.MultiUnionPwAff.from_union_map(umap).get_at(0)
+
+
+def _drop_params(umap: isl.UnionMap, names: list[str]) -> isl.UnionMap:
     for n in names:
         sp = umap.get_space()
         umap = umap.project_out_param_id(
             sp.get_dim_id(isl.dim_type.param, sp.find_dim_by_name(isl.dim_type.param, n)))
-    return isl.MultiUnionPwAff.from_union_map(umap).get_at(0)
+    return umap

@@ -15,13 +15,15 @@ from itertools import pairwise
 import islpy as isl
 
 from polyopt.errors import ScheduleError
+from polyopt.ir import fresh_name
+from polyopt.schedule.marks import Mark, Tag
+from polyopt.schedule.policy import CAPS
 from polyopt.schedule.tree import (
     Leaf,
     Loop,
     Node,
     Sequence,
     filter_domain,
-    fresh_name,
     loops,
     path_to,
     restrict,
@@ -30,7 +32,7 @@ from polyopt.schedule.tree import (
     substitute,
 )
 
-MAX_FULL_UNROLL = 64
+MAX_FULL_UNROLL = CAPS.max_full_unroll
 
 
 def find(root: Node, name: str) -> Loop:
@@ -94,6 +96,11 @@ def _size(value: object, what: str) -> int:
     return value
 
 
+def split_names(name: str) -> tuple[str, str]:
+    """The default names of the outer and inner loops that splitting ``name`` makes."""
+    return f"{name}_o", f"{name}_i"
+
+
 def split(root: Node, name: str, factor: int, names: Seq[str] | None = None) -> Node:
     """``name`` → ``name_o`` (``floor(x/factor)``) around ``name_i`` (``x mod factor``)."""
     f = _size(factor, f"split factor of {name}")
@@ -101,7 +108,7 @@ def split(root: Node, name: str, factor: int, names: Seq[str] | None = None) -> 
     if names is not None and (isinstance(names, str) or len(names) != 2):
         raise ScheduleError(f"split of {name}: names must be two loop names (outer, inner), "
                             f"not {names!r}")
-    outer_name, inner_name = names or (f"{name}_o", f"{name}_i")
+    outer_name, inner_name = names or split_names(name)
     _check_names(root, (outer_name, inner_name), freed={name})
     val = isl.Val(f)
     inner = Loop(inner_name, lp.expr.mod_val(val), lp.child)
@@ -257,7 +264,7 @@ def compute_at(root: Node, nest: str, at: str, deps: isl.UnionMap,
         prefix = prefix.flat_range_product(isl.UnionMap.from_union_pw_aff(lp.expr))
     rel = rel.apply_range(prefix)
     where = isl.UnionPwMultiAff.from_union_map(rel.lexmin() if producer else rel.lexmax())
-    moved = _untag(src, "parallel")  # it now runs inside another nest's iterations
+    moved = _untag(src, Tag.PARALLEL)  # it now runs inside another nest's iterations
     body = sequence((moved, dst.child) if producer else (dst.child, moved))
     new: list[Loop] = [replace(lp, expr=lp.expr.union_add(where.get_union_pw_aff(i)))
                        for i, lp in enumerate(path)]
@@ -268,7 +275,7 @@ def compute_at(root: Node, nest: str, at: str, deps: isl.UnionMap,
     return sequence(tuple(child if c is path[0] else c for c in rest))
 
 
-def _untag(node: Node, label: str) -> Node:
+def _untag(node: Node, label: Mark) -> Node:
     if isinstance(node, Loop):
         return replace(node, tags=node.tags - {label}, child=_untag(node.child, label))
     if isinstance(node, Sequence):
@@ -313,15 +320,21 @@ def reverse(root: Node, name: str) -> Node:
     return substitute(root, lp, replace(lp, expr=lp.expr.neg()))
 
 
-def tag(root: Node, name: str, label: str) -> Node:
+def tag(root: Node, name: str, label: Mark) -> Node:
     lp = find(root, name)
     return substitute(root, lp, replace(lp, tags=lp.tags | {label}))
 
 
 def trip_count(lp: Loop, domain: isl.UnionSet) -> int | None:
     """The loop's value range size over its statements, when it is a constant."""
-    values = lp.expr.intersect_domain_union_set(domain)
-    lo, hi = values.min_val(), values.max_val()
+    # From the set of values, not the function: restricted to the domain, isl may write
+    # the function with a rational coefficient ((h)/2 where h is even), which its
+    # min_val/max_val reject.
+    umap = isl.UnionMap.from_union_pw_aff(lp.expr).intersect_domain(domain)
+    if umap.is_empty():
+        return None
+    values = isl.Set.from_union_set(umap.range())
+    lo, hi = values.dim_min_val(0), values.dim_max_val(0)
     if not (lo.is_int() and hi.is_int()):
         return None
     return int(hi.to_python()) - int(lo.to_python()) + 1
@@ -343,6 +356,6 @@ def jam(root: Node, name: str) -> Node:
     vectorized loop (the register tile's columns stay innermost)."""
     lp = find(root, name)
     ch = [lp]
-    while isinstance(ch[-1].child, Loop) and "vectorize" not in ch[-1].child.tags:
+    while isinstance(ch[-1].child, Loop) and Tag.VECTORIZE not in ch[-1].child.tags:
         ch.append(ch[-1].child)
     return _rebuild(root, ch, [*ch[1:], lp])

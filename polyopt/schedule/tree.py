@@ -3,13 +3,14 @@
 A schedule is a tree of three node kinds, as isl's schedule trees but one loop per node:
 
 - ``Loop``: one loop, a quasi-affine function of each statement's iterators (an isl
-  ``UnionPwAff`` over the statements below it), with a name and tags (``parallel``,
-  ``vectorize``, ``unroll``);
+  ``UnionPwAff`` over the statements below it), with a name and typed marks
+  (``polyopt.schedule.marks``: parallel, vectorize, unroll, GPU bindings and tiles);
 - ``Sequence``: its children run one after another;
 - ``Leaf``: the statements whose instances run at that point.
 
 ``to_isl`` turns a tree into an isl schedule tree for the AST builder: each loop becomes a
-one-member band under a mark ``loop <name>``, so the printer knows which AST loop is which.
+one-member band under an isl mark naming it (``marks.loop_mark``), so the printer knows which
+AST loop is which.
 ``from_isl`` reads isl's scheduler output back.
 """
 
@@ -23,8 +24,8 @@ from typing import Any
 import islpy as isl
 
 from polyopt.errors import ScheduleError
-
-MARK_PREFIX = "loop "
+from polyopt.ir import fresh_name
+from polyopt.schedule.marks import NO_MARKS, Marks, Tag, listed, loop_mark
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,7 +38,7 @@ class Loop:
     name: str
     expr: isl.UnionPwAff  # statement instance -> loop value, for every statement below
     child: Node
-    tags: frozenset[str] = frozenset()
+    tags: Marks = NO_MARKS
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,17 +208,17 @@ def to_isl(root: Node, domain: isl.UnionSet) -> isl.Schedule:
     upa = root.expr.intersect_domain_union_set(inner.get_domain())
     band = inner.insert_partial_schedule(isl.MultiUnionPwAff.from_union_pw_aff(upa))
     node = band.get_root().child(0)
-    if "unroll" in root.tags and not _jammed(root):
+    if Tag.UNROLL in root.tags and not _jammed(root):
         node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.unroll)
-    elif "separate" in root.tags:
+    elif Tag.SEPARATE in root.tags:
         node = node.band_member_set_ast_loop_type(0, isl.ast_loop_type.separate)
-    return node.insert_mark(isl.Id(MARK_PREFIX + root.name)).get_schedule()
+    return node.insert_mark(loop_mark(root.name)).get_schedule()
 
 
 def _jammed(loop: Loop) -> bool:
     """An unrolled loop right above a vectorized innermost one is a register tile: the
     printer unrolls it (with accumulators in registers), not isl."""
-    return isinstance(loop.child, Loop) and "vectorize" in loop.child.tags
+    return isinstance(loop.child, Loop) and Tag.VECTORIZE in loop.child.tags
 
 
 def from_isl(schedule: isl.Schedule) -> Node:
@@ -265,15 +266,6 @@ def name_loops(root: Node, order: tuple[str, ...], taken: set[str] | None = None
     renames = {id(lp): fresh_name(iterator_of(lp.expr, order) or "c", taken)
                for lp in loops(root) if not lp.name}
     return _rename(root, renames)
-
-
-def fresh_name(base: str, taken: set[str]) -> str:
-    """``base``, or ``base2``, ``base3``... whichever is not in ``taken`` (then it is)."""
-    name, n = base, 2
-    while name in taken:
-        name, n = f"{base}{n}", n + 1
-    taken.add(name)
-    return name
 
 
 def _rename(node: Node, renames: dict[int, str]) -> Node:
@@ -325,7 +317,7 @@ def pseudo_code(root: Node, depth: int = 0) -> list[str]:
         return [f"{pad}{s}" for s in root.stmts]
     if isinstance(root, Sequence):
         return [line for c in root.children for line in pseudo_code(c, depth)]
-    tags = f"  # {', '.join(sorted(root.tags))}" if root.tags else ""
+    tags = f"  # {listed(root.tags)}" if root.tags else ""
     text = expr_text(root.expr)
     head = f"for {root.name}" if text == root.name else f"for {root.name} = {text}"
     return [f"{pad}{head}:{tags}",

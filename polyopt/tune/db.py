@@ -40,7 +40,8 @@ from typing import IO, Any, TypeVar
 
 from polyopt import config
 from polyopt.errors import OptionError, PolyoptError
-from polyopt.tune.key import Key, Shapes, shape_distance
+from polyopt.runtime import cache, trust
+from polyopt.tune.key import Key, Shapes, shape_distance, shapes_of
 
 SCHEMA_VERSION = 1
 # "confirmed": a schedule timed again with the fastest others of its search, side by side
@@ -58,6 +59,17 @@ class DatabaseError(PolyoptError):
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _times(times: object) -> tuple[float, ...]:
+    """Time samples: seconds, each a finite non-negative number (an imported or stored list
+    with NaN, a negative or a non-number would make every comparison of records wrong)."""
+    if isinstance(times, (str, bytes)) or not isinstance(times, Sequence):
+        raise OptionError(f"Record times must be a list of seconds, not {type(times).__name__}")
+    for t in times:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
+            raise OptionError(f"Record times must be finite non-negative seconds, not {t!r}")
+    return tuple(float(t) for t in times)
 
 
 @dataclass(frozen=True)
@@ -80,7 +92,14 @@ class Record:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise OptionError(f"Record status {self.status!r}; valid: {', '.join(STATUSES)}")
-        object.__setattr__(self, "times", tuple(float(t) for t in self.times))
+        for name in ("schedule_json", "error", "source", "created"):
+            if not isinstance(getattr(self, name), str):
+                raise OptionError(f"Record {name} must be a string, not "
+                                  f"{type(getattr(self, name)).__name__}")
+        object.__setattr__(self, "times", _times(self.times))
+        if not isinstance(self.options, Mapping):
+            raise OptionError(f"Record options must be a mapping, not "
+                              f"{type(self.options).__name__}")
         object.__setattr__(self, "options", dict(self.options))
 
     @property
@@ -95,9 +114,12 @@ class Record:
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> Record:
-        return Record(Key.from_dict(d["key"]), str(d["schedule"]), tuple(d.get("times", ())),
-                      str(d.get("status", "ok")), dict(d.get("options", {})),
-                      str(d.get("error", "")), str(d.get("source", "")), str(d["created"]))
+        """The record of an exported line; OptionError (a ValueError) when it is not one."""
+        if not isinstance(d, Mapping) or not isinstance(d.get("key"), Mapping):
+            raise OptionError("a record is a JSON object with a 'key' object")
+        return Record(Key.from_dict(d["key"]), d["schedule"], d.get("times", ()),
+                      d.get("status", "ok"), d.get("options", {}), d.get("error", ""),
+                      d.get("source", ""), d["created"])
 
     @property
     def digest(self) -> str:
@@ -124,12 +146,18 @@ _COLUMNS = ("key_id, definition, def_name, shapes, dtypes, target, machine, vers
             "options, times, best, status, error, source, created, digest")
 _INSERT = (f"INSERT OR IGNORE INTO records ({_COLUMNS}) "
            f"VALUES ({', '.join('?' * len(_COLUMNS.split(', ')))})")
-_SELECT = f"SELECT {_COLUMNS} FROM records"
+_SELECT = f"SELECT id, {_COLUMNS} FROM records"
 
 
 def default_path() -> Path:
-    """``tuning.sqlite`` in polyopt's cache dir (``POLYOPT_CACHE_DIR`` or the user's)."""
-    return config.cache_dir() / "tuning.sqlite"
+    """``tuning.sqlite`` in polyopt's cache dir (``POLYOPT_CACHE_DIR`` or the user's), or in
+    the private fallback when others could write to that dir (see :mod:`polyopt.runtime.trust`)."""
+    try:
+        return cache.usable_root(config.cache_dir()) / "tuning.sqlite"
+    except trust.UntrustedLocationError:
+        raise
+    except OSError:  # cannot be created: opening it reports why, as a DatabaseError
+        return config.cache_dir() / "tuning.sqlite"
 
 
 @dataclass(frozen=True)
@@ -182,14 +210,14 @@ class Database:
             where.append("definition = ?")
             args.append(definition)
         sql = _SELECT + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY id"
-        return [_record(r) for r in self._read(sql, args)]
+        return [_record(self.path, r) for r in self._read(sql, args)]
 
     def best(self, key: Key) -> Record | None:
         """The fastest confirmed record of ``key``, else its fastest ok one, or None."""
         rows = self._read(f"{_SELECT} WHERE key_id = ? AND status IN ('ok', 'confirmed') "
                           "AND best IS NOT NULL ORDER BY status != 'confirmed', best, id LIMIT 1",
                           [key.id])
-        return _record(rows[0]) if rows else None
+        return _record(self.path, rows[0]) if rows else None
 
     def nearest(self, key: Key, k: int = 3) -> list[Record]:
         """The best ok record of up to ``k`` other keys of the same definition, target and
@@ -201,7 +229,7 @@ class Database:
         seen: set[str] = set()
         ranked: list[tuple[float, float, Record]] = []
         for row in rows:  # by best time, so the first row of a key is its best record
-            rec = _record(row)
+            rec = _record(self.path, row)
             dist = shape_distance(key.shapes, rec.key.shapes)
             if rec.key.id in seen or dist is None:
                 continue
@@ -216,8 +244,20 @@ class Database:
                           "MIN(CASE WHEN status IN ('ok', 'confirmed') THEN best END), "
                           "MAX(created) "
                           "FROM records GROUP BY key_id ORDER BY 2, target, shapes", [])
-        return [Summary(r[0], r[1], r[2], _shapes(r[3]), r[4],
-                        math.inf if r[5] is None else r[5], r[6]) for r in rows]
+        return [self._summary(*r) for r in rows]
+
+    def _summary(self, key_id: str, def_name: object, target: object, shapes: object,
+                 records: int, best: object, last: object) -> Summary:
+        try:
+            if best is not None and (isinstance(best, bool) or not isinstance(
+                    best, (int, float))):
+                raise _Malformed(f"best is {type(best).__name__}, not seconds")
+            return Summary(key_id, _text(def_name, "def_name"), _text(target, "target"),
+                           _shapes(shapes), records, math.inf if best is None else best,
+                           _text(last, "created"))
+        except (_Malformed, OptionError) as e:
+            raise DatabaseError(f"tuning database {self.path}: a record of key {key_id} is "
+                                f"malformed: {e}") from None
 
     def find_key(self, prefix: str) -> str:
         """The one key id starting with ``prefix``."""
@@ -245,14 +285,19 @@ class Database:
         returns how many were new. A malformed line raises OptionError and adds nothing."""
         name = getattr(fileobj, "name", "<input>")
         rows = []
-        for n, line in enumerate(fileobj, 1):
+        try:
+            lines = list(fileobj)
+        except UnicodeDecodeError as e:
+            raise OptionError(f"{name} is not UTF-8 text ({e}); expected JSON lines written "
+                              f"by `polyopt db export`") from None
+        for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 rows.append(_row(Record.from_dict(json.loads(line))))
-            except (ValueError, KeyError, TypeError, AttributeError) as e:
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
                 raise OptionError(f"{name}: line {n} is not a tuning record "
-                                  f"({type(e).__name__}: {e})") from None
+                                  f"({type(e).__name__}: {str(e)[:200]})") from None
 
         def insert(c: sqlite3.Connection) -> int:
             before = c.total_changes
@@ -278,7 +323,7 @@ class Database:
 
     def _open(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                    check_same_thread=False)
         except (OSError, sqlite3.Error) as e:
@@ -340,6 +385,9 @@ def _create_schema(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", [str(SCHEMA_VERSION)])
     [(found,)] = conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchall()
+    if not re.fullmatch(r"[0-9]{1,9}", str(found)):
+        raise DatabaseError(f"the tuning database's schema version is {str(found)[:40]!r}, "
+                            f"not a number: the file was not written by polyopt")
     if int(found) > SCHEMA_VERSION:
         raise DatabaseError(f"the tuning database has schema version {found}, newer than this "
                             f"polyopt's {SCHEMA_VERSION}; upgrade polyopt or use --db")
@@ -357,14 +405,51 @@ def _row(rec: Record) -> tuple[object, ...]:
             rec.status, rec.error, rec.source, rec.created, rec.digest)
 
 
-def _shapes(text: str) -> Shapes:
-    return tuple(tuple(s) for s in json.loads(text))
+class _Malformed(Exception):
+    """One column of a stored row is not what ``add`` writes (raised as a DatabaseError)."""
 
 
-def _record(row: Sequence[Any]) -> Record:
-    (_, definition, def_name, shapes, dtypes, target, machine, version, schedule, options,
-     times, _, status, error, source, created, _) = row
-    key = Key(definition, _shapes(shapes), tuple(json.loads(dtypes)), target, machine, version,
-              def_name=def_name)
-    return Record(key, schedule, tuple(json.loads(times)), status, json.loads(options), error,
-                  source, created)
+def _column(value: object, column: str) -> Any:
+    """The JSON text of ``column``, parsed; SQLite keeps whatever type was stored, and the
+    text may be anything (deep nesting makes json raise RecursionError)."""
+    if not isinstance(value, str):
+        raise _Malformed(f"{column} is {type(value).__name__}, not JSON text")
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError) as e:
+        raise _Malformed(f"{column} is not JSON ({type(e).__name__}: {str(e)[:80]})") from None
+
+
+def _text(value: object, column: str) -> str:
+    if not isinstance(value, str):
+        raise _Malformed(f"{column} is {type(value).__name__}, not text")
+    return value
+
+
+def _shapes(value: object) -> Shapes:
+    shapes = _column(value, "shapes")
+    if not isinstance(shapes, list) or not all(isinstance(s, list) for s in shapes):
+        raise _Malformed(f"shapes is {str(shapes)[:80]}, not a list of lists of sizes")
+    return shapes_of(shapes)
+
+
+def _dtypes(value: object) -> tuple[str, ...]:
+    dtypes = _column(value, "dtypes")
+    if not isinstance(dtypes, list) or not all(isinstance(d, str) for d in dtypes):
+        raise _Malformed(f"dtypes is {str(dtypes)[:80]}, not a list of names")
+    return tuple(dtypes)
+
+
+def _record(path: Path, row: Sequence[Any]) -> Record:
+    """The Record of a stored row, or a DatabaseError naming the row and its bad column."""
+    (row_id, _, definition, def_name, shapes, dtypes, target, machine, version, schedule,
+     options, times, _, status, error, source, created, _) = row
+    try:
+        key = Key(_text(definition, "definition"), _shapes(shapes), _dtypes(dtypes),
+                  _text(target, "target"), _text(machine, "machine"), _text(version, "version"),
+                  def_name=_text(def_name, "def_name"))
+        return Record(key, schedule, _column(times, "times"), status,
+                      _column(options, "options"), error, source, created)
+    except (_Malformed, OptionError) as e:
+        raise DatabaseError(f"tuning database {path}: record {row_id} is malformed: "
+                            f"{e}") from None

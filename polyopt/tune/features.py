@@ -2,7 +2,8 @@
 contraction: what the cost model sees besides the knob values.
 
 CPU: for a register tile of ``mr`` rows, ``nr`` columns and a reduction tile of ``kc`` (the
-knobs, or the machine model's values), laid out as the pipeline lays it out (a convolution
+knobs, or the machine model's blocking for the contraction's element type, as the pipeline
+asks its ``CpuPolicy``), laid out as the pipeline lays it out (a convolution
 blocked by channels has the channel block as its columns and the output row as its rows;
 short reductions such as filter taps run inside the tile), each tensor's footprint is the
 number of distinct elements its accesses touch over a box of iterations (isl counts the
@@ -24,7 +25,9 @@ exact). The features:
 - whether the output is blocked by channels, and the row tile over the rows.
 
 CUDA: threads per block, the block tile's shared-memory bytes over the limit, registers per
-thread (the accumulators), blocks over the GPU's multiprocessors and lane use of the tile.
+thread (the accumulators) over a full block's share, blocks over the GPU's multiprocessors
+and lane use of the tile; unset knobs take the mapping's defaults (``GpuPolicy.tile_for``)
+and the limits come from the ``GpuModel`` (the device's, or the named default).
 """
 
 from __future__ import annotations
@@ -36,42 +39,54 @@ from collections.abc import Mapping
 import islpy as isl
 
 from polyopt import ir, lang
+from polyopt.dtypes import DTYPES
 from polyopt.poly import build_poly
 from polyopt.poly.model import PolyProgram, PolyStmt
-from polyopt.schedule.blocked import SMALL_REDUCTION, plan_blocking
+from polyopt.schedule.blocked import plan_blocking
 from polyopt.schedule.machine import Machine, host
+from polyopt.schedule.policy import GpuModel, cpu_policy, gpu_policy
 from polyopt.tune.space import Config
 
 N_FEATURES = 11
 N_CUDA_FEATURES = 5
-SHARED_BYTES = 48 << 10  # per block without opting in to more
-MULTIPROCESSORS = 132  # H100/H200; the ranking only needs the order of magnitude
 
 
 class Footprints:
     """The contraction of a definition at fixed sizes, ready to measure tiles of it."""
 
-    def __init__(self, source: str, name: str | None, sizes: Mapping[str, int],
-                 machine: Machine | None = None) -> None:
+    def __init__(self, source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
+                 machine: Machine | None = None, gpu: GpuModel | None = None) -> None:
         program = lang.build_program(source, name, sizes)
-        self.machine = machine or host()
+        self.policy = cpu_policy(machine or host())
+        self.machine = self.policy.machine
+        self.gpu = gpu_policy(gpu)
         self.pp: PolyProgram = build_poly(program, borders=False)
         self.stmt = _largest_contraction(self.pp)
         self.program = program
+        dtype = program.tensors[self.stmt.stmt.tensor].dtype if self.stmt else "float32"
+        self.elem = DTYPES[dtype].np.itemsize
+        self.blocking = self.policy.blocking(self.elem)  # the pipeline's register tile
 
     def of(self, config: Config) -> tuple[float, ...]:
-        """The features of a CPU or CUDA configuration (by its knobs)."""
+        """The features of a CPU or CUDA configuration (by its knobs; unset ones at the
+        pipeline's values)."""
         if any(k.startswith("gpu_") for k in config):
             return self.cuda(config.get("gpu_tile"), config.get("gpu_block"),
                              config.get("gpu_regs"), config.get("gpu_shared") is not False)
-        lanes = self._lanes()
-        block = config.get("block")
-        return self.features(config.get("mr") or 14, config.get("nr") or 2 * lanes,
-                             config.get("kc") or 88, 0 if block == 0 else block or lanes,
-                             bool(config.get("rows_outer")), config.get("mc") or 0)
+        b, block = self.blocking, config.get("block")
+        return self.features(config.get("mr") or b.mr, config.get("nr") or b.nr,
+                             config.get("kc") or b.kc,
+                             self._default_block() if block is None else block,
+                             bool(config.get("rows_outer")),
+                             config.get("mc") or self.policy.row_block or 0)
+
+    def _default_block(self) -> int:
+        """The channel block the pipeline picks with no knob (0: none)."""
+        plan = plan_blocking(self.program, self.stmt, self.policy) if self.stmt else None
+        return plan[2] if plan else 0
 
     def _lanes(self) -> int:
-        return max(1, self.machine.vector_bytes // 4)
+        return self.blocking.lanes
 
     @functools.cache  # noqa: B019 -- one per tuning run, configurations repeat
     def features(self, mr: int, nr: int, kc: int, block: int = 0,
@@ -84,9 +99,9 @@ class Footprints:
         blocked = col_extent < self._extent(col)
         inner: dict[str | None, int] = {
             it: self._extent(it) for it in s.stmt.reduction_iters
-            if it != red and self._extent(it) <= SMALL_REDUCTION}
+            if it != red and self._extent(it) <= self.policy.small_reduction}
         nr = min(nr, col_extent)
-        elem = 4
+        elem = self.elem
         tile = self._bytes({**inner, row: mr, col: nr, red: kc}) * elem
         if rows_outer:  # a row tile's panel spans every column
             panel = self._bytes({**inner, row: mr, col: col_extent, red: kc}) * elem
@@ -114,15 +129,17 @@ class Footprints:
         s = self.stmt
         if s is None:
             return (0.0,) * N_CUDA_FEATURES
-        tm, tn, tk = tile or (64, 64, 8)
-        rm, rn = regs or (4, 4)
         row, col, _, _ = self._roles(0)
+        tm, tn, tk, rm, rn = self.gpu.tile_for(self._extent(row), self._extent(col),
+                                               _triple(tile), _pair(regs))
         threads = math.prod(block) if block else (tm // rm) * (tn // rn)
-        smem = (tm + tn) * tk * 4 if shared else 0
+        smem = (tm + tn) * tk * self.elem if shared else 0
         blocks = math.ceil(self._extent(row) / tm) * math.ceil(self._extent(col) / tn)
         use = self._extent(col) / (math.ceil(self._extent(col) / tn) * tn)
-        return (math.log2(max(1, threads)) / 10, smem / SHARED_BYTES, rm * rn / 64,
-                math.log2(max(1.0, blocks / MULTIPROCESSORS)), use)
+        model = self.gpu.model
+        return (math.log2(max(1, threads)) / 10, smem / model.shared_bytes_per_block,
+                rm * rn / model.registers_per_full_block,
+                math.log2(max(1.0, blocks / model.multiprocessors)), use)
 
     def _roles(self, block: int) -> tuple[str | None, str | None, str | None, int]:
         """(row, column, reduction, column extent), as the CPU pipeline picks them. A
@@ -134,7 +151,7 @@ class Footprints:
         assert s is not None
         lhs, reds = s.stmt.lhs, s.stmt.reduction_iters
         red = max(reds, key=self._extent, default=None)
-        plan = plan_blocking(self.program, s, self.machine, block) if block else None
+        plan = plan_blocking(self.program, s, self.policy, block) if block else None
         if plan is not None:
             _, dim, width = plan
             return lhs[-1], lhs[dim], red, width
@@ -174,6 +191,14 @@ class Footprints:
             count = image.count_val()
             total += int(count.to_python()) if count.is_int() else 0
         return total
+
+
+def _triple(xs: tuple[int, ...] | None) -> tuple[int, int, int] | None:
+    return (xs[0], xs[1], xs[2]) if xs else None
+
+
+def _pair(xs: tuple[int, ...] | None) -> tuple[int, int] | None:
+    return (xs[0], xs[1]) if xs else None
 
 
 def _log_ratio(value: int, capacity: int) -> float:

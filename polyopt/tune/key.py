@@ -8,22 +8,22 @@ machine (CPU model and flags; GPU name and compute capability) and the polyopt v
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import math
-import platform
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import islpy as isl
 
-from polyopt import ir
+from polyopt import host, ir
+from polyopt.driver import TARGETS
 from polyopt.errors import OptionError
+from polyopt.version import __version__
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -108,16 +108,7 @@ def machine_id(target: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _cpu_id() -> str:
-    from polyopt.runtime.compiler import _host_fingerprint
-    from polyopt.schedule.machine import _cores
-
-    model = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.split(":")[0].strip() in ("model name", "Model", "cpu model"):
-                model = line.partition(":")[2].strip()
-                break
-    return f"{model} | {_host_fingerprint()} | {_cores()} cores"
+    return f"{host.cpu_model()} | {host.fingerprint()} | {host.usable_cores()} cores"
 
 
 @functools.lru_cache(maxsize=1)
@@ -134,16 +125,8 @@ def _gpu_id() -> str:
 
 
 def _check_target(target: str) -> None:
-    from polyopt.pipeline import TARGETS  # lazily: the pipeline imports most of polyopt
-
     if target not in TARGETS:
         raise OptionError(f"unknown target {target!r}; valid: {', '.join(TARGETS)}")
-
-
-def _version() -> str:
-    import polyopt  # at call time: polyopt's own modules may import this one
-
-    return str(getattr(polyopt, "__version__", "0.1.0"))
 
 
 Shapes = tuple[tuple[int, ...], ...]
@@ -162,7 +145,7 @@ class Key:
     def_name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shapes", _shapes_of(self.shapes))
+        object.__setattr__(self, "shapes", shapes_of(self.shapes))
         object.__setattr__(self, "dtypes", tuple(str(d) for d in self.dtypes))
 
     @staticmethod
@@ -170,9 +153,9 @@ class Key:
              machine: str | None = None) -> Key:
         """The key of size-generic ``program`` at input ``shapes`` on this machine."""
         _check_target(target)
-        return Key(canonical_hash(program), _shapes_of(shapes),
+        return Key(canonical_hash(program), shapes_of(shapes),
                    tuple(t.dtype for t in program.inputs), target,
-                   machine if machine is not None else machine_id(target), _version(),
+                   machine if machine is not None else machine_id(target), __version__,
                    def_name=program.name)
 
     @property
@@ -189,18 +172,29 @@ class Key:
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> Key:
-        return Key(str(d["definition"]), d["shapes"], tuple(d["dtypes"]), str(d["target"]),
+        dtypes = d["dtypes"]
+        if not isinstance(dtypes, list) or not all(isinstance(t, str) for t in dtypes):
+            raise OptionError(f"Key dtypes must be a list of names, not {str(dtypes)[:80]}")
+        return Key(str(d["definition"]), d["shapes"], tuple(dtypes), str(d["target"]),
                    str(d["machine"]), str(d["version"]), def_name=str(d.get("def_name", "")))
 
 
-def _shapes_of(shapes: Sequence[Sequence[int]]) -> Shapes:
+def shapes_of(shapes: Sequence[Sequence[int]]) -> Shapes:
+    """``shapes`` as tuples of ints; OptionError for anything else (a string, a float, a bool
+    or a negative extent)."""
     try:
-        out = tuple(tuple(int(d) for d in s) for s in shapes)
+        out = tuple(tuple(_dim(d) for d in s) for s in shapes)
     except (TypeError, ValueError):
-        raise OptionError(f"Key shapes must be tuples of ints, not {shapes!r}") from None
+        raise OptionError(f"Key shapes must be tuples of ints, not {str(shapes)[:80]}") from None
     if any(d < 0 for s in out for d in s):
         raise OptionError(f"Key shapes must not be negative: {out}")
     return out
+
+
+def _dim(value: object) -> int:
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(value)
+    return operator.index(value)  # type: ignore[arg-type]
 
 
 def shape_distance(a: Shapes, b: Shapes) -> float | None:

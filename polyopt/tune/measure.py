@@ -26,7 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from polyopt import dtypes, ir, lang
+from polyopt import api, dtypes, ir, lang
+from polyopt.errors import PolyoptError
+from polyopt.lang.lexer import widen_floats
+from polyopt.runtime.interp import evaluate
 
 TOLERANCE = 1e-4  # relative L2 error against the float64 reference
 SETTLE_S = 0.2  # pause between the checked call and the timed ones
@@ -67,13 +70,14 @@ class Result:
         return min(self.times) if self.status == "ok" and self.times else float("inf")
 
 
-def prepare(source: str, name: str | None, sizes: Mapping[str, int], seed: int = 0,
-            directory: str | None = None) -> str:
+def prepare(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
+            seed: int = 0, directory: str | None = None) -> str:
     """Draw inputs, compute the float64 reference, save both; the ``.npz`` path."""
-    program = lang.build_program(source, name, sizes)
+    definition = lang.define(source, name)
+    program = lang.build_program(definition, sizes=sizes)
     rng = np.random.default_rng(seed)
     inputs = [_random(t, rng) for t in program.inputs]
-    ref = reference(source, name, sizes, inputs)
+    ref = reference(definition.source, definition.name, sizes, inputs)
     path = Path(tempfile.mkdtemp(prefix="polyopt-tune-", dir=directory)) / "data.npz"
     arrays: dict[str, Any] = {f"in{i}": a for i, a in enumerate(inputs)}
     arrays.update({f"ref{i}": r for i, r in enumerate(ref)})
@@ -86,13 +90,8 @@ def reference(source: str, name: str | None, sizes: Mapping[str, int],
     """The outputs in float64: the definition retyped to float64, compiled in program order
     (none of the transformations under test; ~100x faster than the interpreter, which takes
     a minute for one ResNet layer), or the interpreter when that cannot be compiled."""
-    import polyopt
-    from polyopt.errors import PolyoptError
-    from polyopt.lang.lexer import widen_floats
-    from polyopt.runtime.interp import evaluate
-
     try:
-        kernel = polyopt.compile(widen_floats(source), name, sizes=dict(sizes),
+        kernel = api.compile(widen_floats(source), name, sizes=dict(sizes),
                                  schedule="program-order", options={"tuned": False})
         wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in inputs]
         got = kernel(*wide)
@@ -171,10 +170,8 @@ def _compile(job: Job) -> tuple[Any, list[np.ndarray], list[np.ndarray], tuple[A
                                 float]:
     """The kernel, its inputs and references, and its outputs: the first call builds and
     loads the library, so the checked result comes out of the parallel compile phase."""
-    import polyopt
-
     start = time.perf_counter()
-    kernel = polyopt.compile(job.source, job.name, target=job.target,
+    kernel = api.compile(job.source, job.name, target=job.target,
                              sizes=dict(job.sizes), options=_candidate(job.options))
     with _load(job.data) as data:
         inputs = [data[f"in{i}"] for i in range(len(kernel.program.inputs))]

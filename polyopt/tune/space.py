@@ -6,7 +6,9 @@ blocking, cache tiles); on CUDA, the ``gpu`` mapping (block tile, registers per 
 threads per block, shared memory, unrolling). Only knobs that change something for the
 definition are in its space (no register tile knobs without a contraction). Every value
 builds its schedule through checked verbs, so every configuration is legal; one the pipeline
-cannot apply falls back to the model's choice, which the measured schedule records.
+cannot apply falls back to the model's choice, which the measured schedule records. The
+candidates and the thresholds that pick them are the pipelines' policies' (``CpuPolicy``
+for the machine model, in the contraction's vector lanes; ``GpuPolicy``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyopt import ir, lang
-from polyopt.schedule.machine import host
+from polyopt.driver import base_schedule, check_options
+from polyopt.dtypes import DTYPES
+from polyopt.schedule.machine import Machine, host
+from polyopt.schedule.policy import GPU_POLICY, CpuPolicy, GpuPolicy, cpu_policy
 
 Config = dict[str, Any]
 
@@ -89,59 +94,61 @@ class Space:
         return out
 
 
-def space_for(source: str, name: str | None, sizes: Mapping[str, int],
-              target: str = "c") -> Space:
-    """The search space of def ``name`` at ``sizes`` on ``target``."""
-    program = lang.build_program(source, name, sizes)
+def space_for(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
+              target: str = "c", machine: Machine | None = None) -> Space:
+    """The search space of def ``name`` at ``sizes`` on ``target`` (CPU: for ``machine``'s
+    model, default the host's)."""
+    definition = lang.define(source, name)
+    program = lang.build_program(definition, sizes=sizes)
     if target.startswith("cuda"):
-        return Space(target, _cuda_knobs(program))
-    knobs = _cpu_knobs(program)
-    if not _cache_tiled(source, name, sizes):  # the knob would change nothing
+        return Space(target, _cuda_knobs(program, GPU_POLICY))
+    knobs = _cpu_knobs(program, cpu_policy(machine or host()))
+    if not _cache_tiled(program):  # the knob would change nothing
         knobs = tuple(k for k in knobs if k[0] != "cache_tile")
     return Space(target, knobs)
 
 
-def _cache_tiled(source: str, name: str | None, sizes: Mapping[str, int]) -> bool:
+def _cache_tiled(program: ir.Program) -> bool:
     """Does the default schedule tile a nest for a transposed access (a ``tile`` step;
     register tiles are ``split`` steps)? That depends on the statements the pipeline adds
     (a blocked output's copy back), so ask the pipeline."""
-    from polyopt.api import schedule
-
-    steps = schedule(source, name, sizes=sizes, options={"tuned": False}).steps
+    steps = base_schedule(program, check_options({"tuned": False}, "c"), True).steps
     return any(st.verb == "tile" for st in steps)
 
 
-def _cpu_knobs(program: ir.Program) -> tuple[tuple[str, tuple[Any, ...]], ...]:
-    machine = host()
-    lanes = max(1, machine.vector_bytes // 4)
+def _contractions(program: ir.Program) -> list[ir.Stmt]:
+    return [s for s in program.stmts if s.op == "+" and s.reduction_iters and len(s.lhs) >= 2]
+
+
+def _cpu_knobs(program: ir.Program,
+               policy: CpuPolicy) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     knobs: list[tuple[str, tuple[Any, ...]]] = []
     if len(program.stmts) > 1:
         knobs.append(("fusion", ("smart", "min", "max")))
-    contraction = any(s.op == "+" and s.reduction_iters and len(s.lhs) >= 2
-                      for s in program.stmts)
-    if contraction:
-        knobs += [("mr", (None, 4, 6, 8, 12, 14, 16, 20, 24, 28)),
-                  ("nr", (None, lanes, 2 * lanes, 3 * lanes, 4 * lanes)),
-                  ("kc", (None, 32, 64, 96, 128, 192, 256, 384, 512)),
+    contractions = _contractions(program)
+    if contractions:
+        lanes = policy.lanes(DTYPES[program.tensors[contractions[0].tensor].dtype].np.itemsize)
+        knobs += [("mr", (None, *policy.space_mr)),
+                  ("nr", (None, *(v * lanes for v in policy.space_nr_vectors))),
+                  ("kc", (None, *policy.space_kc)),
                   ("pack", (None, True, False)),
                   ("rows_outer", (None, True))]
-        if any(len(s.lhs) >= 4 for s in program.stmts):  # a convolution's NCHW output:
-            # channel blocks of one vector (None), none, or several (more accumulators)
-            knobs.append(("block", (None, 0, 2 * lanes, 4 * lanes)))
+        if any(len(s.lhs) >= policy.conv_rank for s in program.stmts):  # NCHW: channel
+            # blocks of the default (None), none, or several vectors (more accumulators)
+            knobs.append(("block", (None, 0, *(v * lanes for v in policy.space_block_vectors))))
         else:  # L2 row blocks (a convolution's rows are too short to cut)
-            knobs.append(("mc", (None, 64, 128, 256, 512)))
+            knobs.append(("mc", (None, *policy.space_mc)))
     if any(len(s.lhs) >= 2 for s in program.stmts):
-        knobs.append(("cache_tile", (None, 0, 8, 32, 64)))
+        knobs.append(("cache_tile", (None, 0, *policy.space_cache_tile)))
     return tuple(knobs)
 
 
-def _cuda_knobs(program: ir.Program) -> tuple[tuple[str, tuple[Any, ...]], ...]:
-    knobs: list[tuple[str, tuple[Any, ...]]] = [
-        ("gpu_block", (None, (32, 8), (64, 4), (16, 16), (128, 2)))]
-    if any(s.op == "+" and s.reduction_iters and len(s.lhs) >= 2 for s in program.stmts):
-        knobs += [("gpu_tile", (None, (64, 64, 8), (128, 128, 8), (64, 128, 8), (128, 64, 8),
-                                (32, 32, 8), (64, 64, 16), (128, 128, 16))),
-                  ("gpu_regs", (None, (4, 4), (8, 8), (4, 8), (8, 4), (2, 2))),
+def _cuda_knobs(program: ir.Program,
+                policy: GpuPolicy) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    knobs: list[tuple[str, tuple[Any, ...]]] = [("gpu_block", (None, *policy.space_blocks))]
+    if _contractions(program):
+        knobs += [("gpu_tile", (None, *policy.space_tiles)),
+                  ("gpu_regs", (None, *policy.space_regs)),
                   ("gpu_shared", (None, False)),
-                  ("gpu_unroll", (None, 2, 4))]
+                  ("gpu_unroll", (None, *policy.space_unroll))]
     return tuple(knobs)

@@ -22,7 +22,9 @@ from typing import Any
 
 from polyopt import ir, lang
 from polyopt.errors import OptionError, PolyoptError, SizesRequiredError
-from polyopt.tune.db import Database, Record
+from polyopt.runtime.cuda import device_model
+from polyopt.tune.db import Database, Record, default_path
+from polyopt.tune.features import Footprints
 from polyopt.tune.key import Key
 from polyopt.tune.measure import Confirm, Job, Result, Runner, prepare
 from polyopt.tune.search import STRATEGIES, search
@@ -90,7 +92,7 @@ class TuneResult:
                 f"{self.best.options}")
 
 
-def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
+def tune(source: str | lang.Definition, name: str | None = None, *, sizes: Mapping[str, int],
          target: str = "c", trials: int = 64, strategy: str = "model",
          db: str | Database | bool | None = None, executor: Any = None, seed: int = 0,
          repeat: int = 5, timeout: float = 120.0,
@@ -106,10 +108,12 @@ def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
         raise OptionError(f"tune: strategy must be one of {', '.join(STRATEGIES)} and trials "
                           f">= 1, not {strategy!r} and {trials!r}")
     start = time.perf_counter()
-    key = make_key(source, name, sizes, target)
-    space = space_for(source, name, sizes, target)
+    definition = lang.define(source, name)  # parsed once, here
+    source, name = definition.source, definition.name  # what workers compile
+    key = make_key(definition, None, sizes, target)
+    space = space_for(definition, None, sizes, target)
     database = _database(db)
-    data = prepare(source, name, sizes, seed)
+    data = prepare(definition, None, sizes, seed)
     done: list[Trial] = []
     seeds = _seeds(database, key, space)
 
@@ -129,7 +133,7 @@ def tune(source: str, name: str | None = None, *, sizes: Mapping[str, int],
             out.append(trial.result.best)
         return out
 
-    features = _features(source, name, sizes, target)
+    features = _features(definition, sizes, target)
     try:
         with Runner(timeout, executor) as runner:
             search(space, evaluate, trials, strategy, seed, seeds, features)
@@ -168,53 +172,56 @@ def _confirm(runner: Runner, done: list[Trial], source: str, name: str | None,
     return list(zip(chosen, runner.confirm(Confirm(jobs)), strict=True))
 
 
-def _features(source: str, name: str | None, sizes: Mapping[str, int],
-              target: str) -> Callable[[Config], tuple[float, ...]] | None:
+def _features(definition: lang.Definition, sizes: Mapping[str, int],
+              target: str = "c") -> Callable[[Config], tuple[float, ...]] | None:
     """isl footprints of a configuration's tiles, for the cost model (None when the
-    definition has no contraction to tile)."""
-    from polyopt.tune.features import Footprints
-
-    fp = Footprints(source, name, sizes)
+    definition has no contraction to tile); on ``cuda``, against the device's GPU model
+    (the named default without one)."""
+    gpu = device_model() if target == "cuda" else None
+    fp = Footprints(definition, None, sizes, gpu=gpu)
     return fp.of if fp.stmt is not None else None
 
 
-def make_key(source: str, name: str | None, sizes: Mapping[str, int], target: str) -> Key:
+def make_key(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
+             target: str) -> Key:
     """The database key of def ``name`` at ``sizes`` on ``target`` on this machine."""
-    sized = lang.build_program(source, name, sizes)
+    definition = lang.define(source, name)
+    sized = lang.build_program(definition, sizes=sizes)
+    if sized.sizes:
+        raise OptionError(f"a tuning key needs every size of def '{sized.name}'; "
+                          f"unbound: {', '.join(sized.sizes)}")
+    # The <...> parameters (strides, padding) select the operator; the tensor sizes are the
+    # key's shapes.
+    params = {k: v for k, v in sizes.items() if k in definition.params}
     try:
-        generic = lang.build_program(source, name, _params_only(source, name, sizes))
+        generic = lang.build_program(definition, sizes=params)
     except SizesRequiredError:  # affine only at these sizes: they are part of the definition
         generic = sized
     shapes = [tuple(ir.extent_value(e, {}) for e in t.shape) for t in sized.inputs]
     return Key.make(generic, shapes, target)
 
 
-def _params_only(source: str, name: str | None, sizes: Mapping[str, int]) -> dict[str, int]:
-    """The ``<...>`` parameters among ``sizes`` (strides, padding): they select the operator,
-    while the tensor sizes are the key's shapes."""
-    from polyopt.lang.parser import parse
-
-    defs = parse(source).defs
-    d = next((x for x in defs if name is None or x.name == name), None)
-    params = {p.name for p in d.params} if d is not None else set()
-    return {k: v for k, v in sizes.items() if k in params}
-
-
-def lookup(source: str, name: str | None, sizes: Mapping[str, int], target: str,
-           db: str | Database | None = None) -> Record | None:
+def lookup(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
+           target: str, db: str | Database | None = None) -> Record | None:
     """The best recorded schedule for this key, or None (no database, no record, or a
-    database that cannot be read: compiling never fails for the tuner's sake)."""
+    database that cannot be read; ``polyopt.tune.replay`` says why when compiling)."""
     try:
-        database = _database(db, create=False)
-        if database is None:
-            return None
-        try:
-            return database.best(make_key(source, name, sizes, target))
-        finally:
-            if database is not db:  # opened here: do not leave a connection per compile
-                database.close()
+        return best_record(make_key(source, name, sizes, target), db)
     except (PolyoptError, OSError):
         return None
+
+
+def best_record(key: Key, db: str | Database | None = None) -> Record | None:
+    """The best record of ``key`` in ``db`` (default: the user's database), None when
+    there is no such file or record; DatabaseError when it cannot be read."""
+    database = _database(db, create=False)
+    if database is None:
+        return None
+    try:
+        return database.best(key)
+    finally:
+        if database is not db:  # opened here: do not leave a connection per compile
+            database.close()
 
 
 def _database(db: str | Database | bool | None, create: bool = True) -> Database | None:
@@ -222,8 +229,6 @@ def _database(db: str | Database | bool | None, create: bool = True) -> Database
         return None
     if isinstance(db, Database):
         return db
-    from polyopt.tune.db import default_path
-
     path = default_path() if db is None or db is True else db
     if not create and not Path(path).exists():
         return None
@@ -235,7 +240,13 @@ def _seeds(database: Database | None, key: Key, space: Space) -> list[Config]:
     if database is None:
         return []
     records = [r for r in [database.best(key)] if r is not None] + database.nearest(key)
-    return [config_of(space, r.options) for r in records]
+    seeds = []
+    for r in records:
+        try:
+            seeds.append(config_of(space, r.options))
+        except (TypeError, ValueError, AttributeError):  # options of no configuration
+            continue
+    return seeds
 
 
 def config_of(space: Space, options: Mapping[str, Any]) -> Config:

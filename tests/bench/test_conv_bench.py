@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from polyopt import cli
-from polyopt.bench import layers, records, report, tvm_conv
+from polyopt.bench import conv, layers, records, report, tvm_conv
 from polyopt.bench.peers import Context, conv_reference, numpy_conv
 from polyopt.errors import OptionError
 
@@ -95,6 +96,92 @@ def test_missing_torch_is_skipped_and_another_baseline_works(tmp_path: Path,
     assert "torch is not installed" in rows["torch"]["reason"]
     assert float(rows["numpy"]["speedup"]) == 1.0 and float(rows["polyopt"]["speedup"]) > 0
     assert "torch skipped: torch is not installed" in capsys.readouterr().out
+
+
+@pytest.mark.cc
+def test_a_missing_baseline_falls_back_to_a_peer_that_ran(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    """The README's command without torch: every speed-up was '-' and the chart empty."""
+    argv = ["--layers", "2", "--scale", "16", "--repeat", "1", "--settle", "0"]
+    assert _bench(argv, tmp_path, blocked=("torch", "tvm")) == 0
+    rows = {r["system"]: r for r in csv.DictReader((tmp_path / "resnet50.csv").open())}
+    assert float(rows["numpy"]["speedup"]) == 1.0 and float(rows["polyopt"]["speedup"]) > 0
+    out = capsys.readouterr().out
+    assert ("Baseline: torch has no correct timing (skipped: torch is not installed"
+            in out and "speed-ups are relative to numpy instead." in out)
+    assert "| | speed-up vs numpy, count-weighted |" in out
+    doc = json.loads((tmp_path / "resnet50.json").read_text())
+    assert doc["settings"]["baseline"] == "numpy"
+    assert "--baseline torch" in doc["command"] and "numpy instead" in doc["settings"][
+        "baseline_note"]
+
+
+def test_choose_baseline() -> None:
+    def rec(system: str, ok: bool) -> records.Record:
+        r = records.Record("m", 1, "l1", "regular", 1, "", 1, 1.0, system, matched=ok,
+                           median_ms=1.0 if ok else None)
+        r.status, r.reason = ("ok", "") if ok else ("skipped", f"{system} is not installed")
+        return r
+
+    systems = ("polyopt", "numpy", "torch", "tvm")
+    recs = [rec("polyopt", True), rec("numpy", True), rec("torch", False), rec("tvm", True)]
+    assert conv.choose_baseline(recs, "tvm", systems) == ("tvm", "")
+    assert conv.choose_baseline(recs, "torch", systems) == (
+        "numpy", "torch has no correct timing (skipped: torch is not installed): speed-ups "
+        "are relative to numpy instead")
+    assert conv.choose_baseline(recs[:1] + recs[2:3], "torch", systems)[0] == "polyopt"
+    baseline, note = conv.choose_baseline(recs[2:3], "torch", systems)
+    assert baseline == "torch" and note.endswith("nor has any other system: there are no "
+                                                 "speed-ups")
+
+
+def test_the_chart_legend_lists_only_systems_that_ran(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    shown: list[list[str]] = []
+    monkeypatch.setattr(report, "_decorate", lambda ax, recs, layers, systems, base:
+                        shown.append(list(systems)))
+    recs = []
+    for system, ms in (("polyopt", 1.0), ("numpy", 2.0), ("torch", None), ("tvm", None)):
+        recs.append(records.Record("m", 1, "l1", "regular", 1, "", 1, 1.0, system,
+                                   status="ok" if ms else "skipped", matched=ms is not None,
+                                   median_ms=ms))
+    records.add_speedups(recs, "numpy")
+    assert report.plot(tmp_path / "a.png", recs, "numpy", "t") is None
+    assert shown == [["polyopt"]]
+    records.add_speedups(recs, "torch")  # skipped: no speed-ups
+    note = report.plot(tmp_path / "b.png", recs, "torch", "t")
+    assert note == "no system has a speed-up against torch to plot"
+
+
+@pytest.mark.cc
+def test_the_benchmark_leaves_the_callers_cpu_affinity_alone(tmp_path: Path) -> None:
+    """OMP_PROC_BIND=spread, set by the benchmark, pinned the calling thread (and threads it
+    started later) to one CPU once libgomp loaded, and the JSON said usable_cpus: 1."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two usable CPUs to show a pinning")
+    script = (
+        "import json, os, sys, threading\n"
+        "from polyopt import cli\n"
+        "before = sorted(os.sched_getaffinity(0))\n"
+        "argv = ['bench', 'conv', '--layers', '2', '--scale', '4', '--repeat', '1',\n"
+        "        '--settle', '0', '--out', sys.argv[1]]\n"
+        "assert cli.main(argv) == 0\n"
+        "later = []\n"
+        "t = threading.Thread(target=lambda: later.extend(os.sched_getaffinity(0)))\n"
+        "t.start(); t.join()\n"
+        "doc = json.load(open(os.path.join(sys.argv[1], 'resnet50.json')))\n"
+        "gomp = any('libgomp' in line for line in open('/proc/self/maps'))\n"
+        "print(json.dumps([before, sorted(os.sched_getaffinity(0)), sorted(later),\n"
+        "                  doc['machine']['usable_cpus'], gomp]))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, text=True,
+                          capture_output=True, check=True, cwd=Path(__file__).parents[2])
+    before, after, later, usable, gomp = json.loads(proc.stdout.splitlines()[-1])
+    if not gomp:
+        pytest.skip("no OpenMP region ran at this scale on this machine")
+    assert after == before and later == before and usable == len(before)
 
 
 @pytest.mark.cc

@@ -13,7 +13,6 @@ import pytest
 
 import polyopt
 from polyopt import kernels
-from polyopt.schedule import machine
 
 # Schedules and register tiles follow the machine model; the golden files assume this one
 # (AVX-512, 32 KiB L1d, 1 MiB L2, 2 cores), whatever machine runs the test.
@@ -24,9 +23,7 @@ MACHINE = ("vector_bytes=64,vector_registers=32,cores=2,l1d_bytes=32768,l2_bytes
 @pytest.fixture(autouse=True)
 def fixed_machine(monkeypatch: pytest.MonkeyPatch) -> object:
     monkeypatch.setenv("POLYOPT_MACHINE", MACHINE)
-    machine.host.cache_clear()
     yield
-    machine.host.cache_clear()
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {

@@ -16,6 +16,7 @@ from polyopt.errors import (
     SizesRequiredError,
 )
 from polyopt.lang import build_program, def_names
+from polyopt.runtime.interp import evaluate
 
 A = "def f(float(N) A) -> (B) { "
 
@@ -228,3 +229,30 @@ def test_statements_that_feed_no_output_are_dropped_with_a_warning() -> None:
     assert [s.name for s in kernel.program.stmts] == ["y_0"]
     assert kernel.program.locals == ()
     np.testing.assert_array_equal(kernel(np.ones(4, np.float32)), np.full(4, 4, np.float32))
+
+
+NESTINGS = {"call": "exp({})", "parens": "({} + 1)", "unary": "-{}", "minmax": "max({}, 1.0)",
+            "cast": "float({})", "ternary": "({} > 0 ? {} : 1.0)"}
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("kind", NESTINGS)
+def test_one_nesting_limit_for_every_form(kind: str) -> None:
+    """Nesting just under the limit compiles, runs and interprets; just over it is a
+    LanguageError with a caret, whatever the form (calls hit RecursionError before)."""
+    def nest(levels: int) -> str:
+        e = "x(i)"
+        for _ in range(levels):
+            e = NESTINGS[kind].replace("{}", e, 1).replace("{}", "x(i)")
+        return f"def f(float(N) x) -> (o) {{ o(i) = {e} }}"
+
+    x = np.full(3, 0.5, np.float32)
+    ok = nest(95 if kind == "ternary" else 190)  # a ternary nests two levels at a time
+    for target in ("c", "cuda-emulated"):
+        kernel = polyopt.compile(ok, target=target)
+        kernel(x)
+    evaluate(kernel.program, [x], {})
+    for levels in (205, 2000):
+        with pytest.raises(LanguageError, match="nested more than 200 levels") as info:
+            polyopt.compile(nest(levels))
+        assert "^" in str(info.value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 
 import islpy as isl
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 import polyopt
 from polyopt.errors import PolyoptWarning
 from polyopt.schedule import auto
+from polyopt.schedule.policy import CAPS
 
 pytestmark = pytest.mark.cc
 
@@ -86,7 +88,7 @@ def test_reductions_over_extents_of_two_schedule_within_a_small_budget(
     """With an epilogue the def goes to isl's scheduler: its 8 reduction indices of extent 2
     schedule within 160k operations (they take 80k; while their chain was coalesced into
     a few dense pieces, 20k operations took 10 s and the whole did not finish)."""
-    monkeypatch.setattr(auto, "MAX_OPERATIONS", 160_000)
+    monkeypatch.setattr(auto, "CAPS", replace(CAPS, max_scheduler_operations=160_000))
     src = EIGHT.replace("-> (O) {", "-> (O, P) {").replace(" }", "\n P = O * 2 }")
     with warnings.catch_warnings():
         warnings.simplefilter("error", PolyoptWarning)
@@ -98,7 +100,7 @@ def test_out_of_budget_falls_back_to_program_order(monkeypatch: pytest.MonkeyPat
     """Past its budget isl's scheduler gives way to program order, with a warning naming
     the def; the CPU pipeline still fuses the chain into one loop; isl's later calls run
     without the budget."""
-    monkeypatch.setattr(auto, "SCHEDULER_WORK", 40 * 1000)  # 1000 operations for 40
+    monkeypatch.setattr(auto, "CAPS", replace(CAPS, scheduler_work=40 * 1000))  # 1000 for 40
     with pytest.warns(PolyoptWarning, match=r"budget \(1000 operations\) on def 'chain' "
                                             r"\(40 statements\)"):
         s = polyopt.schedule(chain(40), "chain", sizes={"N": 64})

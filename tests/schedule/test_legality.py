@@ -7,6 +7,7 @@ import pytest
 
 import polyopt
 from polyopt import IllegalScheduleError
+from polyopt.schedule.marks import Tag
 
 SOFTMAX_LIKE = """def f(float(N,D) X) -> (Y, s) {
     s(n) +=! X(n,r_d)
@@ -38,4 +39,4 @@ def test_auto_schedule_never_parallelizes_the_reduction_loop() -> None:
     schedule = polyopt.compile(src).schedule
     reduction = [n for n in schedule.loops if n[0] == "k"]
     assert reduction  # the check below must have a loop to look at
-    assert all("parallel" not in schedule.loop(n).tags for n in reduction)
+    assert all(Tag.PARALLEL not in schedule.loop(n).tags for n in reduction)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from polyopt import host as hostinfo
 from polyopt.errors import OptionError
 from polyopt.schedule import machine as mm
 from polyopt.schedule.machine import (
@@ -30,9 +31,7 @@ NEON = Machine(vector_bytes=16, vector_registers=32, cores=4, l1d_bytes=64 << 10
 @pytest.fixture(autouse=True)
 def _fresh_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv(mm.ENV_VAR, raising=False)
-    host.cache_clear()
     yield
-    host.cache_clear()
 
 
 @pytest.mark.parametrize(("text", "size"), [
@@ -68,6 +67,13 @@ def test_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (machine.l3_bytes, machine.l1d_bytes) == (0, 48 << 10)
 
 
+def test_env_is_read_at_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(mm.ENV_VAR, "l2_bytes=1M")
+    assert host().l2_bytes == 1 << 20
+    monkeypatch.setenv(mm.ENV_VAR, "l2_bytes=512K")
+    assert host().l2_bytes == 512 << 10  # no cache to clear: the next compile sees it
+
+
 @pytest.mark.parametrize(("spec", "bad"), [
     ("vector_bits=256", "vector_bits"), ("l2_bytes=big", "l2_bytes"),
     ("cores", "cores"), ("fma_units=0", "fma_units"), ("l1d_bytes=-1", "l1d_bytes"),
@@ -94,11 +100,11 @@ def test_read_caches_from_fake_sysfs(tmp_path: Path) -> None:
         for name, text in [("level", level), ("type", kind), ("size", size),
                            ("coherency_line_size", 64)]:
             (index / name).write_text(f"{text}\n")
-    assert mm._read_caches(tmp_path) == {"line_bytes": 64, "l1d_bytes": 48 << 10,
+    assert hostinfo.cache_sizes(tmp_path) == {"line_bytes": 64, "l1d_bytes": 48 << 10,
                                          "l2_bytes": 2 << 20, "l3_bytes": 32 << 20}
     (tmp_path / "index3" / "level").write_text("4\n")     # no L3 any more
-    assert mm._read_caches(tmp_path)["l3_bytes"] == 0
-    assert mm._read_caches(tmp_path / "missing") == mm._DEFAULT_CACHES
+    assert hostinfo.cache_sizes(tmp_path)["l3_bytes"] == 0
+    assert hostinfo.cache_sizes(tmp_path / "missing") == hostinfo.DEFAULT_CACHES
 
 
 def test_vector_shape() -> None:

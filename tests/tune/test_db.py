@@ -240,3 +240,90 @@ def test_cli_list_show_export_import(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert cli.main(["db", "import", str(dump), "--db", other]) == 0
     assert "imported 2 new records" in capsys.readouterr().out
     assert len(Database(other).records()) == 2
+
+
+def _bad_line(tmp_path: Path, **changes: Any) -> Path:
+    line = {**_record(_key(), (1e-3,)).as_dict(), **changes}
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("times, message", [
+    ([-1.0], "finite non-negative seconds, not -1.0"),
+    ([math.nan], "finite non-negative seconds, not nan"),
+    ([math.inf], "finite non-negative seconds, not inf"),
+    ([True], "finite non-negative seconds, not True"),
+    ("abc", "times must be a list of seconds, not str"),
+])
+def test_import_refuses_times_that_are_not_seconds(tmp_path: Path, times: object,
+                                                    message: str) -> None:
+    with Database(tmp_path / "t.sqlite") as db, pytest.raises(OptionError, match=message):
+        db.import_(_bad_line(tmp_path, times=times).open())
+    assert Database(tmp_path / "t.sqlite").records() == []  # nothing of the file added
+    with pytest.raises(OptionError, match="Record times"):
+        Record(_key(), "{}", times)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100_000, "RecursionError"),
+    ("[1, 2]", "a record is a JSON object"),
+    (json.dumps({"key": {"shapes": [["a"]]}}), "KeyError"),
+    (json.dumps({**_record(_key(), ()).as_dict(), "options": [1]}), "options must be a mapping"),
+])
+def test_import_refuses_lines_that_are_not_records(tmp_path: Path, text: str,
+                                                    message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text + "\n")
+    with Database(tmp_path / "t.sqlite") as db, pytest.raises(OptionError, match=message):
+        db.import_(path.open())
+
+
+def _corrupt(path: Path, column: str, value: object) -> Key:
+    key = _key()
+    with Database(path) as db:
+        db.add(_record(key, (1e-3,)))
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"UPDATE records SET {column} = ?", [value])
+    return key
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("shapes", "[" * 100_000, "shapes is not JSON (RecursionError"),
+    ("shapes", '[["a"]]', "Key shapes must be tuples of ints"),
+    ("options", "{bad", "options is not JSON (JSONDecodeError"),
+    ("times", '[1, "x"]', "not 'x'"),
+    ("dtypes", '"float32"', "not a list of names"),
+    ("status", "great", "Record status 'great'"),
+])
+def test_a_malformed_row_is_one_database_error(tmp_path: Path, column: str, value: object,
+                                               message: str) -> None:
+    key = _corrupt(tmp_path / "t.sqlite", column, value)
+    with Database(tmp_path / "t.sqlite") as db:
+        with pytest.raises(DatabaseError, match=r"t.sqlite: record 1 is malformed: .*"
+                           + message.replace("(", r"\(").replace("[", r"\[")):
+            db.records()
+        if column != "status":  # best() reads ok and confirmed records only
+            with pytest.raises(DatabaseError, match="record 1 is malformed"):
+                db.best(key)
+
+
+def test_a_schema_version_that_is_not_a_number(tmp_path: Path) -> None:
+    Database(tmp_path / "t.sqlite").close()
+    with sqlite3.connect(tmp_path / "t.sqlite") as conn:
+        conn.execute("UPDATE meta SET value = 'x1' WHERE name = 'schema'")
+    with pytest.raises(DatabaseError, match="schema version is 'x1', not a number"):
+        Database(tmp_path / "t.sqlite")
+
+
+@pytest.mark.parametrize("argv", [["list"], ["show", "KEY"], ["export"], ["import", "BAD"]])
+def test_cli_db_commands_print_one_line_and_exit_2(tmp_path: Path, argv: list[str],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    db_path = tmp_path / "t.sqlite"
+    key = _corrupt(db_path, "shapes", "[" * 100_000)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**_record(key, ()).as_dict(), "times": [math.nan]}) + "\n")
+    args = [{"KEY": key.id[:8], "BAD": str(bad)}.get(a, a) for a in argv]
+    assert cli.main(["db", *args, "--db", str(db_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("polyopt: error: ") and err.count("\n") == 1

@@ -1,4 +1,4 @@
-"""Data-layout transformations: copy an input into a blocked layout before it is used.
+"""Data-layout rewrites of a program, made before it is scheduled (or by the ``pack`` verb).
 
 ``pack_program(program, "B", dim=1, factor=32)`` adds a local ``B_pack`` whose dimension 1
 is split into a block index (moved to position ``outer``, outermost by default) and an
@@ -7,20 +7,48 @@ statement ``B_pack_0`` that runs before every other statement, and rewrites ever
 ``B`` into a read of ``B_pack``. This is GotoBLAS's panel packing done once for the whole
 operand (as TVM's CPU GEMM schedule does), and NCHW → NCHWc for convolutions
 (``dim=1, factor=16, outer=1``): operand panels become contiguous streams, and strided
-rows stop evicting one another from the same cache sets.
+rows stop evicting one another from the same cache sets. An output is computed in such a
+blocked local instead (``pack_output_program``).
 
-The program keeps its meaning in source order, so dependences are simply recomputed.
+``relayout(program, packs)`` applies several at once: the program keeps its meaning in
+source order, so one dependence analysis of the result serves all of them.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
 from polyopt import ir
 from polyopt.errors import ScheduleError
-from polyopt.schedule.tree import fresh_name
+from polyopt.ir import fresh_name
+
+
+@dataclass(frozen=True)
+class Pack:
+    """One blocked layout: ``tensor``'s dimension ``dim`` split by ``factor``, the block
+    index moved to position ``outer`` (the arguments of the ``pack`` verb)."""
+
+    tensor: str
+    dim: int
+    factor: int
+    outer: int = 0
+
+    @property
+    def args(self) -> tuple[str, int, int, int]:
+        return self.tensor, self.dim, self.factor, self.outer
+
+
+def relayout(program: ir.Program, packs: Sequence[Pack]) -> tuple[ir.Program, tuple[str, ...]]:
+    """``program`` with every layout of ``packs`` applied in order, and the names of the
+    blocked locals; ScheduleError for one that does not apply."""
+    names = []
+    for p in packs:
+        program, name = pack(program, *p.args)
+        names.append(name)
+    return program, tuple(names)
 
 
 def pack(program: ir.Program, tensor: str, dim: int, factor: int,
@@ -81,10 +109,14 @@ def pack_output_program(program: ir.Program, tensor: str, dim: int, factor: int,
 def _epilogue(program: ir.Program, t: ir.Tensor) -> str | None:
     """The statement that can write the output from the blocked local itself (so no
     separate unpack pass runs): the last one writing it, an elementwise ``=`` over the
-    whole output that reads it at no other point (a bias + ReLU after a convolution)."""
+    whole output that reads it at no other point (a bias + ReLU after a convolution), and
+    that no later statement reads after (those read the blocked local, which it skips)."""
     writers = [st for st in program.stmts if st.tensor == t.name]
     last = writers[-1]
     if len(writers) < 2 or last.op != "=" or last.init or last.reduction_iters:
+        return None
+    later = program.stmts[program.stmts.index(last) + 1:]
+    if any(isinstance(e, ir.Read) and e.tensor == t.name for st in later for e in st.rhs.walk()):
         return None
     own = tuple(ir.Var("int32", i, "index") for i in last.lhs)
     reads = [e for e in last.rhs.walk() if isinstance(e, ir.Read) and e.tensor == t.name]

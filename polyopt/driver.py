@@ -1,4 +1,4 @@
-"""The compilation pipeline, one pure stage after another.
+"""The driver: the compilation pipeline, one pure stage after another, and its options.
 
 ``source → lang.build_program → poly.build_poly (+ check_bounds) → poly.compute_deps →
 schedule → codegen.build_ast → codegen.render``. ``lower`` runs them all and keeps every
@@ -8,23 +8,28 @@ artifact, so each stage can be printed (``polyopt compile --emit``, ``POLYOPT_DE
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import islpy as isl
+import numpy as np
 
 from polyopt import config, ir, lang
 from polyopt.codegen import Ast, KernelSource, build_ast, render
 from polyopt.codegen.cuda import render_cuda
-from polyopt.codegen.printer import dialect_for
+from polyopt.codegen.dialect import dialect_for
 from polyopt.errors import OptionError, PolyoptError, ScheduleError
-from polyopt.poly import Deps, PolyProgram, analyze
-from polyopt.schedule import FUSION, Schedule, compute_schedule, program_order
+from polyopt.poly import Deps, PolyProgram, analyze, model_of
+from polyopt.poly.relayout import Pack, relayout
+from polyopt.schedule import FUSION, Schedule, Step, check_legal, compute_schedule, program_order
+from polyopt.schedule.blocked import plan_layout
 from polyopt.schedule.cpu import optimize
 from polyopt.schedule.gpu import GpuMapping, map_to_gpu
 from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import configured
+from polyopt.schedule.memory import check_scratch
+from polyopt.schedule.schedule import register_json_loader
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
@@ -86,29 +91,44 @@ def check_options(options: Mapping[str, Any] | None, target: str) -> dict[str, A
             isinstance(f, str) for f in opts["cflags"]):
         raise OptionError("option cflags must be a list of strings")
     opts["cflags"] = tuple(opts["cflags"])
-    opts["openmp"] = bool(opts["openmp"])
-    opts["tuned"] = bool(opts.get("tuned", True))
+    opts.setdefault("tuned", True)
+    for key in ("openmp", "tuned"):  # "no" would be truthy: only a real bool says what it means
+        if not isinstance(opts[key], bool | np.bool_):
+            raise OptionError(f"option {key} must be True or False, not {opts[key]!r}")
+        opts[key] = bool(opts[key])
     opts["machine"] = configured(opts.get("machine"))
     opts["gpu"] = GpuMapping.from_options(opts.get("gpu"))
     opts["knobs"] = Knobs.from_options(opts.get("knobs"))
     return opts
 
 
+SCHEDULES = ("auto", "program-order")
+
+
+def check_schedule(schedule: object) -> None:
+    """Refuse a ``schedule=`` argument that is none of None, a name in SCHEDULES or a
+    Schedule, when it is given rather than at the first call."""
+    if schedule is None or isinstance(schedule, Schedule):
+        return
+    if not isinstance(schedule, str) or schedule not in SCHEDULES:
+        raise OptionError(f"schedule must be {' or '.join(map(repr, SCHEDULES))} or a "
+                          f"polyopt.Schedule, not {schedule!r}")
+
+
 def is_cuda(options: Mapping[str, Any]) -> bool:
     return str(options.get("target", "c")).startswith("cuda")
 
 
-def lower(source: str, name: str | None, sizes: Mapping[str, int] | None,
+def lower(definition: lang.Definition, sizes: Mapping[str, int] | None,
           options: Mapping[str, Any], schedule: Schedule | str | None = None) -> Lowered:
     """Run every stage for one def at the given (possibly partial) sizes."""
-    program = lang.build_program(source, name, sizes)
-    return lower_program(program, options, schedule)
+    return lower_program(lang.build_program(definition, sizes=sizes), options, schedule)
 
 
 def lower_program(program: ir.Program, options: Mapping[str, Any],
                   schedule: Schedule | str | None = None) -> Lowered:
     try:
-        sched = _schedule(*analyze(program, borders=not is_cuda(options)), options, schedule)
+        sched = _schedule(program, options, schedule)
         # Layout steps (pack) add tensors and statements: later stages see the schedule's.
         pp, deps = sched.poly, sched.deps
         ast = build_ast(pp, sched, deps)
@@ -116,6 +136,8 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
             src = render_cuda(ast, specialized=not program.sizes, grid_cap=options["gpu"].grid)
         else:
             src = render(ast, dialect_for(options["machine"]), specialized=not program.sizes)
+        if not program.sizes:  # every size known: what its first call will allocate
+            check_scratch(pp.program, sliced=src.slices)
     except isl.Error as e:  # every isl failure reaches the user with context
         raise PolyoptError(f"internal isl error while compiling '{program.name}': {e}") from e
     lowered = Lowered(pp.program, pp, deps, sched, ast, src)
@@ -123,39 +145,96 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
     return lowered
 
 
-def base_schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
-                  auto: bool | str) -> Schedule:
-    """``auto=True``: the full automatic pipeline; ``"isl"``: isl's scheduler alone;
-    ``False``: program order."""
-    if auto is False:
-        return program_order(pp, deps)
-    sched = compute_schedule(pp, deps, fusion=options["fusion"])
-    if auto == "isl":
-        return sched
-    if auto is not True:
+def base_schedule(program: ir.Program, options: Mapping[str, Any],
+                  auto: bool | str, layout: Sequence[Pack] = ()) -> Schedule:
+    """``auto=True``: the full automatic pipeline (its own layout first, for the CPU);
+    ``"isl"``: isl's scheduler alone; ``False``: program order; each after ``layout``."""
+    if auto not in (True, False, "isl"):
         raise OptionError(f"auto must be True, False or 'isl', not {auto!r}")
-    if is_cuda(options):
+    cuda = is_cuda(options)
+    if auto is True and not cuda and options["knobs"].block != 0:  # False or 0: never block
+        layout = plan_layout(model_of(program), options["machine"],
+                             options["knobs"].block or None)
+    sched = _laid_out(program, options, auto is not False, layout)
+    if auto is not True:
+        return sched
+    if cuda:
         return map_to_gpu(sched, options["gpu"])
     return optimize(sched, openmp=options["openmp"], machine=options["machine"],
                     knobs=options["knobs"])
 
 
-def _schedule(pp: PolyProgram, deps: Deps, options: Mapping[str, Any],
+def _laid_out(program: ir.Program, options: Mapping[str, Any], isl_base: bool,
+              layout: Sequence[Pack]) -> Schedule:
+    """isl's schedule (or program order) of ``program`` with ``layout`` applied: when it
+    blocks an output the nests restart from program order, so the program is analysed once,
+    after its layout; layouts of inputs add their copies' nests to the original's."""
+    borders = not is_cuda(options)
+    if any(program.tensors[p.tensor].role == "output" for p in layout):
+        laid, names = relayout(program, layout)
+        pp, deps = analyze(laid, borders)
+        steps = tuple(Step("pack", p.args) for p in layout)
+        sched = replace(program_order(pp, deps), base="isl" if isl_base else "program-order",
+                        fusion=options["fusion"], steps=steps, buffers=names)
+        check_legal(sched.map, deps, "the layout")
+        return sched
+    pp, deps = analyze(program, borders)
+    sched = compute_schedule(pp, deps, fusion=options["fusion"]) if isl_base else \
+        program_order(pp, deps)
+    return sched.relayout(layout) if layout else sched
+
+
+def schedule_of(definition: str | lang.Definition, name: str | None,
+                sizes: Mapping[str, int] | None, options: Mapping[str, Any],
+                auto: bool | str, layout: Sequence[Pack] = ()) -> Schedule:
+    """The base schedule (``base_schedule``) of def ``name`` of ``definition`` at
+    ``sizes``, with checked ``options``."""
+    return base_schedule(lang.build_program(definition, name, sizes), options, auto, layout)
+
+
+def schedule_from_json(text: str, source: str | lang.Definition, name: str | None = None, *,
+                       sizes: Mapping[str, int] | None = None) -> Schedule:
+    """Replay a schedule saved with ``Schedule.as_json()`` on def ``name`` of ``source``
+    (its leading ``pack`` steps with one analysis)."""
+    data, steps = Schedule.parse_steps(text)
+    name = name or data.get("def")
+    bases: dict[str, bool | str] = {"isl": "isl", "program-order": False}
+    base = bases.get(str(data.get("base", "")))
+    if base is None:
+        raise OptionError(f"schedule JSON has unknown base {data.get('base')!r}; "
+                          f"valid: 'isl', 'program-order'")
+    options = check_options({"fusion": data.get("fusion", "smart")}, "c")
+    lead = 0
+    while lead < len(steps) and steps[lead].verb == "pack" and not steps[lead].kwargs:
+        lead += 1
+    try:
+        layout = [Pack(*st.args) for st in steps[:lead]]
+    except TypeError as e:
+        raise ScheduleError(f"bad arguments for schedule verb pack: {e}") from e
+    return schedule_of(source, name, sizes, options, base, layout).replay(steps[lead:])
+
+
+register_json_loader(schedule_from_json)
+
+
+def _schedule(program: ir.Program, options: Mapping[str, Any],
               schedule: Schedule | str | None) -> Schedule:
     if schedule is None or schedule == "auto":
-        return base_schedule(pp, deps, options, True)
+        return base_schedule(program, options, True)
     if schedule == "program-order":
-        return base_schedule(pp, deps, options, False)
+        return base_schedule(program, options, False)
     if isinstance(schedule, Schedule):
-        if schedule.poly.program.name != pp.program.name:
+        if schedule.poly.program.name != program.name:
             raise ScheduleError(f"the schedule is for def '{schedule.poly.program.name}', "
-                                f"not '{pp.program.name}'")
+                                f"not '{program.name}'")
         try:
-            return schedule.specialize(pp, deps, dict(pp.program.bound))
+            laid, _ = relayout(program, schedule.layout)
+            pp, deps = analyze(laid, borders=not is_cuda(options))
+            return schedule.specialize(pp, deps, dict(program.bound))
         except isl.Error as e:
-            raise ScheduleError(f"the schedule does not fit def '{pp.program.name}': {e}") from e
-    raise OptionError(f"schedule must be 'auto', 'program-order' or a Schedule, "
-                      f"not {schedule!r}")
+            raise ScheduleError(f"the schedule does not fit def '{program.name}': {e}") from e
+    check_schedule(schedule)
+    raise AssertionError(schedule)  # check_schedule refuses everything else
 
 
 def _debug_dump(lowered: Lowered) -> None:

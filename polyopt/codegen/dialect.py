@@ -1,0 +1,48 @@
+"""What distinguishes one C-like target from another when printing a kernel.
+
+``Dialect`` is C with OpenMP; a target subclasses it and overrides class attributes and a
+few methods (``polyopt.codegen.cuda.CudaDialect``), as tinygrad's renderers and PPCG's
+target callbacks do. The AST walker (``polyopt.codegen.walker``) asks the dialect, never
+the target's name.
+"""
+
+from __future__ import annotations
+
+from polyopt.codegen.builtins import PRELUDE
+from polyopt.codegen.exprs import C_TYPES, Types
+from polyopt.schedule.machine import Machine, host
+from polyopt.schedule.marks import Marks
+
+
+class Dialect:
+    """C with OpenMP. Other targets override these attributes and a few methods."""
+
+    name = "c"
+    prelude = "#define _GNU_SOURCE\n#define PO_FN static inline" + PRELUDE
+    function_qualifier = ""
+    restrict = "restrict"
+    parallel_pragma = "#pragma omp parallel for"
+    simd_pragma = "#pragma omp simd"
+    vector_bytes = 0  # register tiles use vectors this wide (0: plain loops)
+    types: Types = C_TYPES  # bfloat16 as bits; C computes on _Float16 natively
+
+    def function_header(self, symbol: str) -> str:
+        return (f"{self.function_qualifier}int {symbol}(void **bufs, const long *dims, "
+                f"long *err)")
+
+    def loop_header(self, it: str, init: str, cond: str, inc: str,
+                    tags: Marks) -> str:
+        """The ``for`` line of an AST loop (the loop's ``tags`` may change how it runs)."""
+        return f"for (long {it} = {init}; {cond}; {it} += {inc})"
+
+
+def host_dialect() -> Dialect:
+    """C for this machine: register tiles as wide as its vector registers."""
+    return dialect_for(host())
+
+
+def dialect_for(machine: Machine) -> Dialect:
+    """C for ``machine``: register tiles as wide as its vector registers."""
+    out = Dialect()
+    out.vector_bytes = machine.vector_bytes
+    return out

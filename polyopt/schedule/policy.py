@@ -1,0 +1,338 @@
+"""Every threshold of the automatic pipelines and of the tuner, one frozen dataclass per target.
+
+:class:`CpuPolicy` holds the decisions of the CPU pipeline (``schedule/blocked.py``,
+``schedule/cpu.py``) and the CPU tuning space (``tune/space.py``, ``tune/features.py``);
+:class:`GpuPolicy` those of the CUDA mapping (``schedule/gpu.py``) and its tuning space, with
+the :class:`GpuModel` the CUDA features measure against. :class:`Caps` bounds the code the
+printers and verbs generate, on every target. The tuner reads the same instances the
+pipelines do (no copies), so a changed machine model moves both.
+
+Each field says where its value comes from: derived from the machine model (``Machine``:
+registers, caches, cores) by a stated formula, a limit on generated code, or measured - on
+what, and with which command to measure it again. The measured values are heuristics
+gathered here unchanged (on ResNet-50 and a few GEMMs, float32, on the 2-core AVX-512 AMD
+EPYC VM of BENCHMARKS.md); the next step replaces them with a model.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from polyopt.schedule.machine import Blocking, Machine, gemm_blocking
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Limits on the size of generated code and stack, and on the compiler's own work, the
+    same on every machine and target (none is derived from the machine model): past one, a
+    construct prints as plain loops, a verb is refused or isl's scheduler gives way to
+    program order, so a cap never changes a result, only how it is computed."""
+
+    max_accumulators: int = 32
+    """Vector accumulators a register-tile micro-kernel may hold (``codegen/microkernel.py``);
+    a larger tile prints as plain loops. 32 is the largest vector register file polyopt
+    targets (AVX-512, NEON). Not the machine's own count: the model's tiles stay within it
+    (``CpuPolicy.register_rows``), and a tile the knobs force past it spills."""
+
+    max_reduction_loops: int = 4
+    """Reduction loops a micro-kernel keeps its accumulators across (``c, kh, kw`` of a
+    convolution, and a split of one of them); deeper nests print as plain loops."""
+
+    max_transpose_blocks: int = 16
+    """``lanes x lanes`` blocks a transposed copy prints per tile (``codegen/transpose.py``),
+    each ``2 x lanes`` vector loads and stores; more prints as plain loops (code size)."""
+
+    min_transpose_lanes: int = 4
+    """Narrowest block a transposed copy prints; narrower blocks (two rounds of shuffles or
+    fewer) save little over plain loops."""
+
+    max_full_unroll: int = 64
+    """Most iterations the ``unroll`` verb (and ``gpu_tile``'s reduction unroll, and a
+    replayed record's factors, ``tune/replay.py``) unrolls fully (code size)."""
+
+    max_slice_bytes: int = 64 * 1024
+    """Largest slice of a contracted local (``schedule/contraction.py``): it lives on each
+    thread's stack, whose size (a few MB by default) the generated code does not control.
+    A larger one stays a whole tensor in memory."""
+
+    scheduler_work: int = 200_000_000
+    """isl's scheduler's budget (``schedule/auto.py``), in isl's own operations (tableau
+    pivots and the like) times statements: each operation costs more the more statements
+    share isl's linear programs, so the budget per call is this divided by the statements
+    (at most ``max_scheduler_operations``). Past it the def's base schedule is program
+    order, checked, with a ``PolyoptWarning`` (the CPU pipeline still fuses its nests where
+    legal). Measured: a chain of 160 elementwise statements needs 576k operations (0.3 s),
+    of 320 1.28M (2.2 s); the bundled kernels need at most 400k (a padded conv2d with sizes
+    unbound, 4 statements); past the budget, 2000 statements gave up within 0.01 s, where
+    1M operations took 20 s. Re-measure: ``scripts/compile_time.py``."""
+
+    max_scheduler_operations: int = 4_000_000
+    """isl's scheduler's operations per call, however few the statements (see
+    ``scheduler_work``)."""
+
+
+CAPS = Caps()
+
+
+@dataclass(frozen=True)
+class CpuPolicy:
+    """The CPU pipeline's and the CPU tuner's thresholds for one machine model
+    (:func:`cpu_policy`). Derived values are methods over ``machine``; measured ones are
+    fields, each with the measurement."""
+
+    machine: Machine
+    """The model the derived values come from (``schedule/machine.py``, the host's or
+    ``POLYOPT_MACHINE``/``options={"machine": ...}``)."""
+
+    # ---- blocked layouts (schedule/blocked.py) ----
+    natural_vectors: int = 4
+    """An output whose last extent is a multiple of the lanes and at least this many vectors
+    keeps its natural layout (no channel blocks): its register tiles are then full vectors,
+    with at most a partial row tile. Not measured; ``options={"knobs": {"block": 0}}``
+    against the default on ``polyopt bench conv`` compares the two layouts."""
+
+    wide_rows: int = 28
+    """Output rows (the last extent) from which a convolution with filter taps gets
+    channel blocks of ``wide_block_vectors`` vectors. Measured on ResNet-50 (23 layers,
+    count-weighted, batch 1): 51.8 ms against 59.3 ms with one-vector blocks; the 3x3 layers
+    on 28- and 56-wide rows ran 1.4-1.6x faster, the 14- and 7-wide ones and 1x1 layers
+    slower. Re-measure: ``polyopt bench conv --model resnet50`` (or
+    ``scripts/bench_conv.py``) with ``options={"knobs": {"block": 2 * lanes}}`` against
+    ``{"block": lanes}``."""
+
+    wide_block_vectors: int = 2
+    """Vectors per channel block of a wide convolution (above): the register tile then holds
+    two accumulators per output pixel. Measured with ``wide_rows`` (same command; the tuning
+    space also offers 4 vectors, ``space_block_vectors``)."""
+
+    small_reduction: int = 16
+    """Reductions this short besides the longest are filter taps: they run inside the
+    register tile (its accumulators stay in registers across them) and make a convolution
+    'with taps'. A bound between filter windows (1-7 wide in ResNet-50 and MobileNetV2) and
+    most channel reductions (the first layers' 3 channels join the taps), not measured."""
+
+    # ---- register tiles (schedule/cpu.py) ----
+    tap_rows: tuple[int, int] = (6, 12)
+    """Rows of a register tile that spans a multi-vector channel block with filter taps
+    inside: the largest divisor of the output row in this range (else
+    ``tap_rows_default``). The range is not measured; what is (ResNet-50's 3x3 layers): 28
+    rows of one vector ran 1.5x slower than 7 rows of two (28 broadcast loads per weight
+    vector, no registers left for the taps' addresses). Re-measure: ``polyopt bench conv
+    --model resnet50 --layers 3,11`` with ``options={"knobs": {"mr": m}}`` over the range."""
+
+    tap_rows_default: int = 8
+    """Rows when no divisor of the output row is in ``tap_rows`` (taken with the range)."""
+
+    tap_rows_vectors: int = 2
+    """Register tiles at least this many vectors wide (a whole channel block of
+    ``wide_block_vectors``) take ``tap_rows`` rows when filter taps run inside them."""
+
+    max_rows: int = 28
+    """Most rows of a register tile that uses fewer vectors per row than the model's
+    (``register_rows``): more unrolled rows make the micro-kernel's code large for little
+    gain. A code-size bound, not measured (a 32-register file would hold 30 rows of one
+    vector)."""
+
+    dividing_rows_min: int = 3
+    """Over an operand that cannot be packed, a row tile shrinks (down to half, and to no
+    fewer rows than this) to a divisor of the rows, so no partial row tile runs as plain
+    loops. Measured on polybench 2mm 512 (0.37x -> ~0.8x numpy; ``scripts/bench_kernels.py``)."""
+
+    pack_min_reduction: int = 64
+    """Operands are packed into panels when the reduction is at least this long (packing is
+    one pass over each operand; it pays once each element is reused this often). Set with
+    packing on ``scripts/bench_ops.py``'s GEMMs, not measured on its own: re-measure with
+    ``options={"knobs": {"pack": True}}`` against ``False`` at short reductions."""
+
+    pack_min_row_tiles: int = 2
+    """...and when there are at least this many row tiles (one tile reuses nothing)."""
+
+    row_block: int | None = None
+    """Rows per L2 block of a register-tiled nest (GotoBLAS's MC), or None for no such
+    level. None because an MC level showed no gain at 1024 and 2048 rows (GEMM,
+    ``scripts/bench_ops.py --ops matmul``); the tuner offers ``space_mc``, and
+    ``options={"knobs": {"mc": 256}}`` re-measures it."""
+
+    cache_tile_min_tiles: int = 2
+    """A transposed access is cache-tiled (``cache_tile``) only when the loop it moves with
+    has at least this many tiles."""
+
+    min_parallel_work: int = 1 << 15
+    """Statement instances below which a nest runs on one thread: OpenMP's fork and join
+    cost 5-10 us on the 2-core VM, more than such a nest's work (the ``--quick`` 30x20x25
+    matmul ran 4x slower in parallel; ``scripts/bench_ops.py --quick``, and
+    ``scripts/bench_kernels.py`` for the bundled kernels). Scales with the machine's fork
+    cost, which the model does not know yet."""
+
+    parallel_trips_per_core: int = 2
+    """The parallel loop is the outermost dependence-free one with at least this many
+    iterations per core (``parallel_trips``): two per core leave room to balance."""
+
+    # ---- the tuning space (tune/space.py) ----
+    conv_rank: int = 4
+    """Outputs of this rank or more (NCHW) are convolutions to the tuner: it offers channel
+    blocks (``space_block_vectors``) instead of L2 row blocks (a convolution's rows are too
+    short to cut)."""
+
+    space_mr: tuple[int, ...] = (4, 6, 8, 12, 14, 16, 20, 24, 28)
+    """Register-tile rows the tuner tries besides the model's (up to ``max_rows``)."""
+
+    space_nr_vectors: tuple[int, ...] = (1, 2, 3, 4)
+    """Register-tile columns the tuner tries, in vectors of the contraction's lanes."""
+
+    space_kc: tuple[int, ...] = (32, 64, 96, 128, 192, 256, 384, 512)
+    """Reduction tiles the tuner tries (the model's kc lies in [16, 512])."""
+
+    space_mc: tuple[int, ...] = (64, 128, 256, 512)
+    """L2 row blocks the tuner tries for contractions that are not convolutions."""
+
+    space_block_vectors: tuple[int, ...] = (2, 4)
+    """Channel blocks the tuner tries besides one vector (the default) and none, in vectors."""
+
+    space_cache_tile: tuple[int, ...] = (8, 32, 64)
+    """Cache tiles the tuner tries for transposed accesses besides the line (default) and
+    none."""
+
+    caps: Caps = CAPS
+    """Code-size and stack limits (machine-independent)."""
+
+    def blocking(self, elem_bytes: int) -> Blocking:
+        """The machine model's GEMM blocking (``gemm_blocking``: register tile ``mr x nr``
+        from the vector registers and FMA latency, ``kc``/``mc``/``nc`` from L1/L2/L3)."""
+        return gemm_blocking(self.machine, elem_bytes)
+
+    def lanes(self, elem_bytes: int) -> int:
+        """Elements per vector register."""
+        return self.blocking(elem_bytes).lanes
+
+    def register_rows(self, vectors: int) -> int:
+        """Rows of a register tile of ``vectors`` vectors per row when that is fewer than the
+        model's: as many as the vector registers hold (``rows * vectors`` accumulators,
+        ``vectors`` operand vectors and one broadcast), at most ``max_rows``."""
+        rows = (self.machine.vector_registers - 1 - vectors) // vectors
+        return max(1, min(rows, self.max_rows))
+
+    def cache_tile(self, elem_bytes: int) -> int:
+        """Tile of a transposed access: one cache line of elements square (16 x 16 floats
+        on 64-byte lines), the least that uses each line whole; larger, L2-sized tiles
+        measured 1.5x slower at 4096^2 (a page per row exhausts the TLB)."""
+        return max(2, self.machine.line_bytes // elem_bytes)
+
+    @property
+    def parallel_trips(self) -> int:
+        """Iterations the parallel loop should have: ``parallel_trips_per_core`` per core."""
+        return self.parallel_trips_per_core * self.machine.cores
+
+
+@functools.lru_cache(maxsize=16)
+def cpu_policy(machine: Machine) -> CpuPolicy:
+    """The CPU policy for ``machine`` (the pipeline, its layout and the tuner all ask here)."""
+    return CpuPolicy(machine)
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """What the CUDA pipeline and features need of a GPU. ``runtime.cuda.device_model()``
+    reads it from the device when there is one; :data:`DEFAULT_GPU` otherwise."""
+
+    name: str
+    """The device's name, or which default this is."""
+
+    shared_bytes_per_block: int = 48 << 10
+    """Shared memory one block may use without opting in to more (48 KB on every GPU since
+    Fermi; the device's ``MAX_SHARED_MEMORY_PER_BLOCK``)."""
+
+    multiprocessors: int = 132
+    """Streaming multiprocessors (``MULTIPROCESSOR_COUNT``): 132 on an H100 SXM or H200."""
+
+    registers_per_thread: int = 255
+    """Registers one thread may hold before spilling (255 since compute capability 3.5; no
+    device attribute reports it)."""
+
+    registers_per_multiprocessor: int = 64 << 10
+    """32-bit registers per multiprocessor (``MAX_REGISTERS_PER_MULTIPROCESSOR``)."""
+
+    max_threads_per_block: int = 1024
+    """Threads per block (``MAX_THREADS_PER_BLOCK``: 1024 since compute capability 2.0)."""
+
+    @property
+    def registers_per_full_block(self) -> int:
+        """Registers per thread when a block of the most threads is resident (64 = 65536 /
+        1024 on every GPU since Kepler): the budget a thread's accumulators are measured
+        against."""
+        return self.registers_per_multiprocessor // self.max_threads_per_block
+
+
+H100 = GpuModel("NVIDIA H100/H200 (default model)")
+DEFAULT_GPU = H100
+
+
+@dataclass(frozen=True)
+class GpuPolicy:
+    """The CUDA mapping's and the CUDA tuner's thresholds for one GPU model
+    (:func:`gpu_policy`). None of the tile shapes is measured yet (BENCHMARKS.md: no GPU was
+    lent); ``scripts/bench_gpu.py`` measures them against cuBLAS/cuDNN."""
+
+    model: GpuModel = DEFAULT_GPU
+    """The GPU the features and the thread limit come from."""
+
+    block: tuple[int, int] = (32, 8)
+    """Threads per block (x, y) for plain nests: a warp along the stride-1 loop (coalesced
+    accesses), 256 threads in all."""
+
+    big_tile: tuple[int, int, int] = (128, 128, 8)
+    """Block tile (rows, columns, reduction) of a contraction whose output is at least
+    ``big_min`` on both sides: the classic SGEMM tile (CUTLASS's 128x128x8); 8 KB of
+    shared memory, 256 threads of ``big_regs``."""
+
+    big_regs: tuple[int, int] = (8, 8)
+    """Each thread's outputs (rows, columns) in the big tile: 64 accumulators (the 4096^3
+    matmul's kernel takes 125 registers under ``__launch_bounds__(256, 2)`` without spills,
+    ``nvcc -arch=sm_90``)."""
+
+    small_tile: tuple[int, int, int] = (64, 64, 8)
+    """Block tile of smaller outputs (and with a tile given without ``regs``): 256 threads
+    of ``small_regs``, so a small output still has several blocks."""
+
+    small_regs: tuple[int, int] = (4, 4)
+    """Each thread's outputs in the small tile, and with any tile given without ``regs``."""
+
+    big_min: int = 128
+    """Rows and columns from which a contraction takes the big tile (one big tile's side)."""
+
+    space_blocks: tuple[tuple[int, int], ...] = ((32, 8), (64, 4), (16, 16), (128, 2))
+    """Threads per block the tuner tries (all 256 threads)."""
+
+    space_tiles: tuple[tuple[int, int, int], ...] = (
+        (64, 64, 8), (128, 128, 8), (64, 128, 8), (128, 64, 8), (32, 32, 8), (64, 64, 16),
+        (128, 128, 16))
+    """Block tiles the tuner tries."""
+
+    space_regs: tuple[tuple[int, int], ...] = ((4, 4), (8, 8), (4, 8), (8, 4), (2, 2))
+    """Per-thread register tiles the tuner tries."""
+
+    space_unroll: tuple[int, ...] = (2, 4)
+    """Unroll factors of the tile's reduction loop the tuner tries (default: fully)."""
+
+    caps: Caps = CAPS
+    """Code-size limits (machine-independent)."""
+
+    def tile_for(self, rows: int, cols: int, tile: tuple[int, int, int] | None = None,
+                 regs: tuple[int, int] | None = None) -> tuple[int, int, int, int, int]:
+        """(rows, columns, reduction, rows and columns per thread) of a contraction's block
+        tile: ``tile`` and ``regs`` when given, else the big tile for outputs of at least
+        ``big_min`` on both sides and the small one otherwise."""
+        big = rows >= self.big_min and cols >= self.big_min
+        bm, bn, bk = tile or (self.big_tile if big else self.small_tile)
+        rm, rn = regs or (self.big_regs if tile is None and big else self.small_regs)
+        return bm, bn, bk, rm, rn
+
+
+@functools.lru_cache(maxsize=16)
+def gpu_policy(model: GpuModel | None = None) -> GpuPolicy:
+    """The CUDA policy for ``model`` (default: :data:`DEFAULT_GPU`)."""
+    return GpuPolicy(model or DEFAULT_GPU)
+
+
+GPU_POLICY = gpu_policy()

@@ -1,0 +1,51 @@
+"""Code-generation bugs that the differential fuzzer (tests/schedule/test_fuzz_schedules.py)
+found, each minimized to the smallest program and verbs that still showed it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt.runtime.interp import evaluate
+
+pytestmark = pytest.mark.cc
+
+
+def reference(source: str, name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return evaluate(polyopt.lang.build_program(source, name, {}), inputs, {})
+
+
+def test_slice_of_a_loop_that_isl_drops_is_declared() -> None:
+    # Contracted at i, t0 is a slice declared in loop i's body. At N=1, once k is skewed
+    # by i, isl prints no loop i at all (i is 0 throughout) and the slice went undeclared:
+    # the C compiler rejected the kernel ("'po_slice_t0' undeclared").
+    src = """def ml(float(N,M) a0, float(M,K) a1) -> (t2) local (t0, t1) {
+        t0(i, j) = exp(a0(i, j))
+        t1(i, j) = t0(i, j)
+        t2(i, k) +=! t1(i, r_j) * a1(r_j, k)
+    }"""
+    s = polyopt.schedule(src, auto="isl").distribute("i").fuse("i", "i2").fuse("i", "i3")
+    s = s.contract("t0", "i").skew("i", "k", 1)
+    rng = np.random.default_rng(0)
+    a0, a1 = (rng.uniform(-1, 1, shape).astype(np.float32) for shape in [(1, 5), (5, 3)])
+    kernel = polyopt.compile(src, schedule=s, sizes={"N": 1, "M": 5, "K": 3})
+    assert "po_slice_t0[5];" in kernel.source
+    np.testing.assert_allclose(kernel(a0, a1), reference(src, "ml", [a0, a1])[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_register_tile_does_not_hoist_a_reduction_its_rows_depend_on() -> None:
+    # The padded window's output rows end at 15 - kh: the tile's trip count moves with the
+    # reduction loop kh. Hoisting kh into the register tile tested that trip count outside
+    # kh's loop ("'c0' undeclared"); such a tile now keeps kh outside its accumulators.
+    src = """def cv(float(C,H) I pad(0, 0:1), float(F,C,KH) Wt, float(F) bias) -> (O) {
+        O(f, h) +=! I(r_c, h + r_kh) * Wt(f, r_c, r_kh)
+        O(f, h) = fmax(O(f, h) + bias(f), 0)
+    }"""
+    s = polyopt.schedule(src, "cv", auto=True, options={"fusion": "smart"}).parallel("wtp0")
+    kernel = polyopt.compile(src, "cv", schedule=s)
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, shape).astype(np.float32) for shape in [(9, 16), (2, 9, 2), (2,)]]
+    np.testing.assert_allclose(kernel(*inputs), reference(src, "cv", inputs)[0],
+                               rtol=1e-5, atol=1e-6)

@@ -1,0 +1,146 @@
+"""The package's layers import only downward, and no module imports polyopt inside a function.
+
+The order is written once, here, lowest first. A module may import from its own layer or any
+lower one; the imports between modules (those inside functions included) must form no cycle.
+Only optional third-party packages may be imported inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import polyopt
+
+ROOT = Path(polyopt.__file__).parent
+
+# Lowest first. ``core``: errors, types, environment, the host's description, the frozen IR
+# (which the language front end builds) and the bundled kernels' sources.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core", ("polyopt.errors", "polyopt.dtypes", "polyopt.config", "polyopt.host",
+              "polyopt.version", "polyopt.ir", "polyopt.kernels")),
+    ("lang", ("polyopt.lang",)),
+    ("poly", ("polyopt.poly",)),
+    ("schedule", ("polyopt.schedule",)),
+    ("codegen", ("polyopt.codegen",)),
+    ("runtime", ("polyopt.runtime",)),
+    ("driver", ("polyopt.driver",)),
+    ("api", ("polyopt.api", "polyopt.einsum")),
+    ("tune", ("polyopt.tune",)),
+    ("bench", ("polyopt.bench",)),
+    ("cli", ("polyopt.cli",)),
+    ("package", ("polyopt",)),  # polyopt/__init__.py: the public names
+)
+
+
+def layer_of(module: str) -> int:
+    best = None
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and (
+                    best is None or len(p) > len(best[1])):
+                best = (rank, p)
+    assert best is not None, f"module {module} is in no layer: add it to LAYERS"
+    return best[0]
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    kernels = Path(polyopt.kernels.__file__)
+    out["polyopt.kernels"] = kernels
+    return out
+
+
+def imports(name: str, path: Path, known: set[str]) -> Iterator[tuple[str, int, bool]]:
+    """(imported polyopt module, line, inside a function) for each import in ``path``."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    inner = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+             for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                       for a in node.names]
+        else:
+            continue
+        for t in targets:
+            if t == "polyopt" or t.startswith("polyopt."):
+                while t not in known:
+                    t = t.rpartition(".")[0]
+                yield t, node.lineno, id(node) in inner
+
+
+def graph() -> tuple[dict[str, set[str]], list[str], list[str]]:
+    mods = modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    upward, inner = [], []
+    for name, path in mods.items():
+        for target, line, in_function in imports(name, path, set(mods)):
+            if target == name:
+                continue
+            where = f"{path.relative_to(ROOT.parent)}:{line}: {name} imports {target}"
+            if in_function:
+                inner.append(where)
+            if layer_of(target) > layer_of(name):
+                upward.append(where)
+            edges[name].add(target)
+    return edges, upward, inner
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_imports_run_downward() -> None:
+    _, upward, _ = graph()
+    assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
+
+
+def test_no_polyopt_import_inside_a_function() -> None:
+    _, _, inner = graph()
+    assert not inner, "imports inside functions:\n" + "\n".join(inner)
+
+
+def test_no_import_cycles() -> None:
+    edges, _, _ = graph()
+    found = cycles(edges)
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
