@@ -35,11 +35,24 @@ from polyopt.schedule.tree import (
 MAX_FULL_UNROLL = CAPS.max_full_unroll
 
 
+# id(root) -> (root, its loops by name, the first of each name): trees never change, and
+# a scan of the tree per look-up made passes over every nest quadratic in the statements.
+# The root is kept so that its id stays its own.
+_FOUND: dict[int, tuple[Node, dict[str, Loop]]] = {}
+
+
 def find(root: Node, name: str) -> Loop:
     """The loop called ``name``; the error lists the valid names."""
-    for lp in loops(root):
-        if lp.name == name:
-            return lp
+    hit = _FOUND.get(id(root))
+    if hit is None or hit[0] is not root:
+        if len(_FOUND) >= 64:
+            _FOUND.clear()
+        index: dict[str, Loop] = {}
+        for lp in loops(root):
+            index.setdefault(lp.name, lp)
+        hit = _FOUND[id(root)] = (root, index)
+    if name in hit[1]:
+        return hit[1][name]
     valid = ", ".join(lp.name for lp in loops(root)) or "(none: the schedule has no loops)"
     raise ScheduleError(f"no loop named {name!r}; loops: {valid}")
 
@@ -182,11 +195,11 @@ def fuse(root: Node, first: str, *others: str) -> Node:
     if not others or len({id(lp) for lp in group}) != len(group):
         raise ScheduleError(f"fuse needs two different loops (or more), got {names}")
     parent = _parent(root, group[0])
-    if parent is None or any(_parent(root, lp) is not parent for lp in group[1:]):
+    ids = {id(lp) for lp in group}
+    if not isinstance(parent, Sequence) or len(
+            [c for c in parent.children if id(c) in ids]) != len(group):
         raise ScheduleError(f"loops {names} are not siblings: fuse joins loop nests that "
                             f"run one after the other")
-    assert isinstance(parent, Sequence)
-    ids = {id(lp) for lp in group}
     ordered = [c for c in parent.children if id(c) in ids]
     assert all(isinstance(lp, Loop) for lp in ordered)
     fused = Loop(first, _union(lp.expr for lp in group),

@@ -58,14 +58,32 @@ def stmts_of(node: Node) -> tuple[str, ...]:
     return tuple(s for c in node.children for s in stmts_of(c))
 
 
+# id(node) -> (node, the statements below it): trees never change; the node is kept so
+# that its id stays its own.
+_BELOW: dict[int, tuple[Node, frozenset[str]]] = {}
+
+
+def stmt_set(node: Node) -> frozenset[str]:
+    """The statements below ``node``, remembered for the last nodes asked (checks per
+    local of one loop listed its statements each time: quadratic in the statements)."""
+    hit = _BELOW.get(id(node))
+    if hit is None or hit[0] is not node:
+        if len(_BELOW) >= 64:
+            _BELOW.clear()
+        hit = _BELOW[id(node)] = (node, frozenset(stmts_of(node)))
+    return hit[1]
+
+
 def walk(node: Node) -> Iterator[Node]:
     """Every node, pre-order."""
-    yield node
-    if isinstance(node, Loop):
-        yield from walk(node.child)
-    elif isinstance(node, Sequence):
-        for c in node.children:
-            yield from walk(c)
+    stack = [node]  # not recursive: a generator per level cost each node its depth
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, Loop):
+            stack.append(n.child)
+        elif isinstance(n, Sequence):
+            stack.extend(reversed(n.children))
 
 
 def loops(root: Node) -> list[Loop]:
@@ -169,6 +187,27 @@ def _by_name(domain: isl.UnionSet) -> dict[str, isl.Set]:
     return hit[1]
 
 
+# id(schedule map) -> (the map, its maps by statement name), as _INDEX.
+_MAPS: dict[int, tuple[isl.UnionMap, dict[str, isl.Map]]] = {}
+
+
+def filter_map(umap: isl.UnionMap, stmts: tuple[str, ...] | set[str]) -> isl.UnionMap:
+    """The part of ``umap`` (a schedule's map: one map per statement) of ``stmts``."""
+    hit = _MAPS.get(id(umap))
+    if hit is None or hit[0] is not umap:
+        if len(_MAPS) >= 16:
+            _MAPS.clear()
+        found: list[isl.Map] = []
+        umap.foreach_map(found.append)
+        hit = (umap, {m.get_tuple_name(isl.dim_type.in_): m for m in found})
+        _MAPS[id(umap)] = hit
+    index = hit[1]
+    out = isl.UnionMap.empty(umap.get_space())
+    for s in sorted(set(stmts) & index.keys()):
+        out = out.union(isl.UnionMap.from_map(index[s]))
+    return out
+
+
 def union_all(parts: list[isl.UnionSet], space: isl.Space) -> isl.UnionSet:
     """The union of ``parts``, pairwise: one at a time, each union copies the whole so far
     (quadratic in the parts)."""
@@ -200,10 +239,13 @@ def to_isl(root: Node, domain: isl.UnionSet) -> isl.Schedule:
     if isinstance(root, Leaf):
         return isl.Schedule.from_domain(filter_domain(domain, root.stmts))
     if isinstance(root, Sequence):
-        out = to_isl(root.children[0], domain)
-        for c in root.children[1:]:
-            out = out.sequence(to_isl(c, domain))
-        return out
+        # Pairwise: isl flattens a sequence of sequences, and one child at a time copied the
+        # whole so far (quadratic in the children).
+        parts = [to_isl(c, domain) for c in root.children]
+        while len(parts) > 1:
+            parts = [parts[i].sequence(parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                     for i in range(0, len(parts), 2)]
+        return parts[0]
     inner = to_isl(root.child, domain)
     upa = root.expr.intersect_domain_union_set(inner.get_domain())
     band = inner.insert_partial_schedule(isl.MultiUnionPwAff.from_union_pw_aff(upa))
