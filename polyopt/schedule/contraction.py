@@ -19,7 +19,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.policy import CAPS
-from polyopt.schedule.tree import Loop, filter_domain, filter_map, stmt_set
+from polyopt.schedule.tree import Loop, expr_of, filter_domain, filter_map, stmt_set
 
 # A contracted slice lives on the stack of each thread (policy.Caps.max_slice_bytes).
 MAX_SLICE_BYTES = CAPS.max_slice_bytes
@@ -40,7 +40,8 @@ def contracted_dim(loop: Loop, poly: PolyProgram, tensor: str, order: isl.UnionM
         raise ScheduleError(f"contract: {tensor} is used outside loop {loop.name} "
                             f"(by {', '.join(sorted(users - inside))})")
     users_domain = filter_domain(poly.domain, tuple(users))
-    value = isl.UnionMap.from_union_pw_aff(loop.expr.intersect_domain_union_set(users_domain))
+    value = isl.UnionMap.from_union_pw_aff(
+        expr_of(loop.expr, users).intersect_domain_union_set(users_domain))
     dims = [d for d in range(t.rank) if _follows(writes.union(reads), value, d)]
     if not dims:
         raise ScheduleError(f"contract: no dimension of {tensor} is indexed by loop "

@@ -208,6 +208,27 @@ def filter_map(umap: isl.UnionMap, stmts: tuple[str, ...] | set[str]) -> isl.Uni
     return out
 
 
+# id(loop expression) -> (the expression, its pieces by statement name), as _INDEX.
+_PIECES: dict[int, tuple[isl.UnionPwAff, dict[str, isl.PwAff]]] = {}
+
+
+def expr_of(upa: isl.UnionPwAff, stmts: set[str] | frozenset[str]) -> isl.UnionPwAff:
+    """The part of loop expression ``upa`` on the statements ``stmts``: the pieces of a
+    loop over 2000 statements, indexed once (restricting the whole expression per local
+    was quadratic in the statements)."""
+    hit = _PIECES.get(id(upa))
+    if hit is None or hit[0] is not upa:
+        if len(_PIECES) >= 16:
+            _PIECES.clear()
+        hit = (upa, {pa.get_domain_space().get_tuple_name(isl.dim_type.set): pa
+                    for pa in pieces(upa)})
+        _PIECES[id(upa)] = hit
+    out = isl.UnionPwAff.empty(upa.get_space())
+    for name in sorted(set(stmts) & hit[1].keys()):
+        out = out.union_add(isl.UnionPwAff.from_pw_aff(hit[1][name]))
+    return out
+
+
 def union_all(parts: list[isl.UnionSet], space: isl.Space) -> isl.UnionSet:
     """The union of ``parts``, pairwise: one at a time, each union copies the whole so far
     (quadratic in the parts)."""
