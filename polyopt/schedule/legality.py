@@ -15,8 +15,9 @@ from polyopt.schedule.tree import Loop, Node, filter_domain, path_to, stmts_of
 
 def check_legal(smap: isl.UnionMap, deps: Deps, what: str = "the schedule") -> None:
     """Raise IllegalScheduleError naming the first dependence that ``smap`` violates."""
+    times = _as_times(smap)
     for kind, dep in deps.named():
-        if _respects(smap, dep):
+        if _respects(times, dep):
             continue
         # The instances at fault: ``smap``'s whole order (every pair of statements) is
         # quadratic in the statements, so only that of the dependence's ends.
@@ -34,17 +35,25 @@ def check_legal(smap: isl.UnionMap, deps: Deps, what: str = "the schedule") -> N
             f"{src} they depend on:\n  {one}")
 
 
-def _respects(smap: isl.UnionMap, dep: isl.UnionMap) -> bool:
-    """Does ``smap`` run every source of ``dep`` before its sinks? Each dependence is mapped
-    to its two times, which must be in lexicographic order (every statement's time has the
-    same dimensions)."""
+def _as_times(smap: isl.UnionMap) -> isl.MultiUnionPwAff | None:
+    """``smap`` as one time function (every statement's time has the same dimensions, as
+    in an isl schedule tree's map); None if it is not one."""
+    try:
+        return isl.MultiUnionPwAff.from_union_map(smap)
+    except isl.Error:
+        return None
+
+
+def _respects(times: isl.MultiUnionPwAff | None, dep: isl.UnionMap) -> bool:
+    """Do ``times`` run every source of ``dep`` before its sinks? The dependences whose
+    ends are in lexicographic order (isl's lex_lt_at) must be all of them. False when that
+    is not shown (no ``times``, an instance without a time): the caller looks closer.
+    Mapping each dependence to its two times took 3 s for a chain of 2000 (0.8 s so)."""
     if dep.is_empty():
         return True
-    if not (dep.domain().is_subset(smap.domain()) and dep.range().is_subset(smap.domain())):
-        return False  # an instance without a time: let the caller find it
-    times = dep.apply_domain(smap).apply_range(smap)
-    space = _first_map(smap).get_space().range()
-    return bool(times.is_subset(isl.UnionMap.from_map(isl.Map.lex_lt(space))))
+    if times is None:
+        return False
+    return bool(dep.is_subset(dep.lex_lt_at_multi_union_pw_aff(times)))
 
 
 def carried(root: Node, loop: Loop, deps: Deps, domain: isl.UnionSet) -> isl.UnionMap:
