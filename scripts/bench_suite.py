@@ -340,11 +340,26 @@ def np_stencil_3d7(x: Any) -> Any:
                             + x[1:-1, 2:, 1:-1] + x[1:-1, 1:-1, :-2] + x[1:-1, 1:-1, 2:])
 
 
+def window_slices(x: np.ndarray, kh: int, kw: int, s: int, d: int, ho: int, wo: int
+                  ) -> list[tuple[int, int, np.ndarray]]:
+    """(dy, dx, view) for each tap of a strided, dilated window over the padded ``x``: one
+    strided view of shape (N, C, ho, wo) per tap, no copy."""
+    hs, ws = s * (ho - 1) + 1, s * (wo - 1) + 1  # the extent one tap's view spans
+    return [(dy, dx, x[:, :, d * dy:d * dy + hs:s, d * dx:d * dx + ws:s])
+            for dy in range(kh) for dx in range(kw)]
+
+
 def np_pool(x: np.ndarray, k: int, s: int, p: int, how: str) -> np.ndarray:
+    """One np.maximum / np.add per window tap over strided views (faster than reducing a
+    sliding_window_view)."""
     xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)),
                 constant_values=-np.inf if how == "max" else 0)
-    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::s, ::s]
-    return win.max((4, 5)) if how == "max" else win.mean((4, 5))
+    ho, wo = (x.shape[2] + 2 * p - k) // s + 1, (x.shape[3] + 2 * p - k) // s + 1
+    taps = [v for _, _, v in window_slices(xp, k, k, s, 1, ho, wo)]
+    out = taps[0].copy()
+    for v in taps[1:]:
+        (np.maximum if how == "max" else np.add)(out, v, out=out)
+    return out if how == "max" else out / (k * k)
 
 
 def pool_case(op: str, net: str, shape: tuple[int, int, int, int], k: int, s: int, p: int,
@@ -429,13 +444,17 @@ class Conv:
 
 
 def np_conv(x: np.ndarray, w: np.ndarray, cv: Conv) -> np.ndarray:
-    """im2col (a strided window view) + one tensordot (BLAS) per group; depthwise: einsum."""
+    """im2col (a strided window view) + one tensordot (BLAS) per group; depthwise: a
+    multiply-add per tap."""
     (ph, pw), d, s, g = cv.pad, cv.dilation, cv.stride, cv.groups
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     win = np.lib.stride_tricks.sliding_window_view(
         xp, (d * (cv.kh - 1) + 1, d * (cv.kw - 1) + 1), axis=(2, 3))[:, :, ::s, ::s, ::d, ::d]
-    if cv.depthwise:
-        return np.einsum("nchwij,cij->nchw", win, w[:, 0])
+    if cv.depthwise:  # one multiply-add per tap over strided views
+        out = np.zeros((cv.n, cv.c, *cv.out_hw), np.result_type(x, w))
+        for dy, dx, v in window_slices(xp, cv.kh, cv.kw, s, d, *cv.out_hw):
+            out += v * w[None, :, 0, dy, dx, None, None]
+        return out
     cg, fg = cv.c // g, cv.f // g
     parts = [np.tensordot(win[:, i * cg:(i + 1) * cg], w[i * fg:(i + 1) * fg],
                           axes=([1, 4, 5], [1, 2, 3])) for i in range(g)]
@@ -644,13 +663,14 @@ float32. Each cell is the median of the repeated calls after a warm-up call chec
 float64 numpy evaluation (rtol 1e-3, atol 1e-3*sqrt(reduction length)); systems interleaved per
 operator, each after a 0.3 s pause. polyopt: `polyopt.compile(src, name, sizes=...)`, default
 schedule. numpy: BLAS matmul for contractions, im2col (sliding_window_view) + tensordot per group
-for convolutions, einsum for depthwise, array expressions for the rest. torch: its library call
-(matmul/bmm, F.conv2d, F.gelu, softmax, layer_norm, pools, permute().contiguous()). TVM: bench_ops'
-GEMM schedule (2-D matmul) and polyopt/bench/tvm_conv.py's (square, undilated, groups 1 or
-depthwise convolutions). Speed vs best peer: the fastest peer's time over polyopt's, > 1 means
-polyopt is faster; the geomeans leave out operators without a polyopt time. Throughput is GFLOP/s,
-or GB/s (inputs read once + output written once) for the memory-bound families. compile: to the
-first result with an empty POLYOPT_CACHE_DIR, minus one call (issue 15 wants <= 1 s)."""
+for convolutions, one multiply-add per tap for depthwise and one maximum/add per tap for pools,
+array expressions for the rest. torch: its library call (matmul/bmm, F.conv2d, F.gelu, softmax,
+layer_norm, pools, permute().contiguous()). TVM: bench_ops' GEMM schedule (2-D matmul) and
+polyopt/bench/tvm_conv.py's (square, undilated, groups 1 or depthwise convolutions). Speed vs
+best peer: the fastest peer's time over polyopt's, > 1 means polyopt is faster; the geomeans
+leave out operators without a polyopt time. Throughput is GFLOP/s, or GB/s (inputs read once +
+output written once) for the memory-bound families. compile: to the first result with an empty
+POLYOPT_CACHE_DIR, minus one call (issue 15 wants <= 1 s)."""
 
 
 def json_record(res: Result) -> dict[str, Any]:
@@ -771,8 +791,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot:
         plot(results, args.plot)
     if args.update:
+        notes = NOTES
+        with contextlib.suppress(ValueError):  # a plot inside the checkout: show it there
+            where = args.plot.resolve().relative_to(ops.BENCHMARKS.parent) if args.plot else None
+            notes += f"\n\n![speed vs the best peer]({where.as_posix()})" if where else ""
         section = ops.section_text(argv, env_lines, table, heading=SECTION,
-                                   prefix=COMMAND_PREFIX, notes=NOTES)
+                                   prefix=COMMAND_PREFIX, notes=notes)
         ops.BENCHMARKS.write_text(ops.replace_section(ops.BENCHMARKS.read_text(), section,
                                                       SECTION))
         print(f"\nupdated the '{SECTION}' section of {ops.BENCHMARKS}")
