@@ -760,6 +760,17 @@ def tvm_context(cases: Sequence[SuiteCase]) -> Any:
                                            or 1))
 
 
+def load_line(start: float, end: float) -> str:
+    """The 1-minute load average around the run; other processes on the CPUs stall the
+    multi-threaded calls (OpenMP, BLAS) by scheduler ticks (~4 ms), so say when there were."""
+    cpus = os.cpu_count() or 1
+    line = f"- Load average (1 min): {start:.2f} at the start, {end:.2f} at the end, {cpus} CPUs"
+    if max(start, end) > 0.5 * cpus:
+        line += ("; the machine was loaded by other processes: multi-threaded calls then wait "
+                 "for scheduler ticks (~4 ms), and the same cell moves between runs")
+    return line
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
@@ -778,7 +789,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             env_lines = ops.environment_lines(bench)
             print("\n".join(env_lines), flush=True)
             ops.warm_up_polyopt(cache_root)
+            load_start = os.getloadavg()[0]
             results = [run_case(bench, ctx, case) for case in cases]
+            env_lines.append(load_line(load_start, os.getloadavg()[0]))
+            print(env_lines[-1], flush=True)
     finally:
         shutil.rmtree(cache_root, ignore_errors=True)
     table = table_lines(results)
