@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import islpy as isl
 
@@ -250,8 +250,9 @@ class Program:
     stmts: tuple[Stmt, ...]
     source: str = field(default="", compare=False, repr=False)
 
-    @property
+    @cached_property
     def tensors(self) -> dict[str, Tensor]:
+        """By name (built once per program: the front end asks per statement)."""
         return {t.name: t for t in (*self.inputs, *self.outputs, *self.locals)}
 
     @property

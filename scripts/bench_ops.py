@@ -89,6 +89,11 @@ class Case:
     nbytes: float | None = None  # set for memory-bound ops: report GB/s
     unfused: bool = False  # also run options={"fusion": "min"}
     tvm: bool = False  # matmul: also run TVM
+    text: str | None = None  # the def's TC source; None: ``kernel`` from polyopt.kernels
+
+    @property
+    def source(self) -> str:
+        return self.text if self.text is not None else kernel_text(self.kernel)
 
     @property
     def unit(self) -> str:
@@ -323,8 +328,7 @@ def measure_polyopt(bench: Bench, case: Case, inputs: Inputs, ref: np.ndarray,
     with scratch_cache(bench.cache_root):
         start = time.perf_counter()
         try:
-            kernel = polyopt.compile(kernel_text(case.kernel), case.kernel, sizes=case.sizes,
-                                     **compile_kw)
+            kernel = polyopt.compile(case.source, case.kernel, sizes=case.sizes, **compile_kw)
             first = kernel(*inputs)
         except Exception as exc:  # polyopt is a moving target: report and carry on
             log(f"  polyopt {compile_kw or 'default'} failed on {case.op}: "
@@ -590,16 +594,17 @@ def environment_lines(bench: Bench) -> list[str]:
             "their defaults"]
 
 
-def section_text(argv: Sequence[str], env_lines: Sequence[str], table: Sequence[str]) -> str:
-    command = " ".join([COMMAND_PREFIX, shlex.join(argv)]).strip()
-    return "\n".join([f"{SECTION} ({datetime.date.today().isoformat()})", "",
-                      f"Command: `{command}`", "", *env_lines, "", NOTES, "", *table, ""])
+def section_text(argv: Sequence[str], env_lines: Sequence[str], table: Sequence[str], *,
+                 heading: str = SECTION, prefix: str = COMMAND_PREFIX, notes: str = NOTES) -> str:
+    command = " ".join([prefix, shlex.join(argv)]).strip()
+    return "\n".join([f"{heading} ({datetime.date.today().isoformat()})", "",
+                      f"Command: `{command}`", "", *env_lines, "", notes, "", *table, ""])
 
 
-def replace_section(text: str, section: str) -> str:
-    """``text`` with the ``## CPU: operators`` section replaced by (or appended as) ``section``."""
+def replace_section(text: str, section: str, heading: str = SECTION) -> str:
+    """``text`` with the ``heading`` section replaced by (or appended as) ``section``."""
     lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.startswith(SECTION)), None)
+    start = next((i for i, line in enumerate(lines) if line.startswith(heading)), None)
     if start is None:
         return text.rstrip("\n") + "\n\n" + section
     end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")),

@@ -60,6 +60,7 @@ class Tally:
         self.refusals: collections.Counter[str] = collections.Counter()
         self.accepted: collections.Counter[str] = collections.Counter()
         self.compile_refused: collections.Counter[str] = collections.Counter()
+        self.compile_refused_examples: list[dict[str, Any]] = []  # the first few, runnable
         self.verbs = [0, 0]  # tried, refused
         self.failures: list[dict[str, Any]] = []
         self.invalid: list[dict[str, Any]] = []
@@ -77,6 +78,8 @@ class Tally:
             self.accepted.update(o["accepted"])
             if o["status"] == "compile-refused":
                 self.compile_refused[o["message"].split("\n")[0][:160]] += 1
+                if len(self.compile_refused_examples) < 10:
+                    self.compile_refused_examples.append({"program": result["index"], **o})
             if o["status"] in ("wrong", "crash"):
                 self.failures.append({"program": result["index"], **o})
 
@@ -186,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps({**summary, "failures": tally.failures,
                                         "compile_refused": dict(tally.compile_refused),
+                                        "compile_refused_examples":
+                                            tally.compile_refused_examples,
                                         "invalid": tally.invalid}, indent=1))
     return 1 if tally.failures else 0
 

@@ -307,6 +307,7 @@ class _Chain:
     full: bool = True  # the current tensor spans (N, M): inputs of that shape fit it
     rows: str = "N"  # size name of its second dimension, when full
     cols: str = "M"
+    ahead: tuple[int, int] = (0, 0)  # rows and columns the shifted reads reach ahead
 
     def new_input(self, shape: tuple[str, ...], positive: bool = False) -> str:
         name = f"a{len(self.inputs)}"
@@ -352,6 +353,7 @@ def _stage(ch: _Chain) -> None:
         di, dj = ch.rng.choice([(1, 0), (0, 1), (1, 1), (2, 0)])
         ch.body.append(f"{new}(i, j) = {cur}(i, j) + 0.5 * {cur}(i + {di}, j + {dj})")
         ch.full = False
+        ch.ahead = (ch.ahead[0] + di, ch.ahead[1] + dj)
     else:  # side: an independent output from the chain's first input
         ch.tensors.pop()
         side = f"u{len(ch.body)}"
@@ -369,8 +371,10 @@ def _multi(rng: random.Random) -> FuzzProgram:
     last = ch.tensors[-1]
     outs = [t for t in ch.tensors if t == last or t.startswith("u") or rng.random() < 0.25]
     locs = [t for t in ch.tensors if t not in outs]
-    # Shifted reads need three rows and columns: a stage reads up to two ahead.
-    sizes = {"N": rng.randint(3, 6), "M": rng.randint(3, 6), "K": _extent(rng),
+    # Each shifted stage reads rows and columns ahead: the last one must keep at least one.
+    rows, cols = (max(3, n + 1) for n in ch.ahead)
+    sizes = {"N": rng.randint(rows, rows + 3), "M": rng.randint(cols, cols + 3),
+             "K": _extent(rng),
              "R": _extent(rng, 1, 4)}
     src = _def("ml", tuple(ch.inputs), outs, ch.body, locs)
     return FuzzProgram("multi", src, "ml", tuple(ch.inputs), sizes)

@@ -55,18 +55,6 @@ PRELUDE = r"""
 
 #define PO_PI 3.14159265358979323846
 
-/* glibc's vector math library: simd loops may call vector exp, log, sin, cos, pow. These
-   are not builtins then, so say they are pure (we compile with -fno-math-errno): GCC may
-   then share repeated calls and hoist loop-invariant ones. */
-#if defined(POLYOPT_LIBMVEC) && defined(__GNUC__) && !defined(__clang__) && !defined(__cplusplus)
-#define PO_SIMD __attribute__((const, simd("notinbranch")))
-float expf(float) PO_SIMD; double exp(double) PO_SIMD;
-float logf(float) PO_SIMD; double log(double) PO_SIMD;
-float sinf(float) PO_SIMD; double sin(double) PO_SIMD;
-float cosf(float) PO_SIMD; double cos(double) PO_SIMD;
-float powf(float, float) PO_SIMD; double pow(double, double) PO_SIMD;
-#endif
-
 /* Floor division and non-negative modulo (TC semantics); division by zero gives 0, and
    MIN / -1 gives MIN, MIN % -1 gives 0 (numpy's results; C's '/' traps on them). */
 #define PO_INT_OPS(T, S) \

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.exprs import C_TYPES, Types
+from polyopt.codegen.vmath import C_PRELUDE as VECTOR_MATH
 from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.marks import Marks
 
@@ -18,7 +19,7 @@ class Dialect:
     """C with OpenMP. Other targets override these attributes and a few methods."""
 
     name = "c"
-    prelude = "#define _GNU_SOURCE\n#define PO_FN static inline" + PRELUDE
+    prelude = "#define _GNU_SOURCE\n#define PO_FN static inline" + PRELUDE + VECTOR_MATH
     function_qualifier = ""
     restrict = "restrict"
     parallel_pragma = "#pragma omp parallel for"

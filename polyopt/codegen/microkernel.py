@@ -134,10 +134,10 @@ def vector_rhs(e: ir.Expr, dtype: str, value: dict[int, str]) -> str | None:
     it uses anything a vector expression cannot."""
     if isinstance(e, ir.Read):
         return value.get(id(e))
+    if isinstance(e, ir.Const) and (e.dtype == dtype or DTYPES[e.dtype].is_integral):
+        return literal(e.value, dtype)  # an integer literal promoted, as C would (``/ 9``)
     if e.dtype != dtype:
         return None
-    if isinstance(e, ir.Const):
-        return literal(e.value, dtype)
     if isinstance(e, ir.Cast):
         return vector_rhs(e.x, dtype, value)
     if isinstance(e, ir.Unary) and e.op == "-":
@@ -196,6 +196,9 @@ class Emitter:
         if any(a is None for a in args) or any(
                 b is None or any(k in b for k in self.k_its) for b in bases):
             return None
+        if vector_rhs(t.stmt.stmt.rhs, self.dtype, {id(r.read): "" for r in t.stmt.reads}) \
+                is None:
+            return None  # the right-hand side has what vectors cannot compute: plain loops
         self.args = dict(zip(t.stmt.iters, args, strict=True))
         self.bases = bases
         target = self._target()

@@ -105,6 +105,12 @@ class Emitter:
             return None
         return f"{r} == {self.tp.rows}L && {v} == {self.tp.cols}L"
 
+    def n_blocks(self) -> int:
+        """How many blocks ``blocks`` gives, counted without making them: a copy of
+        131072 x 131072 would have listed 67 million (and run out of memory) only to be
+        refused for having more than ``MAX_BLOCKS``."""
+        return -(-self.tp.rows // self.lanes) * -(-self.tp.cols // self.lanes)
+
     def blocks(self) -> list[tuple[int, int]]:
         """Block origins: every ``lanes`` rows and columns, and a last block flush with the
         end that overlaps the one before (it copies the same values again)."""
@@ -116,11 +122,9 @@ class Emitter:
     def lines(self, pad: str) -> list[str] | None:
         """The whole blocks (None when the copy does not fit the pattern)."""
         tp, lanes = self.tp, self.lanes
-        if not _vectors_fit(tp, self.dtype, lanes):
+        if not _vectors_fit(tp, self.dtype, lanes) or not 0 < self.n_blocks() <= MAX_BLOCKS:
             return None
         blocks = self.blocks()
-        if not blocks or len(blocks) > MAX_BLOCKS:
-            return None
         args = [ast_lin(a) for a in tp.args]
         bases = [ast_lin(n.for_get_init()) for n in (tp.r, tp.v)]
         if any(a is None for a in args) or any(b is None or self.r_it in b for b in bases):

@@ -47,8 +47,13 @@ def eliminate_common(program: ir.Program) -> ir.Program:
 # ------------------------------------------------------------------ duplicate locals
 def _merge_duplicate_locals(program: ir.Program) -> ir.Program:
     seen: dict[tuple[object, ...], str] = {}
+    # Each tensor's statements and its last write, found once: a scan of the statements
+    # per local was quadratic (2.2 s of 5 for 2000 statements).
+    writes: dict[str, list[int]] = {}
+    for i, s in enumerate(program.stmts):
+        writes.setdefault(s.tensor, []).append(i)
     for t in program.locals:
-        sig = _local_signature(program, t)
+        sig = _local_signature(program, t, writes)
         if sig is None:
             continue
         if sig in seen:
@@ -57,12 +62,13 @@ def _merge_duplicate_locals(program: ir.Program) -> ir.Program:
     return program
 
 
-def _local_signature(program: ir.Program, t: ir.Tensor) -> tuple[object, ...] | None:
+def _local_signature(program: ir.Program, t: ir.Tensor,
+                     writes: dict[str, list[int]]) -> tuple[object, ...] | None:
     """What ``t``'s statements compute, free of its name; None if what they read may change
-    after ``t`` is complete."""
-    idx = [i for i, s in enumerate(program.stmts) if s.tensor == t.name]
+    after ``t`` is complete (``writes``: each tensor's statements' positions)."""
+    idx = writes.get(t.name, [])
     reads = {r.tensor for i in idx for r in _reads(program.stmts[i].rhs)} - {t.name}
-    if any(s.tensor in reads for s in program.stmts[idx[0]:]):
+    if any(writes.get(r, [-1])[-1] >= idx[0] for r in reads):
         return None
     parts: list[object] = [t.dtype, t.shape]
     for i in idx:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -168,13 +169,18 @@ def _dim(scope: DefScope, dim: S.Dim) -> Lin:
 # ---------------------------------------------------------------- statement order (§3.4)
 
 def _check_order(scope: DefScope, stmts: list[CheckedStmt]) -> None:
+    writers: dict[str, list[int]] = {}  # each tensor's statements, found once (not per read)
+    for k, s in enumerate(stmts):
+        writers.setdefault(s.tensor, []).append(k)
     for k, s in enumerate(stmts):
         for r in s.reads:
             if r.tensor == s.tensor:
                 continue
-            later = next((x for x in stmts[k + 1:] if x.tensor == r.tensor), None)
-            if later is None:
+            after = writers.get(r.tensor, [])
+            at = bisect_right(after, k)
+            if at == len(after):
                 continue
+            later = stmts[after[at]]
             if any(x.tensor == s.tensor for x in later.reads):
                 raise scope.error(f"cycle between tensors '{s.tensor}' and '{r.tensor}': "
                                   f"{s.name} reads {r.tensor} and {later.name} reads "

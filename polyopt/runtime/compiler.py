@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from polyopt import config, host
+from polyopt.codegen import vmath
 from polyopt.errors import CompileError
 from polyopt.runtime import cache, tempdirs
 
@@ -34,12 +35,9 @@ DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "
                                   "-std=gnu11")
 def _vector_math() -> tuple[str, ...]:
     """glibc's libmvec on x86-64, so vectorized loops call vector exp/log/... (the
-    prelude declares them ``simd`` under ``POLYOPT_LIBMVEC``)."""
+    prelude declares them ``simd`` under ``POLYOPT_LIBMVEC``: ``polyopt.codegen.vmath``)."""
     if platform.machine() == "x86_64" and ctypes.util.find_library("mvec"):
-        # Not builtins: GCC would otherwise scalarize their calls (its own vectorization
-        # of the builtins has no AVX-512 exp) instead of using libmvec's simd clones.
-        fns = [f"{f}{s}" for f in ("exp", "log", "sin", "cos", "pow") for s in ("", "f")]
-        return ("-DPOLYOPT_LIBMVEC", *(f"-fno-builtin-{f}" for f in fns), "-lmvec")
+        return ("-DPOLYOPT_LIBMVEC", *vmath.no_builtin_flags(), "-lmvec")
     return ()
 
 

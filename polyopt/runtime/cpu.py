@@ -13,8 +13,11 @@ from polyopt.runtime.compiler import DEFAULT_FLAGS, load_library
 
 # -fwrapv: integer arithmetic wraps like numpy's instead of being undefined on overflow.
 # -fno-math-errno: generated code never reads errno, and libm calls that may set it can be
-# neither hoisted nor vectorized.
-C_FLAGS = (*DEFAULT_FLAGS, "-fwrapv", "-fno-math-errno")
+# neither hoisted nor vectorized. -fno-trapping-math: nor does it read the floating-point
+# exception flags, and GCC will not if-convert (so vectorize) a select whose arm converts or
+# multiplies, e.g. the clamps of polyopt's own vector math (codegen/vmath.py). Neither
+# changes a result: NaN, infinities and signed zeros keep IEEE semantics.
+C_FLAGS = (*DEFAULT_FLAGS, "-fwrapv", "-fno-math-errno", "-fno-trapping-math")
 
 
 def flags_for(openmp: bool = True, extra: Sequence[str] = ()) -> tuple[str, ...]:

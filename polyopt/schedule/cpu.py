@@ -66,9 +66,12 @@ def optimize(schedule: Schedule, *, openmp: bool = True,
 def contract_locals(schedule: Schedule) -> Schedule:
     """Keep each local that lives within one iteration of its nest's outer loop as a slice
     (a row of softmax's ``E``) instead of a whole tensor in memory."""
+    trips: dict[int, tuple[Loop, int | None]] = {}  # one count per nest, not per local
     for t in schedule.poly.program.locals:
         for top in nests(schedule.root):
-            if tf.trip_count(top, schedule.poly.domain) == 1:
+            if id(top) not in trips:
+                trips[id(top)] = (top, tf.trip_count(top, schedule.poly.domain))
+            if trips[id(top)][1] == 1:
                 continue  # a slice per iteration of one is the whole tensor
             with contextlib.suppress(ScheduleError):
                 schedule = schedule.contract(t.name, top.name)

@@ -15,8 +15,14 @@ from polyopt.schedule.tree import Loop, Node, filter_domain, path_to, stmts_of
 
 def check_legal(smap: isl.UnionMap, deps: Deps, what: str = "the schedule") -> None:
     """Raise IllegalScheduleError naming the first dependence that ``smap`` violates."""
-    before = smap.lex_lt_union_map(smap)
+    times = _as_times(smap)
     for kind, dep in deps.named():
+        if _respects(times, dep):
+            continue
+        # The instances at fault: ``smap``'s whole order (every pair of statements) is
+        # quadratic in the statements, so only that of the dependence's ends.
+        before = smap.intersect_domain(dep.domain()).lex_lt_union_map(
+            smap.intersect_domain(dep.range()))
         bad = dep.subtract(before)
         if bad.is_empty():
             continue
@@ -29,24 +35,45 @@ def check_legal(smap: isl.UnionMap, deps: Deps, what: str = "the schedule") -> N
             f"{src} they depend on:\n  {one}")
 
 
+def _as_times(smap: isl.UnionMap) -> isl.MultiUnionPwAff | None:
+    """``smap`` as one time function (every statement's time has the same dimensions, as
+    in an isl schedule tree's map); None if it is not one."""
+    try:
+        return isl.MultiUnionPwAff.from_union_map(smap)
+    except isl.Error:
+        return None
+
+
+def _respects(times: isl.MultiUnionPwAff | None, dep: isl.UnionMap) -> bool:
+    """Do ``times`` run every source of ``dep`` before its sinks? The dependences whose
+    ends are in lexicographic order (isl's lex_lt_at) must be all of them. False when that
+    is not shown (no ``times``, an instance without a time): the caller looks closer.
+    Mapping each dependence to its two times took 3 s for a chain of 2000 (0.8 s so)."""
+    if dep.is_empty():
+        return True
+    if times is None:
+        return False
+    return bool(dep.is_subset(dep.lex_lt_at_multi_union_pw_aff(times)))
+
+
 def carried(root: Node, loop: Loop, deps: Deps, domain: isl.UnionSet) -> isl.UnionMap:
     """The dependences ``loop`` carries: both ends below it, equal outer loops, different
     values of ``loop``. Empty when its iterations may run in parallel."""
-    stmts = stmts_of(loop)
-    dom = filter_domain(domain, stmts)
+    dom = filter_domain(domain, stmts_of(loop))
     dep = deps.all.intersect_domain(dom).intersect_range(dom)
-    outer = [n for n in path_to(root, loop)[:-1] if isinstance(n, Loop)]
-    if outer:
-        prefix = _as_map(outer[0], dom)
-        for lp in outer[1:]:
-            prefix = prefix.flat_range_product(_as_map(lp, dom))
-        dep = dep.intersect(prefix.apply_range(prefix.reverse()))
-    here = _as_map(loop, dom)
-    return dep.subtract(here.apply_range(here.reverse()))
+    if dep.is_empty():
+        return dep
+    # Compared at the dependences' ends only: the pairs of instances with equal loop values
+    # are quadratic in the statements below the loop (6.8 s of 11 for 160 fused ones).
+    for outer in (n for n in path_to(root, loop)[:-1] if isinstance(n, Loop)):
+        dep = dep.eq_at_multi_union_pw_aff(_at(outer, dom))
+    here = _at(loop, dom)
+    return dep.lex_lt_at_multi_union_pw_aff(here).union(
+        dep.lex_gt_at_multi_union_pw_aff(here))
 
 
-def _as_map(loop: Loop, dom: isl.UnionSet) -> isl.UnionMap:
-    return isl.UnionMap.from_union_pw_aff(loop.expr.intersect_domain_union_set(dom))
+def _at(loop: Loop, dom: isl.UnionSet) -> isl.MultiUnionPwAff:
+    return isl.MultiUnionPwAff.from_union_pw_aff(loop.expr.intersect_domain_union_set(dom))
 
 
 def _first_map(umap: isl.UnionMap) -> isl.Map:

@@ -24,9 +24,10 @@ from polyopt.schedule.machine import Blocking, Machine, gemm_blocking
 
 @dataclass(frozen=True)
 class Caps:
-    """Limits on the size of generated code and stack, the same on every machine and target
-    (none is derived from the machine model): past one, a construct prints as plain loops or
-    a verb is refused, so a cap never changes a result, only how it is computed."""
+    """Limits on the size of generated code and stack, and on the compiler's own work, the
+    same on every machine and target (none is derived from the machine model): past one, a
+    construct prints as plain loops, a verb is refused or isl's scheduler gives way to
+    program order, so a cap never changes a result, only how it is computed."""
 
     max_accumulators: int = 32
     """Vector accumulators a register-tile micro-kernel may hold (``codegen/microkernel.py``);
@@ -54,6 +55,21 @@ class Caps:
     """Largest slice of a contracted local (``schedule/contraction.py``): it lives on each
     thread's stack, whose size (a few MB by default) the generated code does not control.
     A larger one stays a whole tensor in memory."""
+
+    scheduler_work: int = 200_000_000
+    """isl's scheduler's budget (``schedule/auto.py``), in isl's own operations (tableau
+    pivots and the like) times statements: each operation costs more the more statements
+    share isl's linear programs, so the budget per call is this divided by the statements
+    (at most ``max_scheduler_operations``). Past it the def's base schedule is program
+    order, checked, with a ``PolyoptWarning`` (the CPU pipeline still fuses its nests where
+    legal). Measured: a chain of 160 elementwise statements needs 576k operations (0.3 s),
+    of 320 1.28M (2.2 s); the bundled kernels need at most 400k (a padded conv2d with sizes
+    unbound, 4 statements); past the budget, 2000 statements gave up within 0.01 s, where
+    1M operations took 20 s. Re-measure: ``scripts/compile_time.py``."""
+
+    max_scheduler_operations: int = 4_000_000
+    """isl's scheduler's operations per call, however few the statements (see
+    ``scheduler_work``)."""
 
 
 CAPS = Caps()

@@ -86,7 +86,7 @@ class Schedule:
         """The isl schedule tree (one marked band per loop) for the AST builder."""
         return to_isl(self.root, self.poly.domain)
 
-    @property
+    @cached_property
     def map(self) -> isl.UnionMap:
         """Statement instances → their (flattened) schedule time."""
         return self.tree.get_map()
@@ -142,9 +142,12 @@ class Schedule:
             return tf.reorder(r, names[::-1])
         return self._step("interchange", swap, (a, b))
 
-    def fuse(self, first: str, second: str) -> Schedule:
-        """Fuse two sibling loop nests' outer loops into one (named ``first``)."""
-        return self._step("fuse", lambda r: tf.fuse(r, first, second), (first, second))
+    def fuse(self, first: str, second: str, *more: str) -> Schedule:
+        """Fuse sibling loop nests' outer loops into one (named ``first``), their bodies in
+        the order the nests ran: ``fuse(a, b, c)`` is ``fuse(a, b).fuse(a, c)``, checked
+        once."""
+        return self._step("fuse", lambda r: tf.fuse(r, first, second, *more),
+                          (first, second, *more))
 
     def distribute(self, loop: str) -> Schedule:
         """Give each statement group below ``loop`` its own copy of the nest."""
@@ -300,12 +303,18 @@ class Schedule:
         the generated code): every access must sit under ``loop``, index one dimension
         by its value, and read only what the same iteration wrote."""
         lp = tf.find(self.root, loop)
-        dim = contracted_dim(self.root, lp, self.poly, tensor, self.tree)
+        dim = contracted_dim(lp, self.poly, tensor, self.map)
         if any(c[0] == tensor for c in self.contractions):
             raise ScheduleError(f"contract: {tensor} is already contracted")
         step = Step("contract", (tensor, loop))
-        return replace(self, steps=(*self.steps, step),
-                       contractions=(*self.contractions, (tensor, loop, dim)))
+        out = replace(self, steps=(*self.steps, step),
+                      contractions=(*self.contractions, (tensor, loop, dim)))
+        # The same tree: its isl form and map carry over (building them again per local
+        # was quadratic in the statements: 28 s of 34 for 500).
+        for view in ("tree", "map"):
+            if view in self.__dict__:
+                out.__dict__[view] = self.__dict__[view]
+        return out
 
     def _with_copies(self, poly: PolyProgram) -> Schedule:
         """The copies (and their padding pieces) first, each in a nest of its own; reads no
@@ -382,7 +391,7 @@ class Schedule:
             check_legal(new.map, self.deps, what)
             for tensor, loop, _ in self.contractions:  # a slice must still suffice
                 try:
-                    contracted_dim(root, tf.find(root, loop), self.poly, tensor, new.tree)
+                    contracted_dim(tf.find(root, loop), self.poly, tensor, new.map)
                 except ScheduleError as e:
                     raise ScheduleError(f"{what} breaks contract({tensor!r}, {loop!r}): "
                                         f"{e}") from e

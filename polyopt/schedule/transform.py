@@ -7,6 +7,7 @@ names (``i_o``/``i_i``) unless the caller names them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from collections.abc import Sequence as Seq
 from dataclasses import replace
 from itertools import pairwise
@@ -34,11 +35,24 @@ from polyopt.schedule.tree import (
 MAX_FULL_UNROLL = CAPS.max_full_unroll
 
 
+# id(root) -> (root, its loops by name, the first of each name): trees never change, and
+# a scan of the tree per look-up made passes over every nest quadratic in the statements.
+# The root is kept so that its id stays its own.
+_FOUND: dict[int, tuple[Node, dict[str, Loop]]] = {}
+
+
 def find(root: Node, name: str) -> Loop:
     """The loop called ``name``; the error lists the valid names."""
-    for lp in loops(root):
-        if lp.name == name:
-            return lp
+    hit = _FOUND.get(id(root))
+    if hit is None or hit[0] is not root:
+        if len(_FOUND) >= 64:
+            _FOUND.clear()
+        index: dict[str, Loop] = {}
+        for lp in loops(root):
+            index.setdefault(lp.name, lp)
+        hit = _FOUND[id(root)] = (root, index)
+    if name in hit[1]:
+        return hit[1][name]
     valid = ", ".join(lp.name for lp in loops(root)) or "(none: the schedule has no loops)"
     raise ScheduleError(f"no loop named {name!r}; loops: {valid}")
 
@@ -173,23 +187,37 @@ def _tile_parts(lp: Loop, sizes: list[int]) -> list[isl.UnionPwAff]:
     return parts
 
 
-def fuse(root: Node, first: str, second: str) -> Node:
-    """Fuse two sibling loops (children of one sequence) into one loop named ``first``."""
-    a, b = find(root, first), find(root, second)
-    if a is b:
-        raise ScheduleError(f"fuse needs two different loops, got {first} twice")
-    parent = _parent(root, a)
-    if parent is None or parent is not _parent(root, b):
-        raise ScheduleError(f"loops {first} and {second} are not siblings: fuse joins two "
-                            f"loop nests that run one after the other")
-    assert isinstance(parent, Sequence)
-    ia = next(i for i, c in enumerate(parent.children) if c is a)
-    ib = next(i for i, c in enumerate(parent.children) if c is b)
-    lo, hi = (a, b) if ia < ib else (b, a)
-    fused = Loop(a.name, a.expr.union_add(b.expr), sequence((lo.child, hi.child)),
-                 a.tags & b.tags)
-    kids = [fused if c is lo else c for c in parent.children if c is not hi]
+def fuse(root: Node, first: str, *others: str) -> Node:
+    """Fuse sibling loops (children of one sequence) into one loop named ``first``, at the
+    place of the earliest, their bodies in their order."""
+    group = [find(root, name) for name in (first, *others)]
+    names = f"{', '.join((first, *others)[:-1])} and {(first, *others)[-1]}"
+    if not others or len({id(lp) for lp in group}) != len(group):
+        raise ScheduleError(f"fuse needs two different loops (or more), got {names}")
+    parent = _parent(root, group[0])
+    ids = {id(lp) for lp in group}
+    if not isinstance(parent, Sequence) or len(
+            [c for c in parent.children if id(c) in ids]) != len(group):
+        raise ScheduleError(f"loops {names} are not siblings: fuse joins loop nests that "
+                            f"run one after the other")
+    ordered = [c for c in parent.children if id(c) in ids]
+    assert all(isinstance(lp, Loop) for lp in ordered)
+    fused = Loop(first, _union(lp.expr for lp in group),
+                 sequence(tuple(lp.child for lp in ordered)),  # type: ignore[union-attr]
+                 frozenset.intersection(*(lp.tags for lp in group)))
+    kids = [fused if c is ordered[0] else c for c in parent.children if id(c) not in ids
+            or c is ordered[0]]
     return substitute(root, parent, sequence(tuple(kids)))
+
+
+def _union(exprs: Iterator[isl.UnionPwAff]) -> isl.UnionPwAff:
+    """The union of loop expressions over disjoint statements, pairwise (one at a time, each
+    union copies the whole so far)."""
+    parts = list(exprs)
+    while len(parts) > 1:
+        parts = [parts[i].union_add(parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
 
 
 def _parent(root: Node, node: Node) -> Node | None:

@@ -58,14 +58,32 @@ def stmts_of(node: Node) -> tuple[str, ...]:
     return tuple(s for c in node.children for s in stmts_of(c))
 
 
+# id(node) -> (node, the statements below it): trees never change; the node is kept so
+# that its id stays its own.
+_BELOW: dict[int, tuple[Node, frozenset[str]]] = {}
+
+
+def stmt_set(node: Node) -> frozenset[str]:
+    """The statements below ``node``, remembered for the last nodes asked (checks per
+    local of one loop listed its statements each time: quadratic in the statements)."""
+    hit = _BELOW.get(id(node))
+    if hit is None or hit[0] is not node:
+        if len(_BELOW) >= 64:
+            _BELOW.clear()
+        hit = _BELOW[id(node)] = (node, frozenset(stmts_of(node)))
+    return hit[1]
+
+
 def walk(node: Node) -> Iterator[Node]:
     """Every node, pre-order."""
-    yield node
-    if isinstance(node, Loop):
-        yield from walk(node.child)
-    elif isinstance(node, Sequence):
-        for c in node.children:
-            yield from walk(c)
+    stack = [node]  # not recursive: a generator per level cost each node its depth
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, Loop):
+            stack.append(n.child)
+        elif isinstance(n, Sequence):
+            stack.extend(reversed(n.children))
 
 
 def loops(root: Node) -> list[Loop]:
@@ -147,12 +165,79 @@ def restrict(upa: isl.UnionPwAff, domain: isl.UnionSet, stmts: tuple[str, ...]) 
 
 
 def filter_domain(domain: isl.UnionSet, stmts: tuple[str, ...]) -> isl.UnionSet:
-    keep = set(stmts)
-    out = isl.UnionSet.empty(domain.get_space())
-    for s in sets(domain):
-        if s.get_tuple_name() in keep:
-            out = out.union(isl.UnionSet.from_set(s))
+    """The part of ``domain`` of the statements ``stmts``."""
+    index = _by_name(domain)
+    return union_all([isl.UnionSet.from_set(index[s]) for s in dict.fromkeys(stmts)
+                      if s in index], domain.get_space())
+
+
+# id(domain) -> (domain, its sets by statement name); the domain is kept so the id stays its
+# own. Every leaf of a schedule tree and every legality check filters the domain: a scan of
+# all its sets each time made them quadratic in the statements (3.5 s of 22 for 160).
+_INDEX: dict[int, tuple[isl.UnionSet, dict[str, isl.Set]]] = {}
+
+
+def _by_name(domain: isl.UnionSet) -> dict[str, isl.Set]:
+    hit = _INDEX.get(id(domain))
+    if hit is None or hit[0] is not domain:
+        if len(_INDEX) >= 16:
+            _INDEX.clear()
+        hit = (domain, {s.get_tuple_name(): s for s in sets(domain)})
+        _INDEX[id(domain)] = hit
+    return hit[1]
+
+
+# id(schedule map) -> (the map, its maps by statement name), as _INDEX.
+_MAPS: dict[int, tuple[isl.UnionMap, dict[str, isl.Map]]] = {}
+
+
+def filter_map(umap: isl.UnionMap, stmts: tuple[str, ...] | set[str]) -> isl.UnionMap:
+    """The part of ``umap`` (a schedule's map: one map per statement) of ``stmts``."""
+    hit = _MAPS.get(id(umap))
+    if hit is None or hit[0] is not umap:
+        if len(_MAPS) >= 16:
+            _MAPS.clear()
+        found: list[isl.Map] = []
+        umap.foreach_map(found.append)
+        hit = (umap, {m.get_tuple_name(isl.dim_type.in_): m for m in found})
+        _MAPS[id(umap)] = hit
+    index = hit[1]
+    out = isl.UnionMap.empty(umap.get_space())
+    for s in sorted(set(stmts) & index.keys()):
+        out = out.union(isl.UnionMap.from_map(index[s]))
     return out
+
+
+# id(loop expression) -> (the expression, its pieces by statement name), as _INDEX.
+_PIECES: dict[int, tuple[isl.UnionPwAff, dict[str, isl.PwAff]]] = {}
+
+
+def expr_of(upa: isl.UnionPwAff, stmts: set[str] | frozenset[str]) -> isl.UnionPwAff:
+    """The part of loop expression ``upa`` on the statements ``stmts``: the pieces of a
+    loop over 2000 statements, indexed once (restricting the whole expression per local
+    was quadratic in the statements)."""
+    hit = _PIECES.get(id(upa))
+    if hit is None or hit[0] is not upa:
+        if len(_PIECES) >= 16:
+            _PIECES.clear()
+        hit = (upa, {pa.get_domain_space().get_tuple_name(isl.dim_type.set): pa
+                    for pa in pieces(upa)})
+        _PIECES[id(upa)] = hit
+    out = isl.UnionPwAff.empty(upa.get_space())
+    for name in sorted(set(stmts) & hit[1].keys()):
+        out = out.union_add(isl.UnionPwAff.from_pw_aff(hit[1][name]))
+    return out
+
+
+def union_all(parts: list[isl.UnionSet], space: isl.Space) -> isl.UnionSet:
+    """The union of ``parts``, pairwise: one at a time, each union copies the whole so far
+    (quadratic in the parts)."""
+    if not parts:
+        return isl.UnionSet.empty(space)
+    while len(parts) > 1:
+        parts = [parts[i].union(parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
 
 
 def pieces(upa: isl.UnionPwAff) -> list[isl.PwAff]:
@@ -175,10 +260,13 @@ def to_isl(root: Node, domain: isl.UnionSet) -> isl.Schedule:
     if isinstance(root, Leaf):
         return isl.Schedule.from_domain(filter_domain(domain, root.stmts))
     if isinstance(root, Sequence):
-        out = to_isl(root.children[0], domain)
-        for c in root.children[1:]:
-            out = out.sequence(to_isl(c, domain))
-        return out
+        # Pairwise: isl flattens a sequence of sequences, and one child at a time copied the
+        # whole so far (quadratic in the children).
+        parts = [to_isl(c, domain) for c in root.children]
+        while len(parts) > 1:
+            parts = [parts[i].sequence(parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                     for i in range(0, len(parts), 2)]
+        return parts[0]
     inner = to_isl(root.child, domain)
     upa = root.expr.intersect_domain_union_set(inner.get_domain())
     band = inner.insert_partial_schedule(isl.MultiUnionPwAff.from_union_pw_aff(upa))

@@ -49,3 +49,15 @@ def test_register_tile_does_not_hoist_a_reduction_its_rows_depend_on() -> None:
     inputs = [rng.uniform(-1, 1, shape).astype(np.float32) for shape in [(9, 16), (2, 9, 2), (2,)]]
     np.testing.assert_allclose(kernel(*inputs), reference(src, "cv", inputs)[0],
                                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("tail", ["/ 9", "* 2", "+ 1", "/ 9.0"])
+def test_register_tile_promotes_integer_literals(tail: str) -> None:
+    # An int literal in a float contraction's body (a 3x3 box blur's '/ 9') made the
+    # register tile print 'acc += None;' (a compile failure the operator suite found): the
+    # micro-kernel's vector expression refused the int32 constant.
+    src = f"def f(float(M,K) A, float(K,N) B) -> (C) {{ C(m,n) +=! A(m,r_k) * B(r_k,n) {tail} }}"
+    a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    kernel = polyopt.compile(src, sizes={"M": 64, "N": 64, "K": 64})
+    np.testing.assert_allclose(kernel(a, a), reference(src, "f", [a, a])[0], rtol=1e-4,
+                               atol=1e-4)

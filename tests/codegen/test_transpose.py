@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import polyopt
+from polyopt.codegen import transpose
 
 pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("avx512")]
 
@@ -79,3 +80,22 @@ def test_pointwise_weights_pack_as_transposed_copies() -> None:
     w = rng.standard_normal((32, 96, 1, 1)).astype(np.float32)
     want = np.einsum("nchw,fc->nfhw", x, w[:, :, 0, 0])
     np.testing.assert_allclose(kernel(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(96))
+
+
+def test_large_copies_are_refused_before_listing_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broadcast's inner copy ``O(i, j, k) = A(i, k)`` over 4096 x 4096 has 65536 blocks of
+    16 x 16, far beyond MAX_BLOCKS: the printer must refuse it from the count (at 131072 x
+    131072 the list of blocks took all memory) and print plain loops."""
+    listed: list[int] = []
+    blocks = transpose.Emitter.blocks
+
+    def counted(self: transpose.Emitter) -> list[tuple[int, int]]:
+        out = blocks(self)
+        listed.append(len(out))
+        return out
+
+    monkeypatch.setattr(transpose.Emitter, "blocks", counted)
+    src = "def bcast(float(I,K) A) -> (O) { O(i,j,k) = A(i,k) where j in 0:4096 }"
+    text = polyopt.compile(src, sizes={"I": 64, "K": 4096}).source
+    assert "transposed copy" not in text
+    assert all(n <= transpose.MAX_BLOCKS for n in listed), listed

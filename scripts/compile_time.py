@@ -1,0 +1,173 @@
+"""Compile-time reproducers (issue 13, item 4): defs whose lowering used to explode.
+
+Each case runs in a subprocess of its own, under a wall-clock limit (--timeout) and an
+address-space limit (--memory-gb), with a fresh compile cache, and reports:
+
+- lower s: polyopt's own work (``Kernel.lowered()``: front end, dependences, schedule, AST, C);
+- total s: up to the first result, the C compiler included (cases too big to run: "-");
+- peak MB: the subprocess's peak resident memory.
+
+Cases:
+- einsum7, einsum8: ``polyopt.einsum("abcdefg->", x)`` on a (2,)*7 (and (2,)*8) array;
+- chain160, chain2000: ``T1(i) = A(i) * 2; T2(i) = T1(i) + 2; ...; O(i) = T159(i) * 3``,
+  a chain of elementwise statements through locals;
+- indep160, indep2000: ``O0(i) = A(i) * 1; O1(i) = A(i) * 2; ...``, independent outputs;
+- bcast: ``O(i,j,k) = A(i,k) where j in 0:131072`` at I=64, K=131072, lowered only (the
+  output would be 4 PB): a 3-D broadcast whose inner copy the transpose printer examines.
+
+Run against another checkout (main, say) with --repo PATH (it goes first on PYTHONPATH):
+    python3 scripts/compile_time.py                     # every case, this checkout
+    python3 scripts/compile_time.py --repo /tmp/ct-main --cases einsum7,chain160
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def chain(n: int) -> str:
+    locals_ = ", ".join(f"T{k}" for k in range(1, n))
+    body = ["T1(i) = A(i) * 2", *(f"T{k}(i) = T{k - 1}(i) + {k}" for k in range(2, n)),
+            f"O(i) = T{n - 1}(i) * 3"]
+    return f"def chain(float(N) A) -> (O) local ({locals_}) {{\n" + "\n".join(body) + "\n}"
+
+
+def independent(n: int) -> str:
+    outs = ", ".join(f"O{k}" for k in range(n))
+    body = [f"O{k}(i) = A(i) * {k + 1}" for k in range(n)]
+    return f"def indep(float(N) A) -> ({outs}) {{\n" + "\n".join(body) + "\n}"
+
+
+BCAST = "def bcast(float(I,K) A) -> (O) { O(i,j,k) = A(i,k) where j in 0:131072 }"
+
+
+def _einsum(n: int) -> Callable[[], tuple[float, float]]:
+    def run() -> tuple[float, float]:
+        import polyopt
+        from polyopt.einsum import einsum_plan
+        x = np.random.default_rng(0).random((2,) * n).astype(np.float32)
+        plan = einsum_plan("abcdefgh"[:n] + "->", x)  # what polyopt.einsum compiles
+        t0 = time.perf_counter()
+        kernel = polyopt.compile(plan.text, sizes=plan.sizes)
+        kernel.lowered()
+        lowered = time.perf_counter() - t0
+        got = kernel(*plan.operands)
+        total = time.perf_counter() - t0
+        assert np.isclose(got, x.sum(dtype=np.float64), rtol=1e-4), (got, x.sum())
+        return lowered, total
+    return run
+
+
+def _many(source: Callable[[int], str], n: int) -> Callable[[], tuple[float, float]]:
+    def run() -> tuple[float, float]:
+        import polyopt
+        a = np.random.default_rng(0).random(64).astype(np.float32)
+        t0 = time.perf_counter()
+        kernel = polyopt.compile(source(n), sizes={"N": 64})
+        kernel.lowered()
+        lowered = time.perf_counter() - t0
+        out = kernel(a)  # reuses the lowering: the C compiler, then the call
+        total = time.perf_counter() - t0
+        first = out if isinstance(out, np.ndarray) else out[0]
+        want = _chain_value(a, n) if source is chain else a * 1
+        assert np.allclose(first, want, rtol=1e-5), "wrong result"
+        return lowered, total
+    return run
+
+
+def _chain_value(a: np.ndarray, n: int) -> np.ndarray:
+    t = a.astype(np.float32) * np.float32(2)
+    for k in range(2, n):
+        t = t + np.float32(k)
+    return t * np.float32(3)
+
+
+def _bcast() -> tuple[float, float]:
+    import polyopt
+    t0 = time.perf_counter()
+    polyopt.compile(BCAST, sizes={"I": 64, "K": 131072}).lowered()
+    return time.perf_counter() - t0, float("nan")
+
+
+CASES: dict[str, Callable[[], tuple[float, float]]] = {
+    "einsum7": _einsum(7), "einsum8": _einsum(8),
+    "chain160": _many(chain, 160), "indep160": _many(independent, 160),
+    "chain2000": _many(chain, 2000), "indep2000": _many(independent, 2000),
+    "bcast": _bcast,
+}
+
+
+def run_one(case: str, memory_gb: float) -> None:
+    """In the subprocess: run ``case`` and print one JSON line."""
+    limit = int(memory_gb * (1 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        lowered, total = CASES[case]()
+        status = "ok"
+    except MemoryError:
+        lowered, total, status = float("nan"), float("nan"), f"out of memory (> {memory_gb} GB)"
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"lower": lowered, "total": total, "peak": peak, "status": status}))
+
+
+def measure(case: str, repo: Path, timeout: float, memory_gb: float) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(repo), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    with tempfile.TemporaryDirectory() as cache:
+        env["POLYOPT_CACHE_DIR"] = cache
+        cmd = [sys.executable, __file__, "--one", case, "--memory-gb", str(memory_gb)]
+        t0 = time.perf_counter()
+        try:
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                                  timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return {"status": f"did not finish in {timeout:.0f} s"}
+        wall = time.perf_counter() - t0
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode or not lines:
+        tail = (done.stderr.strip().splitlines() or ["?"])[-1]
+        return {"status": f"failed ({tail[:60]})", "wall": wall}
+    return {**json.loads(lines[-1]), "wall": wall}
+
+
+def _cell(value: object, fmt: str) -> str:
+    return "-" if not isinstance(value, float) or value != value else format(value, fmt)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
+    p.add_argument("--repo", type=Path, action="append",
+                   help="checkout to import polyopt from (repeat to compare); default: this one")
+    p.add_argument("--timeout", type=float, default=90.0, help="seconds per case")
+    p.add_argument("--memory-gb", type=float, default=4.0, help="address-space limit per case")
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        run_one(args.one, args.memory_gb)
+        return
+    repos = args.repo or [ROOT]
+    print(f"{'case':<10} {'checkout':<28} {'lower s':>8} {'total s':>8} {'peak MB':>8}  status")
+    for case in args.cases.split(","):
+        for repo in repos:
+            r = measure(case, repo, args.timeout, args.memory_gb)
+            print(f"{case:<10} {str(repo)[-28:]:<28} {_cell(r.get('lower'), '8.2f')} "
+                  f"{_cell(r.get('total'), '8.2f')} {_cell(r.get('peak'), '8.0f')}  "
+                  f"{r['status']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""The base schedule (polyopt.schedule.auto): isl's scheduler under an operation budget, past
+it one statement's own nest or program order. Work is bounded by counting
+scheduler calls and isl operations, never by timing."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+import islpy as isl
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt.errors import PolyoptWarning
+from polyopt.schedule import auto
+from polyopt.schedule.policy import CAPS
+
+pytestmark = pytest.mark.cc
+
+EIGHT = "def s(float(A,B,C,D,E,F,G,H) T) -> (O) { O +=! T(a,b,c,d,e,f,g,h) }"
+EIGHT_SIZES = dict.fromkeys("ABCDEFGH", 2)
+
+
+def chain(n: int) -> str:
+    """``T1(i) = A(i) * 2; T2(i) = T1(i) + 2; ...; O(i) = T<n-1>(i) * 3``."""
+    body = ["T1(i) = A(i) * 2", *(f"T{k}(i) = T{k - 1}(i) + {k}" for k in range(2, n)),
+            f"O(i) = T{n - 1}(i) * 3"]
+    locals_ = ", ".join(f"T{k}" for k in range(1, n))
+    return f"def chain(float(N) A) -> (O) local ({locals_}) {{\n" + "\n".join(body) + "\n}"
+
+
+def chain_value(a: np.ndarray, n: int) -> np.ndarray:
+    t = a * np.float32(2)
+    for k in range(2, n):
+        t = t + np.float32(k)
+    return t * np.float32(3)
+
+
+@pytest.fixture
+def no_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """isl's scheduler runs out at once."""
+    monkeypatch.setattr(auto, "CAPS", replace(CAPS, max_scheduler_operations=1))
+
+
+@pytest.mark.parametrize(("src", "sizes"), [
+    ("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }",
+     {"M": 5, "K": 6, "N": 7}),
+    ("def relu(float(M,N) X) -> (Y) { Y(m,n) = fmax(X(m,n), 0) }", {"M": 5, "N": 7}),
+    (EIGHT, EIGHT_SIZES),
+])
+@pytest.mark.usefixtures("no_budget")
+def test_one_statement_out_of_budget_is_its_own_nest(src: str, sizes: dict[str, int]) -> None:
+    """Past the budget, one statement (and its fill) is one nest over its iterators, fill
+    first, without a warning: what isl's scheduler gives it up to loop order."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PolyoptWarning)
+        kernel = polyopt.compile(src, sizes=sizes)
+        rng = np.random.default_rng(0)
+        args = [rng.random([int(d) for d in t.shape]).astype(np.float32)
+                for t in kernel.program.inputs]
+        got = kernel(*args)
+    if kernel.name == "mm":
+        np.testing.assert_allclose(got, args[0] @ args[1], rtol=1e-5)
+    elif kernel.name == "relu":
+        np.testing.assert_array_equal(got, np.maximum(args[0], 0))
+    else:
+        np.testing.assert_allclose(got, args[0].sum(dtype=np.float64), rtol=1e-5)
+
+
+@pytest.mark.usefixtures("no_budget")
+def test_fill_then_reduction_loops() -> None:
+    s = polyopt.schedule(EIGHT.replace("O +=!", "O(a) +=!"), "s", auto="isl",
+                         sizes=EIGHT_SIZES)
+    assert str(s).splitlines()[1:4] == ["for a:", "  O_0_init", "  for b:"]
+    assert s.base == "isl"
+
+
+def test_eight_reduction_indices_schedule_within_a_small_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One statement over 8 reduction indices of extent 2 goes through isl's scheduler
+    within 160k operations (while their chain was coalesced, it did not finish)."""
+    monkeypatch.setattr(auto, "CAPS", replace(CAPS, max_scheduler_operations=160_000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PolyoptWarning)
+        s = polyopt.schedule(EIGHT, "s", auto="isl", sizes=EIGHT_SIZES)
+    assert s.base == "isl"
+
+
+def test_reductions_over_extents_of_two_schedule_within_a_small_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an epilogue the def goes to isl's scheduler: its 8 reduction indices of extent 2
+    schedule within 160k operations (they take 80k; while their chain was coalesced into
+    a few dense pieces, 20k operations took 10 s and the whole did not finish)."""
+    monkeypatch.setattr(auto, "CAPS", replace(CAPS, max_scheduler_operations=160_000))
+    src = EIGHT.replace("-> (O) {", "-> (O, P) {").replace(" }", "\n P = O * 2 }")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PolyoptWarning)
+        s = polyopt.schedule(src, "s", auto="isl", sizes=EIGHT_SIZES)
+    assert s.base == "isl"
+
+
+def test_out_of_budget_falls_back_to_program_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past its budget isl's scheduler gives way to program order, with a warning naming
+    the def; the CPU pipeline still fuses the chain into one loop; isl's later calls run
+    without the budget."""
+    monkeypatch.setattr(auto, "CAPS", replace(CAPS, scheduler_work=40 * 1000))  # 1000 for 40
+    with pytest.warns(PolyoptWarning, match=r"budget \(1000 operations\) on def 'chain' "
+                                            r"\(40 statements\)"):
+        s = polyopt.schedule(chain(40), "chain", sizes={"N": 64})
+    assert s.base == "program-order"
+    assert s.loops == ("i",)  # one fused loop
+    assert isl.DEFAULT_CONTEXT.get_max_operations() == 0
+    with pytest.warns(PolyoptWarning, match="budget"):
+        kernel = polyopt.compile(chain(40), parametric=True)
+    a = np.random.default_rng(1).random(64).astype(np.float32)
+    np.testing.assert_allclose(kernel(a), chain_value(a, 40), rtol=1e-6)
