@@ -211,7 +211,10 @@ def schedule_from_json(text: str, source: str | lang.Definition, name: str | Non
         layout = [Pack(*st.args) for st in steps[:lead]]
     except TypeError as e:
         raise ScheduleError(f"bad arguments for schedule verb pack: {e}") from e
-    return schedule_of(source, name, sizes, options, base, layout).replay(steps[lead:])
+    out = schedule_of(source, name, sizes, options, base, layout).replay(steps[lead:])
+    notes = data.get("notes", [])  # the cost model's reasons, kept with the steps
+    return replace(out, notes=tuple(str(n) for n in notes)) if isinstance(
+        notes, list) and notes else out
 
 
 register_json_loader(schedule_from_json)

@@ -41,6 +41,7 @@ from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, loop
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Blocking, Machine, host
 from polyopt.schedule.nest import UNKNOWN_TRIP, chain_of, invariant_reads, vector_rows
+from polyopt.schedule.order import choose_distribution, choose_order
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Leaf, Loop, Sequence, raw_iterator
@@ -105,12 +106,32 @@ def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
         if tiled is not None:
             return tiled
     if isinstance(below, Sequence):
-        for name in [c.name for c in below.children if isinstance(c, Loop)]:
-            schedule = tile_nest(schedule, name, policy, knobs)
-        return schedule
+        return _tile_fused(schedule, chain[0], policy, knobs)
+    schedule, plan = choose_order(schedule, chain, policy)
+    if plan is not None:
+        chain = chain_of(tf.find(schedule.root, plan.order[0]))
+        if plan.strip:  # the strip's inner loop is innermost: vectorize it, no cache tile
+            return _vectorize(schedule, plan.order[-1])
     schedule, chain = _hoist_unit_loops(schedule, chain)
     schedule, inner = _cache_tile(schedule, chain, policy, knobs)
     return _vectorize(schedule, inner)
+
+
+def _tile_fused(schedule: Schedule, top: Loop, policy: CpuPolicy, knobs: Knobs) -> Schedule:
+    """A chain over a sequence of nests: distributed when the cost model predicts its
+    nests in their best orders faster (``order.choose_distribution``), then each nest
+    below tiled on its own."""
+    split = choose_distribution(schedule, top, policy)
+    if split is not None:
+        before = {n.name for n in nests(schedule.root)} - {top.name}
+        for name in [n.name for n in nests(split.root) if n.name not in before]:
+            split = tile_nest(split, name, policy, knobs)
+        return split
+    below = chain_of(tf.find(schedule.root, top.name))[-1].child
+    assert isinstance(below, Sequence)
+    for name in [c.name for c in below.children if isinstance(c, Loop)]:
+        schedule = tile_nest(schedule, name, policy, knobs)
+    return schedule
 
 
 def _hoist_unit_loops(schedule: Schedule, chain: list[Loop]) -> tuple[Schedule, list[Loop]]:
@@ -225,6 +246,9 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     dtype = schedule.poly.program.tensors[s.stmt.tensor].dtype
     if col is None or not rows or not reds or dtype not in ("float32", "float64"):
         return None
+    if all(all(r.read.uses(i) for i in s.stmt.lhs) for r in s.reads):
+        return None  # no operand is reused across outputs (a sum over a middle axis): the
+        # register tile would keep nothing in registers; the cost model orders it instead
     trips = {lp.name: _trip(lp, schedule) for lp in chain}
     b = policy.blocking(DTYPES[dtype].np.itemsize)
     nr, mr = _register_shape(b, policy, trips[col])

@@ -169,6 +169,55 @@ class CpuPolicy:
     """The parallel loop is the outermost dependence-free one with at least this many
     iterations per core (``parallel_trips``): two per core leave room to balance."""
 
+    # ---- the loop-order cost model (schedule/cost.py, schedule/order.py) ----
+    loads_per_cycle: int = 2
+    """Loads a core issues per cycle (two load ports on every x86 core since Sandy Bridge
+    and on Neoverse); with ``Machine.fma_units`` it sets the model's compute time."""
+
+    l2_bytes_per_cycle: float = 32.0
+    """Bytes per cycle from L2 into L1 (half a line per cycle: Zen 2-4, Skylake). Not
+    measured here; it ranks orders, and ``order_min_gain`` absorbs its error."""
+
+    l3_bytes_per_cycle: float = 16.0
+    """Bytes per cycle from L3 into L2, per core (a quarter line: Zen, Skylake-SP)."""
+
+    memory_bytes_per_cycle: float = 3.0
+    """Bytes per cycle from memory, shared by the cores: numpy's column sum of 4096 x 4096
+    float32 (64 MB, a stream) took 8.8 ms on the 2-core VM of BENCHMARKS.md, ~7 GB/s at
+    ~2.5 GHz. Re-measure with ``scripts/bench_nests.py`` (the numpy column)."""
+
+    page_bytes: int = 4096
+    """Page size: the TLB's granule in the model (Linux's default pages)."""
+
+    tlb_entries: int = 2048
+    """Second-level TLB entries (Zen 2-3: 2048; Skylake: 1536). A loop whose consecutive
+    iterations touch more pages than this takes a page walk per access."""
+
+    tlb_miss_cycles: float = 30.0
+    """Cycles of a page walk that hits the caches. With it the model predicts the two-stage
+    blur of 2050^2 walked by columns at ~200 ms; measured 236 ms (``scripts/bench_nests.py
+    --cases blur``, main before the model)."""
+
+    fork_join_cycles: float = 15000.0
+    """Cycles of one OpenMP parallel region's fork and join: 5-10 us on the 2-core VM at
+    ~2.5 GHz (``min_parallel_work``'s measurement)."""
+
+    order_min_gain: float = 1.5
+    """The model changes a nest's loop order (or distributes a fused nest, or strip-mines
+    it) only when it predicts at least this speedup over the pipeline's order: it is coarse
+    (bandwidths not measured per machine), so a small predicted gain is noise. Of the 55
+    ResNet-50/MobileNetV2 conv layers, 8 MobileNetV2 layers change (the zeroing nest of 5,
+    the taps of 3 depthwise ones): 0.57-0.86x the time on main, or within the run's noise,
+    by ``scripts/compare_commits.py`` (BENCHMARKS.md, loop order model)."""
+
+    order_max_permuted: int = 4
+    """Chains of up to this many loops are tried in every order (24 estimates); longer
+    ones only with each loop moved innermost (compile time)."""
+
+    strip_min_vectors: int = 4
+    """Smallest strip (in vectors) of a strip-mined parallel loop the model considers: a
+    shorter contiguous run per row defeats the hardware prefetcher."""
+
     # ---- the tuning space (tune/space.py) ----
     conv_rank: int = 4
     """Outputs of this rank or more (NCHW) are convolutions to the tuner: it offers channel

@@ -76,6 +76,9 @@ class Schedule:
     buffers: tuple[str, ...] = ()  # packed copies of inputs (zero-padded to whole blocks)
     # (local, loop, dim): the local keeps only one slice, private to each iteration of loop
     contractions: tuple[tuple[str, str, int], ...] = ()
+    # Why the automatic pipeline chose what it did (the cost model's predictions): printed
+    # and saved with the steps, not replayed (replaying the steps rebuilds the schedule).
+    notes: tuple[str, ...] = ()
 
     # -- views ---------------------------------------------------------------------------
     @cached_property
@@ -102,7 +105,12 @@ class Schedule:
     def __str__(self) -> str:
         head = f"# schedule of def {self.poly.program.name} ({self.base}"
         head += f", {len(self.steps)} steps)" if self.steps else ")"
-        return "\n".join([head, *pseudo_code(self.root)])
+        why = [f"# why: {n}" for n in self.notes]
+        return "\n".join([head, *why, *pseudo_code(self.root)])
+
+    def note(self, text: str) -> Schedule:
+        """This schedule with ``text`` added to its notes (no change to the loops)."""
+        return replace(self, notes=(*self.notes, text))
 
     # -- verbs ---------------------------------------------------------------------------
     def tile(self, loops: Seq[str] | str, *sizes: int | Seq[int],
@@ -415,12 +423,14 @@ class Schedule:
     def as_json(self) -> str:
         return json.dumps({"def": self.poly.program.name, "base": self.base,
                            "fusion": self.fusion,
-                           "steps": [s.as_dict() for s in self.steps]}, indent=1)
+                           "steps": [s.as_dict() for s in self.steps],
+                           **({"notes": list(self.notes)} if self.notes else {})}, indent=1)
 
     def as_python(self) -> str:
         auto = "'isl'" if self.base == "isl" else "False"
         lines = [f"s = polyopt.schedule(source, {self.poly.program.name!r}, auto={auto}"
                  f"{', options={' + repr('fusion') + ': ' + repr(self.fusion) + '}'})"]
+        lines += [f"# {n}" for n in self.notes]
         lines += [f"s = s.{step.python()}" for step in self.steps]
         return "\n".join(lines)
 

@@ -85,6 +85,7 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
   }
   for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f */
     for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h */
+#pragma omp simd
       for (long c2 = 0L; c2 <= 7L; c2 += 1L) {  /* w */
         { /* O_0_init */
           const long i_n = 0L;
@@ -93,24 +94,25 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
           const long i_w = c2;
           t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = 0.0f;
         }
-        for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* c */
-          for (long c4 = 0L; c4 <= 2L; c4 += 1L) {  /* kh */
-            { /* reduction of O_0 */
-              const long i_n = 0L;
-              const long i_f = c0;
-              const long i_h = c1;
-              const long i_w = c2;
-              float po_acc = t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))];
-            #pragma omp simd reduction(+:po_acc)
-              for (long c5 = 0L; c5 <= 2L; c5 += 1L) {
-                { /* O_0 */
-                  const long i_r_c = c3;
-                  const long i_r_kh = c4;
-                  const long i_r_kw = c5;
-                  po_acc = ((float)(po_acc + ((float)(t_I_pack[((((((i_n / 1L)) * e_I_pack_1 + (i_r_c)) * e_I_pack_2 + (((((1L * i_h) + (1L * i_r_kh)) - 1L) + 1L))) * e_I_pack_3 + (((((1L * i_w) + (1L * i_r_kw)) - 1L) + 1L))) * e_I_pack_4 + ((i_n % 1L)))] * t_Wt[((((i_f) * e_Wt_1 + (i_r_c)) * e_Wt_2 + (i_r_kh)) * e_Wt_3 + (i_r_kw))]))));
-                }
+      }
+      for (long c2 = 0L; c2 <= 2L; c2 += 1L) {  /* c */
+        for (long c3 = 0L; c3 <= 2L; c3 += 1L) {  /* kh */
+          for (long c4 = 0L; c4 <= 2L; c4 += 1L) {  /* kw */
+            {
+              const float po_h0 = t_Wt[(((((c0)) * e_Wt_1 + ((c2))) * e_Wt_2 + ((c3))) * e_Wt_3 + ((c4)))];
+#pragma omp simd
+            for (long c5 = 0L; c5 <= 7L; c5 += 1L) {  /* w2 */
+              { /* O_0 */
+                const long i_n = 0L;
+                const long i_f = c0;
+                const long i_h = c1;
+                const long i_w = c5;
+                const long i_r_c = c2;
+                const long i_r_kh = c3;
+                const long i_r_kw = c4;
+                t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = ((float)(t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] + ((float)(t_I_pack[((((((i_n / 1L)) * e_I_pack_1 + (i_r_c)) * e_I_pack_2 + (((((1L * i_h) + (1L * i_r_kh)) - 1L) + 1L))) * e_I_pack_3 + (((((1L * i_w) + (1L * i_r_kw)) - 1L) + 1L))) * e_I_pack_4 + ((i_n % 1L)))] * po_h0))));
               }
-              t_O[((((i_n) * e_O_1 + (i_f)) * e_O_2 + (i_h)) * e_O_3 + (i_w))] = po_acc;
+            }
             }
           }
         }

@@ -1,0 +1,426 @@
+"""A cost model of loop nests on the CPU: strides, footprints and a cycle estimate, read from
+isl's access relations over a schedule tree (``polyopt.schedule.tree``).
+
+For a nest (a subtree of the schedule) the model computes:
+
+* the **stride class** of each access along a loop (:func:`stride`): the access relation
+  composed with "the next iteration of that loop, the other loops of the statement's path
+  fixed", whose deltas are one vector (``invariant`` if zero, ``unit`` if one element in
+  row-major order, else ``strided``) or several (``gather``: a data-dependent index);
+* the **footprint** of each loop node (:func:`footprint`): the cache lines (or pages) one
+  whole execution of the node touches, its outer loops fixed at their first value: the
+  image of the statement domains under the access relations, per tensor a bounding box,
+  counted as a leading part times a contiguous block of the trailing fully covered dims;
+* the **traffic** into each cache level of capacity C (:func:`traffic`): a node whose
+  footprint fits is loaded once; a loop whose consecutive iterations fit together (its
+  body's footprint plus the average growth per iteration) loads its body once and the
+  growth per iteration after that; else every iteration reloads its body;
+* a **cycle estimate** (:func:`estimate`), a roofline: the largest of the compute time
+  (vectorized when every access is invariant or unit along the innermost loop) and each
+  level's traffic over its bandwidth, plus the TLB misses (pages as lines, the TLB as the
+  cache) at their walk latency, divided over the cores of the parallel loop (memory
+  bandwidth is shared), plus OpenMP fork/join per execution of the parallel loop.
+
+Constants (bandwidths, TLB, fork cost) are fields of
+:class:`~polyopt.schedule.policy.CpuPolicy`; sizes of caches and vectors come from its
+:class:`~polyopt.schedule.machine.Machine`. The model needs every extent known (a schedule
+made for given sizes); :func:`estimate` returns None otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from polyopt import ir
+from polyopt.dtypes import DTYPES
+from polyopt.poly.model import PolyProgram, PolyStmt, tensor_box
+from polyopt.schedule.policy import CpuPolicy
+from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, pieces, raw_iterator, stmts_of
+
+INVARIANT, UNIT, STRIDED, GATHER = "invariant", "unit", "strided", "gather"
+_SET = isl.dim_type.set
+
+
+@dataclass(frozen=True)
+class Access:
+    """One read or write of a statement: its relation restricted to the domain."""
+
+    stmt: str
+    tensor: str
+    write: bool
+    relation: isl.Map
+
+
+@dataclass(frozen=True)
+class Stride:
+    """How an access moves along one loop: a class and, unless a gather, the bytes."""
+
+    kind: str
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Predicted cycles of one execution of a nest, and what they are made of."""
+
+    cycles: float
+    compute: float
+    traffic: tuple[tuple[str, float], ...]  # (level, lines or pages moved into it)
+    parallel: str | None
+    vector: tuple[str, ...]  # innermost loops whose accesses all vectorize
+
+    def describe(self) -> str:
+        moved = ", ".join(f"{k} {v:.3g}" for k, v in self.traffic)
+        par = f", parallel {self.parallel}" if self.parallel else ""
+        return f"{self.cycles:.3g} cycles (compute {self.compute:.3g}; {moved}{par})"
+
+
+def accesses(poly: PolyProgram, stmt: str) -> tuple[Access, ...]:
+    """The reads and the write of statement ``stmt``."""
+    s = poly.stmt(stmt)
+    out = [Access(stmt, r.read.tensor, False, r.relation) for r in s.reads]
+    write = s.write.intersect_domain(s.domain)
+    out.append(Access(stmt, s.stmt.tensor, True, write))
+    return tuple(out)
+
+
+def _elem(poly: PolyProgram, tensor: str) -> int:
+    return int(DTYPES[poly.program.tensors[tensor].dtype].np.itemsize)
+
+
+def _extents(poly: PolyProgram, tensor: str) -> tuple[int, ...] | None:
+    box = tensor_box(poly.program, tensor)
+    out = []
+    for k in range(box.dim(_SET)):
+        hi = box.dim_max_val(k)
+        if not hi.is_int():
+            return None
+        out.append(int(hi.to_python()) + 1)
+    return tuple(out)
+
+
+def _loop_map(lp: Loop, stmt: str) -> isl.Map | None:
+    """``stmt[i] -> [value of lp]``."""
+    for pa in pieces(lp.expr):
+        if pa.get_domain_space().get_tuple_name(_SET) == stmt:
+            return isl.Map.from_pw_aff(pa)
+    return None
+
+
+def _same(m: isl.Map) -> isl.Map:
+    return m.apply_range(m.reverse())
+
+
+def step_map(path: list[Loop], lp: Loop, s: PolyStmt) -> isl.Map | None:
+    """``s[i] -> s[i']``: the next iteration of ``lp`` with the other loops of ``path``
+    (the loops above ``s``) unchanged, within the domain."""
+    m = _loop_map(lp, s.name)
+    if m is None:
+        return None
+    plus = isl.Map("{ [v] -> [v + 1] }").align_params(m.get_space())
+    out = m.apply_range(plus).apply_range(m.reverse())
+    for other in path:
+        om = _loop_map(other, s.name) if other is not lp else None
+        if om is not None:
+            out = out.intersect(_same(om))
+    return out.intersect_domain(s.domain).intersect_range(s.domain)
+
+
+def stride(poly: PolyProgram, acc: Access, step: isl.Map) -> Stride:
+    """The stride class of ``acc`` along the loop whose next iteration is ``step``."""
+    moves = acc.relation.reverse().apply_range(step).apply_range(acc.relation)
+    if moves.is_empty():
+        return Stride(INVARIANT)
+    deltas = moves.deltas()
+    lo, hi = deltas.lexmin(), deltas.lexmax()
+    if not lo.is_equal(hi) or not lo.is_singleton():
+        return Stride(GATHER)
+    point = lo.sample_point()
+    ext = _extents(poly, acc.tensor)
+    if ext is None:
+        return Stride(GATHER)
+    flat, scale = 0, 1
+    for k in range(len(ext) - 1, -1, -1):
+        flat += int(point.get_coordinate_val(_SET, k).to_python()) * scale
+        scale *= ext[k]
+    size = _elem(poly, acc.tensor)
+    kind = INVARIANT if flat == 0 else UNIT if abs(flat) == 1 else STRIDED
+    return Stride(kind, abs(flat) * size)
+
+
+def _fixed_domain(s: PolyStmt, outer: list[Loop]) -> isl.Set:
+    """``s``'s domain with each loop of ``outer`` fixed at its first value."""
+    dom = s.domain
+    for lp in outer:
+        m = _loop_map(lp, s.name)
+        if m is None:
+            continue
+        m = m.intersect_domain(dom)
+        if m.is_empty():
+            return dom.empty(dom.get_space())
+        low = m.range().lexmin()
+        dom = m.intersect_range(low).domain()
+    return dom
+
+
+def _granules(lo: list[int], hi: list[int], ext: tuple[int, ...], elem: int,
+              granule: int) -> int:
+    """Lines (or pages) of the box ``lo..hi`` in a row-major tensor of extents ``ext``: the
+    trailing dims the box covers whole merge with the first one it covers in part into a
+    contiguous block, one run of granules per value of the dims before it; and no more
+    than the granules its address range spans (rows shorter than a granule share one)."""
+    counts = [b - a + 1 for a, b in zip(lo, hi, strict=True)]
+    block, k = 1, len(counts) - 1
+    while k >= 0:
+        block *= counts[k]
+        k -= 1
+        if counts[k + 1] < ext[k + 1]:
+            break
+    runs = math.prod(counts[: k + 1]) * max(1, -(-block * elem // granule))
+    first = last = 0
+    for a, b, e in zip(lo, hi, ext, strict=True):
+        first, last = first * e + a, last * e + b
+    return min(runs, last * elem // granule - first * elem // granule + 1)
+
+
+@dataclass
+class _Ctx:
+    """One model evaluation: the program and memo tables (per tree node identity)."""
+
+    poly: PolyProgram
+    policy: CpuPolicy
+    foot: dict[tuple[int, int, int], int | None] = field(default_factory=dict)
+
+
+def footprint(ctx: _Ctx, node: Node, outer: list[Loop], granule: int) -> int | None:
+    """Lines (``granule`` bytes each) one execution of ``node`` touches with the loops of
+    ``outer`` fixed at their first value; None when an extent is unknown."""
+    key = (id(node), len(outer), granule)
+    if key in ctx.foot:
+        return ctx.foot[key]
+    boxes: dict[str, isl.Set] = {}
+    for name in stmts_of(node):
+        s = ctx.poly.stmt(name)
+        dom = _fixed_domain(s, outer)
+        for acc in accesses(ctx.poly, name):
+            img = dom.apply(acc.relation)
+            boxes[acc.tensor] = boxes[acc.tensor].union(img) if acc.tensor in boxes else img
+    total: int | None = 0
+    for tensor, img in boxes.items():
+        n = _box_granules(ctx.poly, tensor, img, granule)
+        total = None if n is None or total is None else total + n
+    ctx.foot[key] = total
+    return total
+
+
+def _box_granules(poly: PolyProgram, tensor: str, img: isl.Set, granule: int) -> int | None:
+    if img.is_empty():
+        return 0
+    ext = _extents(poly, tensor)
+    lo, hi = [], []
+    for k in range(img.dim(_SET)):
+        a, b = img.dim_min_val(k), img.dim_max_val(k)
+        if not (a.is_int() and b.is_int()) or ext is None:
+            return None
+        lo.append(int(a.to_python()))
+        hi.append(int(b.to_python()))
+    return _granules(lo, hi, ext or (), _elem(poly, tensor), granule) if lo else 1
+
+
+def trip(poly: PolyProgram, lp: Loop, outer: list[Loop]) -> int | None:
+    """Iterations of ``lp`` in one execution (outer loops fixed at their first value)."""
+    lo: int | None = None
+    hi: int | None = None
+    for name in stmts_of(lp):
+        m = _loop_map(lp, name)
+        if m is None:
+            continue
+        vals = m.intersect_domain(_fixed_domain(poly.stmt(name), outer)).range()
+        if vals.is_empty():
+            continue
+        a, b = vals.dim_min_val(0), vals.dim_max_val(0)
+        if not (a.is_int() and b.is_int()):
+            return None
+        lo = min(int(a.to_python()), lo if lo is not None else int(a.to_python()))
+        hi = max(int(b.to_python()), hi if hi is not None else int(b.to_python()))
+    return 0 if lo is None or hi is None else hi - lo + 1
+
+
+def traffic(ctx: _Ctx, node: Node, outer: list[Loop], granule: int,
+            capacity: int) -> float | None:
+    """Granules moved into a cache of ``capacity`` granules by one execution of ``node``
+    (the module docstring's rule)."""
+    whole = footprint(ctx, node, outer, granule)
+    if whole is None or whole <= capacity or isinstance(node, Leaf):
+        return whole
+    if isinstance(node, Sequence):
+        parts = [traffic(ctx, c, outer, granule, capacity) for c in node.children]
+        return None if None in parts else sum(p for p in parts if p is not None)
+    inner = [*outer, node]
+    body = footprint(ctx, node.child, inner, granule)
+    n = trip(ctx.poly, node, outer)
+    once = traffic(ctx, node.child, inner, granule, capacity)
+    if body is None or n is None or once is None:
+        return None
+    if n <= 1:
+        return once
+    growth = max(0.0, (whole - body) / (n - 1))
+    if body + growth <= capacity:
+        return once + (n - 1) * growth
+    return n * once
+
+
+def _chain(node: Node) -> list[Loop]:
+    out: list[Loop] = []
+    while isinstance(node, Loop):
+        out.append(node)
+        node = node.child
+    return out
+
+
+def _leaf_paths(node: Node, path: list[Loop]) -> list[tuple[str, list[Loop]]]:
+    """Each statement below ``node`` with the loops from ``node`` down to it."""
+    if isinstance(node, Leaf):
+        return [(s, path) for s in node.stmts]
+    if isinstance(node, Loop):
+        return _leaf_paths(node.child, [*path, node])
+    return [p for c in node.children for p in _leaf_paths(c, path)]
+
+
+def _ops(s: PolyStmt) -> int:
+    """Arithmetic operations of one instance (at least one: the store or the update)."""
+    n = sum(1 for e in s.stmt.rhs.walk() if isinstance(e, (ir.Binary, ir.Call, ir.Unary,
+                                                             ir.Select)))
+    return max(1, n + (1 if s.accumulates else 0))
+
+
+def _points(dom: isl.Set) -> int | None:
+    if dom.is_empty():
+        return 0
+    n = 1
+    for k in range(dom.dim(_SET)):
+        lo, hi = dom.dim_min_val(k), dom.dim_max_val(k)
+        if not (lo.is_int() and hi.is_int()):
+            return None
+        n *= int(hi.to_python()) - int(lo.to_python()) + 1
+    return n
+
+
+def vectorizes(poly: PolyProgram, s: PolyStmt, path: list[Loop]) -> bool:
+    """Are all of ``s``'s accesses invariant or unit-stride along its innermost loop?"""
+    step = step_map(path, path[-1], s) if path else None
+    if step is None:
+        return False
+    return all(stride(poly, a, step).kind in (INVARIANT, UNIT) for a in accesses(poly, s.name))
+
+
+def free_loop(poly: PolyProgram, lp: Loop) -> bool:
+    """Can ``lp`` run in parallel in any position (a cheap, conservative reading of the
+    statements, not the dependences): each statement below writes along it and does not
+    reduce over it, and a read of a tensor written below indexes it the way the write does."""
+    written: dict[str, tuple[str, ...]] = {}
+    its: dict[str, str] = {}
+    for name in stmts_of(lp):
+        s = poly.stmt(name)
+        it = raw_iterator(lp.expr, name)
+        if it is None or it not in s.stmt.lhs or it in s.stmt.reduction_iters:
+            return False
+        written[s.stmt.tensor], its[name] = s.stmt.lhs, it
+    for name in stmts_of(lp):
+        for r in poly.stmt(name).reads:
+            lhs = written.get(r.read.tensor)
+            if lhs is None:
+                continue
+            k = lhs.index(its[name]) if its[name] in lhs else -1
+            ix = r.read.indices[k] if 0 <= k < len(r.read.indices) else None
+            if not (isinstance(ix, ir.Var) and ix.name == its[name]):
+                return False
+    return True
+
+
+def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, int, tuple[str, ...]]:
+    """(cycles of arithmetic and loads, instances, vectorizing innermost loops)."""
+    m, lanes_of = ctx.policy.machine, ctx.policy.lanes
+    cycles, count, vec = 0.0, 0, []
+    for name, path in _leaf_paths(node, []):
+        s = ctx.poly.stmt(name)
+        n = _points(_fixed_domain(s, outer))
+        if n is None:
+            raise _Unknown
+        lanes = lanes_of(_elem(ctx.poly, s.stmt.tensor))
+        each = (_ops(s) / m.fma_units + len(s.reads) / ctx.policy.loads_per_cycle)
+        if path and vectorizes(ctx.poly, s, [*outer, *path]):
+            short = trip(ctx.poly, path[-1], [*outer, *path[:-1]]) or 1
+            each /= min(lanes, short)
+            vec.append(path[-1].name)
+        cycles += n * each
+        count += n
+    return cycles, count, tuple(dict.fromkeys(vec))
+
+
+class _Unknown(Exception):
+    """An extent is not known: the model does not apply."""
+
+
+def _levels(policy: CpuPolicy) -> list[tuple[str, int, int, float]]:
+    """(name, granule bytes, capacity in granules, bytes per cycle into it)."""
+    m, line = policy.machine, policy.machine.line_bytes
+    out = [("L1", line, m.l1d_bytes // line, policy.l2_bytes_per_cycle)]
+    if m.l3_bytes:
+        out.append(("L2", line, m.l2_bytes // line, policy.l3_bytes_per_cycle))
+        out.append(("L3", line, m.l3_bytes // m.cores // line, policy.memory_bytes_per_cycle))
+    else:
+        out.append(("L2", line, m.l2_bytes // line, policy.memory_bytes_per_cycle))
+    return out
+
+
+def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop] | None = None,
+             parallel: Callable[[Loop], bool] | None = None) -> Estimate | None:
+    """Predicted cycles of one execution of ``node`` (``outer`` loops fixed), None when an
+    extent is unknown. ``parallel`` says which loops of its outer chain may run in
+    parallel (default :func:`free_loop`); the outermost with enough iterations does when the
+    nest has enough instances (``parallelize``'s rule)."""
+    ctx, outer = _Ctx(poly, policy), list(outer or [])
+    try:
+        compute, count, vec = _compute(ctx, node, outer)
+    except _Unknown:
+        return None
+    moved, core, shared = [], compute, 0.0
+    for name, granule, cap, bw in _levels(policy):
+        t = traffic(ctx, node, outer, granule, cap)
+        if t is None:
+            return None
+        moved.append((name, t))
+        if name == _levels(policy)[-1][0]:
+            shared = t * granule / bw
+        else:
+            core = max(core, t * granule / bw)
+    tlb = traffic(ctx, node, outer, policy.page_bytes, policy.tlb_entries)
+    if tlb is None:
+        return None
+    moved.append(("TLB", tlb))
+    lanes, forks, par = 1, 0, None
+    if count >= policy.min_parallel_work:
+        lanes, forks, par = _parallel(ctx, node, outer, parallel or (lambda lp: free_loop(
+            poly, lp)))
+    cycles = max((core + tlb * policy.tlb_miss_cycles) / lanes, shared)
+    cycles += forks * policy.fork_join_cycles
+    return Estimate(cycles, compute, tuple(moved), par, vec)
+
+
+def _parallel(ctx: _Ctx, node: Node, outer: list[Loop],
+              free: Callable[[Loop], bool]) -> tuple[int, int, str | None]:
+    """(threads, fork/joins, loop) of the outermost free loop of the chain with at least
+    ``parallel_trips`` iterations."""
+    forks, above = 1, list(outer)
+    for lp in _chain(node):
+        n = trip(ctx.poly, lp, above) or 1
+        if n >= ctx.policy.parallel_trips and free(lp):
+            return min(n, ctx.policy.machine.cores), forks, lp.name
+        forks *= n
+        above.append(lp)
+    return 1, 0, None

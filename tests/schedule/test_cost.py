@@ -1,0 +1,170 @@
+"""The loop-order cost model (schedule/cost.py) and the orders it picks (schedule/order.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt.schedule import cost
+from polyopt.schedule import transform as tf
+from polyopt.schedule.machine import Machine
+from polyopt.schedule.policy import cpu_policy
+
+COLSUM = "def colsum(float(N,M) A) -> (s) { s(j) +=! A(r_i,j) }"
+ROWSUM = "def rowsum(float(N,M) A) -> (s) { s(i) +=! A(i,r_j) }"
+TRANSPOSE = "def tr(float(N,M) A) -> (B) { B(j,i) = A(i,j) }"
+MIDDLE = "def mid(float(P,Q,R) X) -> (s) { s(i,k) +=! X(i,r_j,k) }"
+BLUR = """def blur(float(H,W) I) -> (T, O) {
+  T(y,x) = (I(y,x) + I(y,x+1) + I(y,x+2)) / 3.0 where y in 0:H, x in 0:W-2
+  O(y,x) = (T(y,x) + T(y+1,x) + T(y+2,x)) / 3.0 where y in 0:H-2, x in 0:W-2
+}"""
+MIXED = """def mixed(float(N,M) A, float(M,N) B, int32(N) idx) -> (C) {
+  C(i,j) = A(i,j) + B(j,i) + A(0,j) + A(idx(i),j)
+}"""
+POLICY = cpu_policy(Machine(64, 32, cores=2, l1d_bytes=48 << 10, l2_bytes=2 << 20,
+                            l3_bytes=32 << 20))
+
+
+def _strides(src, sizes, loop):
+    s = polyopt.schedule(src, auto=False, sizes=sizes)
+    lp = tf.find(s.root, loop)
+    path = [n for n in tf.path_to(s.root, tf.find(s.root, "j")) if isinstance(n, type(lp))]
+    (name,) = tf.stmts_of(lp)
+    stmt = s.poly.stmt(name)
+    step = cost.step_map(path, lp, stmt)
+    return [cost.stride(s.poly, a, step) for a in cost.accesses(s.poly, name)]
+
+
+def test_stride_classes():
+    # reads in source order (a gather's index read after it), then the write
+    inner = _strides(MIXED, dict(N=32, M=48), "j")
+    assert [st.kind for st in inner] == ["unit", "strided", "unit", "gather", "invariant",
+                                         "unit"]
+    assert inner[1].bytes == 32 * 4  # B(j, i) along j: one row of B
+    outer = _strides(MIXED, dict(N=32, M=48), "i")
+    assert [st.kind for st in outer] == ["strided", "unit", "invariant", "gather", "unit",
+                                         "strided"]
+    assert outer[0].bytes == 48 * 4
+
+
+def test_footprints_in_lines():
+    s = polyopt.schedule(COLSUM, auto=False, sizes=dict(N=64, M=64))
+    ctx = cost._Ctx(s.poly, POLICY)
+    top = tf.find(s.root, "j2")
+    inner = tf.find(s.root, "i")
+    # one column of A (64 rows, a line each) and one element of s
+    assert cost.footprint(ctx, inner, [top], 64) == 64 + 1
+    # the whole nest: A is 64 x 64 floats = 256 lines, s 64 floats = 4 lines
+    assert cost.footprint(ctx, top, [], 64) == 256 + 4
+    # in pages: A is 16 KB, four pages; a column touches all four (rows share pages)
+    assert cost.footprint(ctx, inner, [top], 4096) == 4 + 1
+    # a row of A: 64 floats, four lines
+    rows = s.reorder("i", "j2")
+    ctx = cost._Ctx(rows.poly, POLICY)
+    assert cost.footprint(ctx, tf.find(rows.root, "j2"), [tf.find(rows.root, "i")], 64) == 8
+
+
+def test_column_walk_costs_more_than_row_walk():
+    """On one core (no fork/join inside the row loop): a column walk of 4096 rows of 16 KB
+    takes a page walk per element."""
+    s = polyopt.schedule(COLSUM, auto=False, sizes=dict(N=4096, M=4096))
+    serial = {"parallel": lambda lp: False}
+    by_column = cost.estimate(s.poly, tf.find(s.root, "j2"), POLICY, **serial)
+    rows = s.reorder("i", "j2")
+    by_row = cost.estimate(rows.poly, tf.find(rows.root, "i"), POLICY, **serial)
+    assert by_column is not None and by_row is not None
+    assert by_row.vector == ("j2",) and by_column.vector == ()
+    assert by_row.cycles * 4 < by_column.cycles
+
+
+def test_unknown_sizes_leave_the_model_out():
+    s = polyopt.schedule(COLSUM, auto=False)
+    assert cost.estimate(s.poly, tf.find(s.root, "j2"), POLICY) is None
+
+
+def _loops(s):
+    """(name, tags) of every loop, outermost first."""
+    from polyopt.schedule.tree import loops
+    return [(lp.name, {str(t) for t in lp.tags}) for lp in loops(s.root)]
+
+
+def test_colsum_runs_rows_inside_parallel_strips():
+    s = polyopt.schedule(COLSUM, sizes=dict(N=4096, M=4096), options={"machine": _MACHINE})
+    verbs = [st.verb for st in s.steps]
+    assert verbs[0] == "distribute" and "split" in verbs and "reorder" in verbs
+    nest = _loops(s)[1:]
+    assert [n for n, _ in nest] == ["j2_o", "i", "j2_i"]
+    assert "parallel" in nest[0][1] and "vectorize" in nest[2][1]
+    assert any("distribute" in n for n in s.notes) and any("next" in n for n in s.notes)
+
+
+_MACHINE = {"vector_bytes": 64, "cores": 2, "l1d_bytes": 48 << 10, "l2_bytes": 2 << 20}
+
+
+def test_strip_follows_the_cores():
+    """More cores need more strips: the model's strip halves from 2 to 4 cores."""
+    two = polyopt.schedule(COLSUM, sizes=dict(N=4096, M=4096), options={"machine": _MACHINE})
+    four = polyopt.schedule(COLSUM, sizes=dict(N=4096, M=4096),
+                            options={"machine": {**_MACHINE, "cores": 4}})
+    strip = [st.args[1] for st in two.steps if st.verb == "split"]
+    strip4 = [st.args[1] for st in four.steps if st.verb == "split"]
+    assert strip == [1024] and strip4 == [512]
+
+
+def test_rowsum_and_transpose_keep_their_order():
+    rs = polyopt.schedule(ROWSUM, sizes=dict(N=2048, M=2048), options={"machine": _MACHINE})
+    assert [st.verb for st in rs.steps] == ["vectorize", "parallel"] and not rs.notes
+    tr = polyopt.schedule(TRANSPOSE, sizes=dict(N=2048, M=2048), options={"machine": _MACHINE})
+    assert tr.steps[0].verb == "tile" and not tr.notes
+
+
+def test_blur_walks_rows():
+    s = polyopt.schedule(BLUR, sizes=dict(H=2050, W=2050), options={"machine": _MACHINE})
+    assert s.steps[0].verb == "distribute"
+    nest = _loops(s)
+    assert [n for n, _ in nest] == ["y", "x", "y2", "x2"]
+    assert "vectorize" in nest[1][1] and "vectorize" in nest[3][1]
+    assert "parallel" in nest[0][1]
+
+
+def test_middle_axis_reduction_vectorizes_the_last_axis():
+    s = polyopt.schedule(MIDDLE, sizes=dict(P=1, Q=2048, R=2048), options={"machine": _MACHINE})
+    nest = _loops(s)
+    assert [n for n, _ in nest][-3:] == ["k2_o", "j", "k2_i"]
+    assert "parallel" in nest[-3][1] and "vectorize" in nest[-1][1]
+
+
+def test_notes_print_and_survive_json():
+    s = polyopt.schedule(COLSUM, sizes=dict(N=4096, M=4096), options={"machine": _MACHINE})
+    assert "# why: " in str(s) and "# j" in s.as_python()
+    again = polyopt.Schedule.from_json(s.as_json(), COLSUM, sizes=dict(N=4096, M=4096))
+    assert again.steps == s.steps and again.notes == s.notes
+
+
+CASES = [
+    (COLSUM, dict(N=300, M=700), lambda A: A.sum(0)),
+    (ROWSUM, dict(N=300, M=700), lambda A: A.sum(1)),
+    (TRANSPOSE, dict(N=300, M=700), lambda A: A.T),
+    (MIDDLE, dict(P=3, Q=200, R=300), lambda X: X.sum(1)),
+    (MIDDLE, dict(P=1, Q=600, R=1000), lambda X: X.sum(1)),
+]
+
+
+@pytest.mark.parametrize("src,sizes,ref", CASES)
+def test_against_numpy(src, sizes, ref):
+    rng = np.random.default_rng(0)
+    shape = tuple(sizes.values())
+    x = rng.random(shape, dtype=np.float32)
+    k = polyopt.compile(src, sizes=sizes)
+    np.testing.assert_allclose(k(x), ref(x), rtol=1e-4, atol=1e-3)
+
+
+def test_blur_against_numpy():
+    rng = np.random.default_rng(1)
+    img = rng.random((130, 260), dtype=np.float32)
+    k = polyopt.compile(BLUR, sizes=dict(H=130, W=260))
+    t, o = k(img)
+    t_ref = (img[:, :-2] + img[:, 1:-1] + img[:, 2:]) / np.float32(3)
+    np.testing.assert_allclose(t, t_ref, rtol=1e-5)
+    np.testing.assert_allclose(o, (t_ref[:-2] + t_ref[1:-1] + t_ref[2:]) / np.float32(3),
+                               rtol=1e-5)
