@@ -14,6 +14,7 @@ checked by the generated code at run time.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -103,7 +104,11 @@ class PolyProgram:
         return _union(maps, self.context)
 
     def stmt(self, name: str) -> PolyStmt:
-        return next(s for s in self.stmts if s.name == name)
+        return self._by_name[name]
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, PolyStmt]:
+        return {s.name: s for s in self.stmts}
 
     def border_of(self, name: str) -> PolyStmt | None:
         """The border piece of TC statement ``name`` (its padded reads guarded), if any."""

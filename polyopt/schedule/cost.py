@@ -29,6 +29,7 @@ made for given sizes); :func:`estimate` returns None otherwise.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,6 +93,7 @@ def _elem(poly: PolyProgram, tensor: str) -> int:
     return int(DTYPES[poly.program.tensors[tensor].dtype].np.itemsize)
 
 
+@functools.lru_cache(maxsize=256)  # per model (compared by identity) and tensor
 def _extents(poly: PolyProgram, tensor: str) -> tuple[int, ...] | None:
     box = tensor_box(poly.program, tensor)
     out = []
@@ -105,10 +107,15 @@ def _extents(poly: PolyProgram, tensor: str) -> tuple[int, ...] | None:
 
 def _loop_map(lp: Loop, stmt: str) -> isl.Map | None:
     """``stmt[i] -> [value of lp]``."""
-    for pa in pieces(lp.expr):
-        if pa.get_domain_space().get_tuple_name(_SET) == stmt:
-            return isl.Map.from_pw_aff(pa)
-    return None
+    return _loop_maps(lp).get(stmt)
+
+
+@functools.lru_cache(maxsize=1024)  # per loop (compared by identity)
+def _loop_maps(lp: Loop) -> dict[str, isl.Map]:
+    """Each statement's ``stmt[i] -> [value of lp]``: one pass over the loop's pieces (a
+    loop over n statements has n of them; a lookup each was quadratic)."""
+    return {pa.get_domain_space().get_tuple_name(_SET): isl.Map.from_pw_aff(pa)
+            for pa in pieces(lp.expr)}
 
 
 def _same(m: isl.Map) -> isl.Map:
@@ -233,13 +240,18 @@ def _box_granules(poly: PolyProgram, tensor: str, img: isl.Set, granule: int) ->
 
 def trip(poly: PolyProgram, lp: Loop, outer: list[Loop]) -> int | None:
     """Iterations of ``lp`` in one execution (outer loops fixed at their first value)."""
+    return _trip(poly, lp, tuple(outer))
+
+
+@functools.lru_cache(maxsize=4096)  # the candidates of a nest ask again for its loops
+def _trip(poly: PolyProgram, lp: Loop, outer: tuple[Loop, ...]) -> int | None:
     lo: int | None = None
     hi: int | None = None
     for name in stmts_of(lp):
         m = _loop_map(lp, name)
         if m is None:
             continue
-        vals = m.intersect_domain(_fixed_domain(poly.stmt(name), outer)).range()
+        vals = m.intersect_domain(_fixed_domain(poly.stmt(name), list(outer))).range()
         if vals.is_empty():
             continue
         a, b = vals.dim_min_val(0), vals.dim_max_val(0)

@@ -26,9 +26,9 @@ from polyopt.errors import ScheduleError
 from polyopt.schedule import transform as tf
 from polyopt.schedule.cost import Estimate, estimate, free_loop
 from polyopt.schedule.nest import chain_of
-from polyopt.schedule.policy import CpuPolicy
+from polyopt.schedule.policy import CAPS, CpuPolicy
 from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.tree import Loop, Node, Sequence
+from polyopt.schedule.tree import Loop, Node, Sequence, stmts_of
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,9 @@ def best_cycles(schedule: Schedule, chain: list[Loop], policy: CpuPolicy) -> flo
 def choose_distribution(schedule: Schedule, top: Loop, policy: CpuPolicy) -> Schedule | None:
     """Distribute the top-level nest ``top`` (a chain over a sequence of nests) when its
     nests, each in its best order, are predicted ``order_min_gain`` faster than the fused
-    nest; None otherwise."""
+    nest; None otherwise, or when the nest holds more than ``Caps.model_statements``."""
+    if len(stmts_of(top)) > CAPS.model_statements:
+        return None
     if _outer(schedule.root, top) or not isinstance(chain_of(top)[-1].child, Sequence):
         return None
     fused = estimate(schedule.poly, top, policy)
