@@ -19,15 +19,18 @@ from __future__ import annotations
 import argparse
 import math
 import platform
-import statistics
 import subprocess
-import time
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 import polyopt
 from polyopt import kernels
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package
+import bench_ops as ops
 
 F32 = np.float32
 GELU = """def gelu(float(N,M) X) -> (Y) {
@@ -75,13 +78,9 @@ VARIANTS = {"polyopt": [], "own": ["-DPOLYOPT_OWN_MATH"], "scalar": ["-DPOLYOPT_
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
+    """Milliseconds: bench_ops' median of ``repeat`` calls, after a warm-up call."""
     fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+    return ops.median_seconds(fn, repeat) * 1e3
 
 
 def run_case(case: tuple, cols: int, scale: int, repeat: int) -> list[str]:

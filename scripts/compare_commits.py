@@ -27,6 +27,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Runs inside a commit's package: compile (lowering, cold cache), first call (C compile
@@ -127,8 +129,6 @@ def _measure(tree: Path, case: str, calls: int, tmp: str, side: int) -> dict[str
 
 
 def _check(case: str, tmp: str) -> None:
-    import numpy as np  # only for the check; the workers import their own
-
     a, b = (np.load(Path(tmp) / f"out{s}.npy") for s in (0, 1))
     scale = max(1.0, float(np.abs(a).max()))
     if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-4 * scale):

@@ -20,7 +20,7 @@ from functools import cached_property
 import islpy as isl
 
 from polyopt.errors import PolyoptError
-from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.poly.model import PolyProgram, PolyStmt, union_all
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,11 +125,11 @@ def _flow_by_array(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.Union
             continue
         parts = [p for p in (into, musts.get(array), mays.get(array)) if p is not None]
         users = {m.get_tuple_name(isl.dim_type.in_) for p in parts for m in _maps(p)}
-        mine = _union_all([isl.UnionMap.from_map(times[u]) for u in sorted(users)],
-                          order.get_space())
+        mine = union_all([isl.UnionMap.from_map(times[u]) for u in sorted(users)],
+                         isl.UnionMap.empty(order.get_space()))
         out.append(_flow(into, musts.get(array) if must is not None else None,
                          mays.get(array) if may is not None else None, mine))
-    return _union_all(out, sink.get_space())
+    return union_all(out, isl.UnionMap.empty(sink.get_space()))
 
 
 def _by_array(umap: isl.UnionMap | None) -> dict[str, isl.UnionMap]:
@@ -140,23 +140,13 @@ def _by_array(umap: isl.UnionMap | None) -> dict[str, isl.UnionMap]:
     for m in _maps(umap):
         groups.setdefault(m.get_tuple_name(isl.dim_type.out), []).append(
             isl.UnionMap.from_map(m))
-    return {a: _union_all(g, umap.get_space()) for a, g in groups.items()}
+    return {a: union_all(g, isl.UnionMap.empty(umap.get_space())) for a, g in groups.items()}
 
 
 def _maps(umap: isl.UnionMap) -> list[isl.Map]:
     out: list[isl.Map] = []
     umap.foreach_map(out.append)
     return out
-
-
-def _union_all(parts: list[isl.UnionMap], space: isl.Space) -> isl.UnionMap:
-    """The union of ``parts``, pairwise (one at a time copies the whole so far)."""
-    if not parts:
-        return isl.UnionMap.empty(space)
-    while len(parts) > 1:
-        parts = [parts[i].union(parts[i + 1]) if i + 1 < len(parts) else parts[i]
-                 for i in range(0, len(parts), 2)]
-    return parts[0]
 
 
 def _flow(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.UnionMap | None,

@@ -74,16 +74,16 @@ class Caps:
     model_statements: int = 256
     """The loop-order model (``schedule/order.py``) weighs distributing a fused nest only
     when it holds at most this many statements: it estimates each statement's nest apart,
-    and 2000 fused elementwise statements took ~10 s of a 27 s lowering that way. Such a
-    nest keeps the pipeline's fusion. Re-measure: ``scripts/compile_time.py``."""
+    which took 4.2 s of a 7.6 s lowering (cProfile) for 1000 fused independent statements.
+    Such a nest keeps the pipeline's fusion. Re-measure: ``scripts/compile_time.py``."""
 
     legality_whole_order: int = 64
     """Schedules of at most this many statements (pieces) are checked against the
     dependences through their whole lexicographic order, built once (quadratic in the
     statements); larger ones through each dependence's ends only (``lex_lt_at``, linear
-    but slower per dependence). Measured on ResNet-50's conv1 (about 10 pieces): 1.7 s of
-    checks the per-dependence way against 0.15 s the whole-order way; a chain of 2000
-    statements: 3.0 s the whole-order way against 0.8 s. Re-measure:
+    but slower per dependence). Measured under cProfile on ResNet-50's conv1 (15 checks):
+    1.69 s the per-dependence way against 0.86-1.18 s the whole-order way; a chain of 2000
+    statements: 3.0 s the whole-order way against 0.8 s (commit f95a3ef). Re-measure:
     ``scripts/compile_time.py`` and ``scripts/compare_commits.py``."""
 
 

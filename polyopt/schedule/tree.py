@@ -25,6 +25,7 @@ import islpy as isl
 
 from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
+from polyopt.poly.model import union_all
 from polyopt.schedule.marks import NO_MARKS, Marks, Tag, listed, loop_mark
 
 
@@ -168,7 +169,7 @@ def filter_domain(domain: isl.UnionSet, stmts: tuple[str, ...]) -> isl.UnionSet:
     """The part of ``domain`` of the statements ``stmts``."""
     index = _by_name(domain)
     return union_all([isl.UnionSet.from_set(index[s]) for s in dict.fromkeys(stmts)
-                      if s in index], domain.get_space())
+                      if s in index], isl.UnionSet.empty(domain.get_space()))
 
 
 # id(domain) -> (domain, its sets by statement name); the domain is kept so the id stays its
@@ -227,17 +228,6 @@ def expr_of(upa: isl.UnionPwAff, stmts: set[str] | frozenset[str]) -> isl.UnionP
     for name in sorted(set(stmts) & hit[1].keys()):
         out = out.union_add(isl.UnionPwAff.from_pw_aff(hit[1][name]))
     return out
-
-
-def union_all(parts: list[isl.UnionSet], space: isl.Space) -> isl.UnionSet:
-    """The union of ``parts``, pairwise: one at a time, each union copies the whole so far
-    (quadratic in the parts)."""
-    if not parts:
-        return isl.UnionSet.empty(space)
-    while len(parts) > 1:
-        parts = [parts[i].union(parts[i + 1]) if i + 1 < len(parts) else parts[i]
-                 for i in range(0, len(parts), 2)]
-    return parts[0]
 
 
 def pieces(upa: isl.UnionPwAff) -> list[isl.PwAff]:
