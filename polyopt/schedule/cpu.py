@@ -207,7 +207,9 @@ def _strip_transpose(schedule: Schedule, chain: list[Loop], outer: str, size: in
 
 def _transposed(program: ir.Program, s: PolyStmt, outer: Loop, inner: Loop) -> bool:
     """Does an access of ``s`` walk its stride-1 dimension (its last one of extent above
-    one) with ``outer`` but not ``inner``?"""
+    one) with ``outer`` but not ``inner``, while ``inner`` moves it along another dimension?
+    An access that ``inner`` does not move at all (a row sum's output) stays in a register
+    across the inner loop: tiling would only cut the contiguous run of the others."""
     a, b = raw_iterator(outer.expr, s.name), raw_iterator(inner.expr, s.name)
     if a is None or b is None:
         return False
@@ -215,11 +217,14 @@ def _transposed(program: ir.Program, s: PolyStmt, outer: Loop, inner: Loop) -> b
     accesses.append((s.stmt.tensor, tuple(ir.Var("int32", i, "index") for i in s.stmt.lhs)))
     for tensor, indices in accesses:
         last = len(indices) - 1 - ir.unit_tail(program.tensors[tensor])
-        moves = {v.name for v in indices[last].walk()
-                 if isinstance(v, ir.Var) and v.kind == "index"} if last >= 0 else set()
-        if a in moves and b not in moves:
+        moves = _index_vars(indices[last]) if last >= 0 else set()
+        if a in moves and b not in moves and any(b in _index_vars(ix) for ix in indices):
             return True
     return False
+
+
+def _index_vars(ix: ir.Expr) -> set[str]:
+    return {v.name for v in ix.walk() if isinstance(v, ir.Var) and v.kind == "index"}
 
 
 def _vectorize(schedule: Schedule, name: str) -> Schedule:

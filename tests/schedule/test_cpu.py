@@ -21,6 +21,25 @@ def test_transposed_access_is_cache_tiled_by_a_line() -> None:
     assert "tile" not in polyopt.schedule(plain, sizes={"N": 512, "M": 512}).as_python()
 
 
+ROW_SUM = "def rs(float(A,B,C) X) -> (Y) { Y(a,b) +=! X(a,b,r_c) }"
+
+
+def test_a_row_sum_reduces_its_contiguous_rows_in_vectors_without_a_cache_tile() -> None:
+    """The output is invariant along the reduction (it stays in a register), so it is no
+    transposed access: no tile cuts the rows, and the reduction loop is the vector loop
+    (it was tiled 16 x 16 and ran scalar: 19.4 ms against 6.8 ms of CPU time at
+    64 x 512 x 512 on one thread)."""
+    steps = polyopt.schedule(ROW_SUM, sizes={"A": 8, "B": 512, "C": 512}).as_python()
+    assert "tile" not in steps and "s.vectorize('c')" in steps
+
+
+@pytest.mark.cc
+def test_a_row_sum_matches_numpy() -> None:
+    x = np.random.default_rng(1).standard_normal((3, 70, 77)).astype(np.float32)
+    k = polyopt.compile(ROW_SUM)
+    np.testing.assert_allclose(k(x), x.sum(2), rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.cc
 def test_cache_tiled_transpose_matches_numpy() -> None:
     rng = np.random.default_rng(0)
