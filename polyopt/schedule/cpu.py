@@ -30,6 +30,7 @@ machine's :class:`~polyopt.schedule.policy.CpuPolicy`, which says where it comes
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 from polyopt import ir
@@ -277,11 +278,27 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     mc = _row_block(policy.row_block if knobs.mc is None else knobs.mc, mr, trips[row])
     out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc), inner,
                      rows_outer=bool(knobs.rows_outer), mc=mc)
-    wanted = (trips[red] >= policy.pack_min_reduction
-              and trips[row] >= policy.pack_min_row_tiles * mr)
-    if knobs.pack if knobs.pack is not None else wanted:
-        out = pack_operands(out, s, its[col], its[row], mr, nr)
+    elem = DTYPES[dtype].np.itemsize
+    pays = functools.partial(_pays_to_pack, policy, trips[red])
+    pack_a = _choice(knobs.pack_a, knobs.pack, pays(-(-trips[col] // nr), trips[row] * elem))
+    pack_b = _choice(knobs.pack_b, knobs.pack, pays(-(-trips[row] // mr), trips[col] * elem))
+    if pack_a or pack_b:
+        out = pack_operands(out, s, its[col], its[row], mr, nr, rows=pack_a, cols=pack_b)
     return out
+
+
+def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int) -> bool:
+    """Does copying an operand into panels pay: a long reduction, at least
+    ``pack_min_sweeps`` passes of the register tiles over it, and more of it (``row_bytes``
+    per step of the reduction) than half of L1 holds, where it would stay between passes
+    (the weights of a 1 x 1 convolution with 24 outputs, 9 KB, gained nothing packed)?"""
+    return (reduction >= policy.pack_min_reduction and sweeps >= policy.pack_min_sweeps
+            and reduction * row_bytes > policy.machine.l1d_bytes // 2)
+
+
+def _choice(own: bool | None, both: bool | None, model: bool) -> bool:
+    """A knob for one operand, else the knob for both, else the model's decision."""
+    return own if own is not None else both if both is not None else model
 
 
 def _row_block(mc: int | None, mr: int, rows: int) -> int | None:
@@ -351,10 +368,11 @@ def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: s
 
 
 def pack_operands(schedule: Schedule, s: PolyStmt, col_it: str, row_it: str,
-                  mr: int, nr: int) -> Schedule:
-    """Copy each input operand of ``s`` into panels the micro-kernel streams through:
-    ``B(k, n)`` (or ``B(n, k)``) → ``B_pack(n/NR, k, n%NR)`` when it moves with the columns,
-    ``A(m, k)`` → ``A_pack(m/MR, k, m%MR)`` when it moves with the rows only."""
+                  mr: int, nr: int, *, rows: bool = True, cols: bool = True) -> Schedule:
+    """Copy input operands of ``s`` into panels the micro-kernel streams through:
+    ``B(k, n)`` (or ``B(n, k)``) → ``B_pack(n/NR, k, n%NR)`` when it moves with the columns
+    (and ``cols``), ``A(m, k)`` → ``A_pack(m/MR, k, m%MR)`` when it moves with the rows only
+    (and ``rows``)."""
     program = schedule.poly.program
     readers = [r.read.tensor for r in s.reads]
     for r in s.reads:
@@ -368,8 +386,9 @@ def pack_operands(schedule: Schedule, s: PolyStmt, col_it: str, row_it: str,
         where = {read.indices[i].name: i for i in plain}  # type: ignore[attr-defined]
         uses = {v.name for ix in read.indices for v in ix.walk() if isinstance(v, ir.Var)}
         if col_it in where and t.rank > 1:  # B(n, k) as well as B(k, n): lanes along n
-            schedule = _try_pack(schedule, read.tensor, where[col_it], nr)
-        elif row_it in where and col_it not in uses and t.rank > 1:
+            if cols:
+                schedule = _try_pack(schedule, read.tensor, where[col_it], nr)
+        elif rows and row_it in where and col_it not in uses and t.rank > 1:
             schedule = _try_pack(schedule, read.tensor, where[row_it], mr)
     return schedule
 

@@ -20,7 +20,12 @@ KNOBS: dict[str, tuple[type, int, str]] = {
     "kc": (int, 1, "reduction tile of a register-tiled nest (the packed panels' depth)"),
     "mc": (int, 1, "rows per L2 block of a register-tiled nest, whose column tiles then run "
                    "inside each block (None: no such level)"),
-    "pack": (bool, 0, "pack operands into panels (None: when the reduction is long enough)"),
+    "pack": (bool, 0, "pack both operands into panels (None: each when the model says it "
+                      "pays, see pack_a and pack_b)"),
+    "pack_a": (bool, 0, "pack the operand that moves with the register tile's rows, "
+                        "A(m,k) -> A_pack(m/MR,k,m%MR) (None: pack, else the model)"),
+    "pack_b": (bool, 0, "pack the operand that moves with its columns, B(k,n) -> "
+                        "B_pack(n/NR,k,n%NR) (None: pack, else the model)"),
     "block": (int, 0, "channel block of convolution outputs (NCHW[block]c) when useful; "
                       "0: never block (None: the vector lanes)"),
     "cache_tile": (int, 0, "tile size for transposed accesses (0: never tile)"),
@@ -37,6 +42,8 @@ class Knobs:
     kc: int | None = None
     mc: int | None = None
     pack: bool | None = None
+    pack_a: bool | None = None
+    pack_b: bool | None = None
     block: int | None = None
     cache_tile: int | None = None
     rows_outer: bool | None = None

@@ -131,7 +131,8 @@ def _cpu_knobs(program: ir.Program,
         knobs += [("mr", (None, *policy.space_mr)),
                   ("nr", (None, *(v * lanes for v in policy.space_nr_vectors))),
                   ("kc", (None, *policy.space_kc)),
-                  ("pack", (None, True, False)),
+                  ("pack_a", (None, True, False)),
+                  ("pack_b", (None, True, False)),
                   ("rows_outer", (None, True))]
         if any(len(s.lhs) >= policy.conv_rank for s in program.stmts):  # NCHW: channel
             # blocks of the default (None), none, or several vectors (more accumulators)

@@ -68,3 +68,42 @@ def test_register_tiles_narrower_than_the_channel_block_stay_vectorized() -> Non
     from test_layout import check_conv  # same directory: pytest puts it on the path
 
     check_conv(k, (1, 16, 14, 14, 64, 3), 1)
+
+
+def packs(sizes: dict, knobs: dict | None = None, machine: str | None = None) -> set[str]:
+    """The tensors the pipeline packs for ``MM`` at ``sizes``."""
+    options: dict = {"knobs": knobs or {}}
+    if machine:
+        options["machine"] = machine
+    s = polyopt.schedule(MM, sizes=sizes, options=options)
+    return {p.tensor for p in s.layout}
+
+
+@pytest.mark.usefixtures("avx512")
+def test_each_operand_is_packed_when_the_register_tiles_sweep_it_twice() -> None:
+    """A is swept once per column tile, B once per row tile: 16 output columns (one column
+    tile) leave A as it is (packing it made the product 1.9x slower), a square product
+    packs both, a short reduction neither."""
+    assert packs({"M": 4096, "N": 16, "K": 1024}) == {"B"}
+    assert packs({"M": 1024, "N": 1024, "K": 1024}) == {"A", "B"}
+    assert packs({"M": 1024, "N": 1024, "K": 16}) == set()
+    assert packs({"M": 14, "N": 4096, "K": 1024}) == {"A"}  # one row tile: B swept once
+
+
+@pytest.mark.usefixtures("avx512")
+def test_an_operand_that_stays_in_l1_is_not_packed() -> None:
+    """24 x 96 floats (9 KB) of A stay in half of a 48 KB L1 between sweeps; with a 16 KB L1
+    they do not, and A is packed."""
+    sizes = {"M": 24, "N": 3136, "K": 96}
+    assert "A" not in packs(sizes)
+    small_l1 = "vector_bytes=64,vector_registers=32,l1d_bytes=16K"
+    assert "A" in packs(sizes, machine=small_l1)
+
+
+@pytest.mark.usefixtures("avx512")
+def test_pack_a_and_pack_b_fix_each_operand() -> None:
+    sizes = {"M": 1024, "N": 1024, "K": 1024}
+    assert packs(sizes, {"pack_a": False}) == {"B"}
+    assert packs(sizes, {"pack_b": False}) == {"A"}
+    assert packs(sizes, {"pack": False, "pack_a": True}) == {"A"}
+    assert packs({"M": 4096, "N": 16, "K": 1024}, {"pack": True}) == {"A", "B"}

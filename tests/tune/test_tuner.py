@@ -26,7 +26,7 @@ SIZES = {"M": 64, "N": 48, "K": 40}
 def test_space_has_the_knobs_that_matter_and_round_trips_options() -> None:
     space = space_for(MM, None, SIZES)
     names = [n for n, _ in space.knobs]
-    assert {"mr", "nr", "kc", "mc", "pack"} <= set(names) and "fusion" not in names
+    assert {"mr", "nr", "kc", "mc", "pack_a", "pack_b"} <= set(names) and "fusion" not in names
     conv = dict(space_for(kernels.source("conv2d"), "conv2d", {
         "N": 1, "C": 8, "H": 9, "W": 9, "F": 16, "KH": 3, "KW": 3, "PH": 1, "PW": 1}).knobs)
     assert "block" in conv and "mc" not in conv  # a convolution's rows are too short to cut
@@ -64,7 +64,7 @@ def test_cost_model_ranks_what_it_was_fitted_on(learner: str) -> None:
     space = space_for(MM, None, SIZES)
     rng = random.Random(2)
     configs = [space.sample(rng) for _ in range(40)]
-    timing = [2.0 ** (c["kc"] is None) * (1 + (c["pack"] is False)) for c in configs]
+    timing = [2.0 ** (c["kc"] is None) * (1 + (c["pack_b"] is False)) for c in configs]
     model = CostModel.fit(space, list(zip(configs, timing, strict=True)), learner=learner)
     fast = next(c for c, t in zip(configs, timing, strict=True) if t == min(timing))
     slow = next(c for c, t in zip(configs, timing, strict=True) if t == max(timing))
