@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from dataclasses import dataclass
 
 from polyopt import ir
 from polyopt.dtypes import DTYPES
@@ -172,11 +173,15 @@ def _cache_tile(schedule: Schedule, chain: list[Loop], policy: CpuPolicy,
     outer, least = movers[-1], policy.cache_tile_min_tiles * size
     if size < 2 or _trip(outer, schedule) < least:
         return schedule, inner.name
+    why = f"{outer.name}: a transposed access's stride-1 index moves with it"
     try:
         if outer is chain[-2] and _trip(inner, schedule) >= least:
-            return schedule.tile((outer.name, inner.name), size), tf.split_names(inner.name)[1]
+            tiled = schedule.tile((outer.name, inner.name), size)
+            return tiled.note(f"{why}: tiled {size} x {size} with {inner.name}"), \
+                tf.split_names(inner.name)[1]
         block = _block_of(stmts, outer) or size
-        return _strip_transpose(schedule, chain, outer.name, block), inner.name
+        cut = _strip_transpose(schedule, chain, outer.name, block)
+        return cut.note(f"{why}: strips of {block} above {inner.name}"), inner.name
     except ScheduleError:
         return schedule, inner.name
 
@@ -232,13 +237,56 @@ def _vectorize(schedule: Schedule, name: str) -> Schedule:
     if not isinstance(tf.find(schedule.root, name).child, Leaf):
         return schedule
     try:
-        return schedule.vectorize(name)
-    except ScheduleError:
-        return schedule
+        out = schedule.vectorize(name)
+    except ScheduleError as e:
+        return schedule.note(f"{name}: not vectorized: {str(e).splitlines()[0]}")
+    return out.note(f"{name}: vector loop: the innermost, it carries no dependence (or an "
+                    "unordered reduction only)")
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """A register-tiled contraction: its loops' roles, tiles and packed operands."""
+
+    row: str
+    col: str
+    red: str
+    inner: tuple[str, ...]
+    mr: int
+    nr: int
+    kc: int
+    lanes: int
+    sweeps: tuple[int, int]  # passes of the tiles over A (per column tile) and B (per row tile)
+    pack: tuple[bool, bool]  # A, B
+
+    def describe(self) -> str:
+        taps = f", taps {', '.join(self.inner)} inside" if self.inner else ""
+        packs = "; ".join(f"{'packs' if p else 'leaves'} {op} (swept {n}x)"
+                          for op, p, n in zip("AB", self.pack, self.sweeps, strict=True))
+        v = self.nr // self.lanes
+        return (f"{self.row}: register tile {self.mr}x{self.nr} ({v} vector{'s' * (v > 1)} "
+                f"of {self.lanes} lanes), rows {self.row}, columns {self.col}, reduction "
+                f"{self.red} in blocks of {self.kc}{taps}; {packs}")
 
 
 def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                    policy: CpuPolicy, knobs: Knobs = DEFAULT_KNOBS) -> Schedule | None:
+    plan = _tile_plan(schedule, chain, s, policy, knobs)
+    if plan is None:
+        return None
+    mc = _row_block(policy.row_block if knobs.mc is None else knobs.mc, plan.mr,
+                    _trip(tf.find(schedule.root, plan.row), schedule))
+    out = _goto_nest(schedule, chain, plan.col, plan.row, plan.red, (plan.mr, plan.nr, plan.kc),
+                     plan.inner, rows_outer=bool(knobs.rows_outer), mc=mc)
+    if any(plan.pack):
+        its = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
+        out = pack_operands(out, s, str(its[plan.col]), str(its[plan.row]), plan.mr, plan.nr,
+                            rows=plan.pack[0], cols=plan.pack[1])
+    return out.note(plan.describe())
+
+
+def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
+               policy: CpuPolicy, knobs: Knobs = DEFAULT_KNOBS) -> TilePlan | None:
     if s.kind != "update" or s.stmt.op != "+" or s.guarded or not s.stmt.lhs:
         return None
     raw = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
@@ -256,7 +304,8 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
         return None  # no operand is reused across outputs (a sum over a middle axis): the
         # register tile would keep nothing in registers; the cost model orders it instead
     trips = {lp.name: _trip(lp, schedule) for lp in chain}
-    b = policy.blocking(DTYPES[dtype].np.itemsize)
+    elem = DTYPES[dtype].np.itemsize
+    b = policy.blocking(elem)
     nr, mr = _register_shape(b, policy, trips[col])
     nr, mr = knobs.nr or nr, knobs.mr or mr
     # Rows: the index most operands do not move with (they are reused across rows), that
@@ -275,16 +324,11 @@ def _register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     mr, kc = min(mr, trips[row]), min(knobs.kc or b.kc, trips[red])
     if nr < b.lanes or nr % b.lanes or mr < 1 or kc < 1:
         return None
-    mc = _row_block(policy.row_block if knobs.mc is None else knobs.mc, mr, trips[row])
-    out = _goto_nest(schedule, chain, col, row, red, (mr, nr, kc), inner,
-                     rows_outer=bool(knobs.rows_outer), mc=mc)
-    elem = DTYPES[dtype].np.itemsize
+    sweeps = (-(-trips[col] // nr), -(-trips[row] // mr))
     pays = functools.partial(_pays_to_pack, policy, trips[red])
-    pack_a = _choice(knobs.pack_a, knobs.pack, pays(-(-trips[col] // nr), trips[row] * elem))
-    pack_b = _choice(knobs.pack_b, knobs.pack, pays(-(-trips[row] // mr), trips[col] * elem))
-    if pack_a or pack_b:
-        out = pack_operands(out, s, its[col], its[row], mr, nr, rows=pack_a, cols=pack_b)
-    return out
+    pack = (_choice(knobs.pack_a, knobs.pack, pays(sweeps[0], trips[row] * elem)),
+            _choice(knobs.pack_b, knobs.pack, pays(sweeps[1], trips[col] * elem)))
+    return TilePlan(row, col, red, inner, mr, nr, kc, b.lanes, sweeps, pack)
 
 
 def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int) -> bool:
@@ -421,8 +465,18 @@ def parallelize(schedule: Schedule, policy: CpuPolicy) -> Schedule:
     iterations in parallel; when the nest's outer loops have fewer (a batch of one), look
     inside the nests below them instead (else take the one with the most)."""
     for top in nests(schedule.root):
-        if _instances(schedule, top) >= policy.min_parallel_work:
+        n = _instances(schedule, top)
+        if n >= policy.min_parallel_work:
+            before = len(schedule.steps)
             schedule = _parallelize_nest(schedule, top.name, policy.parallel_trips)
+            chosen = [st.args[0] for st in schedule.steps[before:]]
+            why = (f"parallel {', '.join(chosen)}: the outermost dependence-free loop with "
+                   f"{policy.parallel_trips}+ iterations" if chosen else
+                   "no dependence-free loop: one thread")
+        else:
+            why = (f"one thread: {n} instances < {policy.min_parallel_work} "
+                   "(OpenMP's fork and join would cost more)")
+        schedule = schedule.note(f"{top.name}: {why}")
     return schedule
 
 

@@ -131,7 +131,10 @@ def choose_order(schedule: Schedule, chain: list[Loop],
         runner = f"; next {rest[0].describe()}" if rest else ""
         return out.note(f"{names[0]}: {plan.describe()}{runner}; as scheduled "
                         f"{base.estimate.cycles:.3g}"), plan
-    return schedule, None
+    rest = [p for p in plans if p is not base]
+    runner = f"; best other {rest[0].describe()}" if rest else ""
+    return schedule.note(f"{names[0]}: order kept, {base.describe()}{runner} (a change needs "
+                         f"{policy.order_min_gain}x)"), None
 
 
 def best_cycles(schedule: Schedule, chain: list[Loop], policy: CpuPolicy) -> float | None:
