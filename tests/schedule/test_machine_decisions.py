@@ -1,0 +1,74 @@
+"""Synthetic machine descriptions change the CPU pipeline's decisions the way its model says
+(issue 15 item 4): each test states the model's prediction, then reads the decision from the
+schedule's steps and notes. The machines are written out in full, so no test depends on the
+host."""
+
+from __future__ import annotations
+
+import polyopt
+from polyopt.schedule import cost
+from polyopt.schedule.machine import Machine, gemm_blocking
+from polyopt.schedule.policy import cpu_policy
+
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+BMM = "def bmm(float(B,M,K) X, float(B,K,N) Y) -> (Z) { Z(b,m,n) +=! X(b,m,r_k) * Y(b,r_k,n) }"
+AVX512 = "vector_bytes=64,vector_registers=32,cores=2,l1d_bytes=48K,l2_bytes=2M,l3_bytes=32M"
+AVX2 = "vector_bytes=32,vector_registers=16,cores=2,l1d_bytes=32K,l2_bytes=512K,l3_bytes=8M"
+
+
+def schedule(src: str, sizes: dict[str, int], machine: str) -> polyopt.Schedule:
+    return polyopt.schedule(src, sizes=sizes, options={"machine": machine})
+
+
+def tile_note(s: polyopt.Schedule) -> str:
+    return next(n for n in s.notes if "register tile" in n)
+
+
+def test_register_tile_follows_the_vector_registers() -> None:
+    """16 registers of 8 floats hold 6 x 2 accumulators, 2 B vectors and a broadcast (the
+    BLIS Haswell kernel); 32 registers of 16 floats 14 x 2 (the Skylake-X kernel)."""
+    sizes = {"M": 512, "N": 512, "K": 512}
+    assert "register tile 6x16 (2 vectors of 8 lanes)" in tile_note(schedule(MM, sizes, AVX2))
+    assert "register tile 14x32 (2 vectors of 16 lanes)" in tile_note(
+        schedule(MM, sizes, AVX512))
+
+
+def test_fma_latency_asks_for_more_accumulators() -> None:
+    """An FMA latency of 8 on 2 pipes needs 16 independent accumulators: AVX-512's 14 x 2
+    tile (28) still has them; with latency 16 (32 needed) no tile within 32 registers does,
+    and the model drops the load rule first, then the latency rule."""
+    base = Machine(64, 32, fma_latency=8)
+    mr, nr = gemm_blocking(base, 4).mr, gemm_blocking(base, 4).nr
+    assert mr * nr // 16 >= 16
+    slow = Machine(64, 32, fma_latency=16)
+    assert gemm_blocking(slow, 4).mr * gemm_blocking(slow, 4).nr // 16 <= 30
+
+
+def test_a_smaller_l1_packs_an_operand_that_no_longer_stays_there() -> None:
+    """A's 24 x 96 floats (9 KB) fit in half of a 48 KB L1, not of a 16 KB one."""
+    sizes = {"M": 24, "N": 3136, "K": 96}
+    assert "leaves A" in tile_note(schedule(MM, sizes, AVX512))
+    assert "packs A" in tile_note(schedule(MM, sizes, AVX512.replace("48K", "16K")))
+
+
+def test_more_cores_move_the_parallel_loop_to_one_with_enough_iterations() -> None:
+    """Two iterations per core: a batch of 8 feeds 2 cores (4+ iterations), not 16
+    (32+ needed); then the parallel loop is the register tiles' column loop inside it."""
+    sizes = {"B": 8, "M": 256, "N": 1024, "K": 64}
+    two = schedule(BMM, sizes, AVX512)
+    many = schedule(BMM, sizes, AVX512.replace("cores=2", "cores=16"))
+    assert ("parallel", ("b",)) in [(st.verb, st.args) for st in two.steps]
+    par = [st.args[0] for st in many.steps if st.verb == "parallel"]
+    assert "b" not in par and par
+
+
+def test_a_smaller_l2_predicts_more_traffic_beyond_it() -> None:
+    """Each row of a matrix-vector product reads all of x (1 MB): a 4 MB L2 keeps x
+    between rows, a 512 KB one brings it in again for each of the 8 rows."""
+    mv = "def mv(float(N,M) A, float(M) x) -> (y) { y(i) +=! A(i,r_j) * x(r_j) }"
+    s = polyopt.schedule(mv, auto=False, sizes={"N": 8, "M": 1 << 18})
+    policies = [cpu_policy(Machine(64, 32, cores=2, l1d_bytes=48 << 10, l2_bytes=l2,
+                                   l3_bytes=32 << 20)) for l2 in (4 << 20, 512 << 10)]
+    moved = [dict(cost.estimate(s.poly, s.root, p).traffic)["L2"] for p in policies]
+    x_lines = (1 << 20) // 64
+    assert abs(moved[1] - moved[0] - 7 * x_lines) <= 16  # (and a line of y per row)
