@@ -14,12 +14,19 @@ from polyopt.schedule.policy import CAPS
 from polyopt.schedule.tree import Loop, Node, filter_domain, path_to, stmts_of
 
 
-def check_legal(smap: isl.UnionMap, deps: Deps, what: str = "the schedule") -> None:
-    """Raise IllegalScheduleError naming the first dependence that ``smap`` violates."""
+def check_legal(smap: isl.UnionMap, deps: Deps, what: str = "the schedule",
+                within: isl.UnionSet | None = None) -> None:
+    """Raise IllegalScheduleError naming the first dependence that ``smap`` violates; with
+    ``within`` (the instances a step may have reordered), only the dependences between
+    those (the order of any other pair is the one already checked)."""
+    if within is not None:
+        smap = smap.intersect_domain(within)
     whole = smap.n_map() <= CAPS.legality_whole_order
     order = smap.lex_lt_union_map(smap) if whole else None
     times = None if whole else _as_times(smap)
     for kind, dep in deps.named():
+        if within is not None:
+            dep = dep.intersect_domain(within).intersect_range(within)
         if dep.is_subset(order) if order is not None else _respects(times, dep):
             continue
         # The instances at fault: ``smap``'s whole order (every pair of statements) is

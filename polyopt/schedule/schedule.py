@@ -30,12 +30,13 @@ from polyopt.schedule.tree import (
     Leaf,
     Loop,
     Node,
-    Sequence,
+    filter_domain,
     loops,
     nest_of,
     prune,
     pseudo_code,
     raw_iterator,
+    reordered,
     sequence,
     stmts_of,
     to_isl,
@@ -387,8 +388,9 @@ class Schedule:
         kw = tuple((k, _plain(v)) for k, v in kwargs.items() if v is not None)
         new = replace(self, root=root, steps=(*self.steps, Step(verb, _plain(args), kw)))
         what = Step(verb, _plain(args), kw).python()
-        if not _same_order(self.root, root):  # a tag alone leaves the execution order
-            check_legal(new.map, self.deps, what)
+        moved = reordered(self.root, root)
+        if moved:  # a tag alone leaves the execution order
+            check_legal(new.map, self.deps, what, filter_domain(self.poly.domain, moved))
             for tensor, loop, _ in self.contractions:  # a slice must still suffice
                 try:
                     contracted_dim(tf.find(root, loop), self.poly, tensor, new.map)
@@ -496,17 +498,6 @@ def program_order(pp: PolyProgram, deps: Deps) -> Schedule:
     nests = [nest_of(s, pp.program.params, taken) for s in pp.stmts]
     root = sequence(tuple(nests)) if nests else Leaf(())
     return Schedule(root, pp, deps, "program-order")
-
-
-def _same_order(a: Node, b: Node) -> bool:
-    """Do two trees differ at most in loop tags (same shapes, names and expressions)?"""
-    if isinstance(a, Loop) and isinstance(b, Loop):
-        return (a.name == b.name and (a.expr is b.expr or a.expr.plain_is_equal(b.expr))
-                and _same_order(a.child, b.child))
-    if isinstance(a, Sequence) and isinstance(b, Sequence):
-        return len(a.children) == len(b.children) and all(
-            _same_order(x, y) for x, y in zip(a.children, b.children, strict=True))
-    return isinstance(a, Leaf) and isinstance(b, Leaf) and a.stmts == b.stmts
 
 
 def _plain(value: Any) -> Any:

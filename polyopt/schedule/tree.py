@@ -165,6 +165,28 @@ def restrict(upa: isl.UnionPwAff, domain: isl.UnionSet, stmts: tuple[str, ...]) 
     return upa.intersect_domain_union_set(filter_domain(domain, stmts))
 
 
+def reordered(old: Node, new: Node) -> tuple[str, ...]:
+    """The statements whose instances may run in another relative order in ``new`` than in
+    ``old``: those below the nodes where the two trees first differ (loops of the same
+    name and expression, and sequences' equal leading and trailing children, keep the
+    order of everything else). Empty when only tags differ."""
+    if isinstance(old, Loop) and isinstance(new, Loop) and old.name == new.name and (
+            old.expr is new.expr or old.expr.plain_is_equal(new.expr)):
+        return reordered(old.child, new.child)
+    if isinstance(old, Sequence) and isinstance(new, Sequence):
+        a, b = list(old.children), list(new.children)
+        while a and b and not reordered(a[0], b[0]):
+            a, b = a[1:], b[1:]
+        while a and b and not reordered(a[-1], b[-1]):
+            a, b = a[:-1], b[:-1]
+        if len(a) == len(b) == 1:
+            return reordered(a[0], b[0])
+        return tuple(dict.fromkeys(s for n in a + b for s in stmts_of(n)))
+    if isinstance(old, Leaf) and isinstance(new, Leaf) and old.stmts == new.stmts:
+        return ()
+    return tuple(dict.fromkeys((*stmts_of(old), *stmts_of(new))))
+
+
 def filter_domain(domain: isl.UnionSet, stmts: tuple[str, ...]) -> isl.UnionSet:
     """The part of ``domain`` of the statements ``stmts``."""
     index = _by_name(domain)

@@ -8,7 +8,9 @@ import pytest
 import polyopt
 from polyopt import IllegalScheduleError
 from polyopt.schedule.marks import Tag
+from polyopt.schedule.tree import reordered
 
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 SOFTMAX_LIKE = """def f(float(N,D) X) -> (Y, s) {
     s(n) +=! X(n,r_d)
     Y(n,d) = X(n,d) / s(n)
@@ -40,3 +42,30 @@ def test_auto_schedule_never_parallelizes_the_reduction_loop() -> None:
     reduction = [n for n in schedule.loops if n[0] == "k"]
     assert reduction  # the check below must have a loop to look at
     assert all(Tag.PARALLEL not in schedule.loop(n).tags for n in reduction)
+
+
+THREE = """def f(float(N) X) -> (A, B, C) {
+    A(i) = X(i) * 2.0
+    B(i) = A(i) + 1.0
+    C(i) = X(i) - 1.0
+}"""
+
+
+def test_a_step_checks_the_statements_it_may_reorder() -> None:
+    """``reordered`` names the statements below the nodes where two trees first differ:
+    none for a tag, the fused nests' for a fusion, the loop's for a reorder inside it."""
+    s = polyopt.schedule(THREE, auto=False)
+    assert reordered(s.root, s.parallel("i").root) == ()
+    assert reordered(s.root, s.fuse("i", "i2").root) == ("A_0", "B_0")
+    assert reordered(s.root, s.reverse("i3").root) == ("C_0",)
+    mm = polyopt.schedule(MM, auto=False)
+    assert reordered(mm.root, mm.reorder("m2", "k", "n2").root) == ("C_0",)
+
+
+def test_a_reversed_consumer_fused_with_its_producer_is_still_refused() -> None:
+    """The scoped check still sees a dependence inside the part a step changed."""
+    s = polyopt.schedule(THREE, auto=False).reverse("i2")
+    fused = polyopt.schedule(THREE, auto=False).fuse("i", "i2")
+    assert fused.reverse("i").stmts  # reversing both together keeps A before B per i
+    with pytest.raises(IllegalScheduleError, match="flow dependence from statement A_0"):
+        s.fuse("i", "i2")  # A(i) would run after B(i) reads it for i > 0
