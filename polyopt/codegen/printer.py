@@ -87,6 +87,11 @@ class CWalker(AstWalker):
     def kernel_loop(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str,
                     tags: Marks, plain: bool) -> list[str] | None:
         """A register tile or transposing copy (full tiles), or a vector reduction."""
+        if Tag.PARALLEL_REDUCTION in tags and not in_parallel and not plain and (
+                self.dialect.parallel_pragma and not node.for_is_degenerate()):
+            split = self._parallel_reduction(node, depth, loop)
+            if split is not None:
+                return split
         tile = None if plain else (self._register_tile(node, depth, in_parallel, loop)
                                    or self._transpose(node, depth, in_parallel, loop))
         if tile is None and Tag.VECTORIZE in tags and not node.for_is_degenerate():
@@ -117,6 +122,57 @@ class CWalker(AstWalker):
         texts = [self.ast_expr.expr(a, top=True) for a in args]
         return lines, sp.lines(texts, "  " * (depth + 1))
 
+    accumulating: str | None = None
+    """The statement whose target a parallel reduction holds in ``po_acc`` while its loop's
+    body prints (its instances, and a vector reduction inside, update that local)."""
+
+    def user(self, call: isl.AstExpr, depth: int) -> list[str]:
+        s = self.ctx.poly.stmt(call.get_op_arg(0).get_id().get_name())
+        if s.name != self.accumulating:
+            return super().user(call, depth)
+        args = [self.ast_expr.expr(call.get_op_arg(i + 1), top=True)
+                for i in range(call.get_op_n_arg() - 1)]
+        return StmtPrinter(self.ctx, s).lines(args, "  " * depth, accumulator="po_acc")
+
+    def _parallel_reduction(self, node: isl.AstNode, depth: int,
+                            loop: str) -> list[str] | None:
+        """Split-K: the loop's threads each accumulate a private copy of the one element
+        its statement reduces into (OpenMP's ``reduction`` clause), combined after it."""
+        calls = _users(node)
+        names = {c.get_op_arg(0).get_id().get_name() for c in calls}
+        if len(names) != 1 or self.accumulating is not None:
+            return None
+        call = calls[0]
+        s = self.ctx.poly.stmt(names.pop())
+        t = self.ctx.poly.program.tensors[s.stmt.tensor]
+        op = OMP_REDUCTION.get(s.stmt.op)
+        if op not in ("+", "*") or not s.accumulates or t.dtype not in ("float32", "float64"):
+            return None
+        where = dict(zip(s.iters, [call.get_op_arg(i + 1) for i in range(len(s.iters))],
+                         strict=True))
+        inner = _iterators(node)
+        if any(inner & set(ast_lin(where[i]) or inner) for i in s.stmt.lhs):
+            return None  # the target's index is not a function of the outer loops alone
+        pad, sp, c = "  " * depth, StmtPrinter(self.ctx, s), self.ctx.types.value(t.dtype)
+        binds = [f"{pad}  const long {cname('index', i)} = "
+                 f"{self.ast_expr.expr(where[i], top=True)};" for i in s.stmt.lhs]
+        target = sp.target(t)
+        it = self.ast_expr.expr(node.for_get_iterator())
+        head = self.dialect.loop_header(it, self.ast_expr.expr(node.for_get_init(), top=True),
+                                        self.ast_expr.expr(node.for_get_cond(), top=True),
+                                        self.ast_expr.expr(node.for_get_inc(), top=True),
+                                        frozenset())
+        self.accumulating = s.name
+        try:
+            body = self.node(node.for_get_body(), depth + 2, True)
+        finally:
+            self.accumulating = None
+        return [f"{pad}{{ /* parallel reduction of {s.name} */", *binds,
+                f"{pad}  {c} po_acc = {target};",
+                f"{self.dialect.parallel_pragma} reduction({op}:po_acc)",
+                f"{pad}  {head} {{  /* {loop} */", *body, f"{pad}  }}",
+                f"{pad}  {target} = po_acc;", f"{pad}}}"]
+
     def _reduction(self, node: isl.AstNode, depth: int) -> list[str] | None:
         """A vectorized reduction loop: the element it accumulates into stays in a local
         that OpenMP's ``simd reduction`` gives each lane a copy of."""
@@ -143,6 +199,9 @@ class CWalker(AstWalker):
                 f"{self.ast_expr.expr(node.for_get_cond(), top=True)}; {it} += "
                 f"{self.ast_expr.expr(node.for_get_inc(), top=True)}) {{")
         texts = [self.ast_expr.expr(a, top=True) for a in args]
+        if s.name == self.accumulating:  # inside a parallel reduction: its po_acc
+            return [f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc)", head[2:],
+                    *sp.lines(texts, pad + "  ", accumulator="po_acc"), f"{pad}}}"]
         # OpenMP combines the lanes' min/max as it likes, which may drop a NaN that one lane
         # holds (po_min/po_max keep it within a lane): a flag carries it across lanes.
         nan, c = s.stmt.op in ("min", "max"), self.ctx.types.value(t.dtype)
@@ -202,3 +261,33 @@ class CWalker(AstWalker):
             return lines
         plain = self.for_loop(node, depth + 1, in_parallel, loop, plain=True)
         return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *plain, f"{pad}}}"]
+
+
+
+def _walk(node: isl.AstNode) -> list[isl.AstNode]:
+    """``node`` and every AST node below it, in order."""
+    out, kind = [node], node.get_type()
+    if kind == isl.ast_node_type.for_:
+        out += _walk(node.for_get_body())
+    elif kind == isl.ast_node_type.mark:
+        out += _walk(node.mark_get_node())
+    elif kind == isl.ast_node_type.if_:
+        out += _walk(node.if_get_then_node())
+        if node.if_has_else_node():
+            out += _walk(node.if_get_else_node())
+    elif kind == isl.ast_node_type.block:
+        kids = node.block_get_children()
+        for i in range(kids.n_ast_node()):
+            out += _walk(kids.get_at(i))
+    return out
+
+
+def _users(node: isl.AstNode) -> list[isl.AstExpr]:
+    """The statement calls below ``node``, in order."""
+    return [n.user_get_expr() for n in _walk(node) if n.get_type() == isl.ast_node_type.user]
+
+
+def _iterators(node: isl.AstNode) -> set[str]:
+    """The iterators of ``node`` and of the for-loops below it."""
+    return {n.for_get_iterator().get_id().get_name() for n in _walk(node)
+            if n.get_type() == isl.ast_node_type.for_}

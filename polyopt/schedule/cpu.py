@@ -42,6 +42,7 @@ from polyopt.schedule import transform as tf
 from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Blocking, Machine, host
+from polyopt.schedule.marks import Tag
 from polyopt.schedule.nest import UNKNOWN_TRIP, chain_of, invariant_reads, vector_rows
 from polyopt.schedule.order import choose_distribution, choose_order
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
@@ -473,11 +474,51 @@ def parallelize(schedule: Schedule, policy: CpuPolicy) -> Schedule:
             why = (f"parallel {', '.join(chosen)}: the outermost dependence-free loop with "
                    f"{policy.parallel_trips}+ iterations" if chosen else
                    "no dependence-free loop: one thread")
+            if not chosen:
+                split = _split_k(schedule, top.name, policy)
+                if split is not None:
+                    schedule, why = split, (f"split-K: parallel reduction "
+                                            f"{split.steps[-1].args[0]} (no loop of "
+                                            "independent iterations; one output element)")
         else:
             why = (f"one thread: {n} instances < {policy.min_parallel_work} "
                    "(OpenMP's fork and join would cost more)")
         schedule = schedule.note(f"{top.name}: {why}")
     return schedule
+
+
+def _split_k(schedule: Schedule, top: str, policy: CpuPolicy) -> Schedule | None:
+    """A nest that reduces into one element (a dot product, a whole sum) with no loop of
+    independent iterations: its outermost loop with ``parallel_trips`` iterations runs as a
+    parallel reduction (each thread sums a private copy; ``Schedule.parallel``). A single
+    vectorized loop is first cut in ``parallel_trips`` strips of whole vectors."""
+    chain = chain_of(tf.find(schedule.root, top))
+    least = policy.parallel_trips
+    for lp in chain[:-1]:
+        if _trip(lp, schedule) >= least:
+            with contextlib.suppress(ScheduleError):
+                out = schedule.parallel(lp.name)
+                if Tag.PARALLEL_REDUCTION in tf.find(out.root, lp.name).tags:
+                    return out
+            return None
+    inner = chain[-1]
+    stmts = tf.stmts_of(inner)
+    if len(chain) != 1 or len(stmts) != 1 or Tag.VECTORIZE not in inner.tags:
+        return None
+    s = schedule.poly.stmt(stmts[0])
+    lanes = policy.lanes(DTYPES[schedule.poly.program.tensors[s.stmt.tensor].dtype]
+                         .np.itemsize)
+    n = _trip(inner, schedule)
+    strip = -(-n // (least * lanes)) * lanes
+    if n >= UNKNOWN_TRIP or strip < policy.strip_min_vectors * lanes:
+        return None
+    outer, below = tf.split_names(inner.name)
+    try:
+        out = schedule.split(inner.name, strip, (outer, below)).vectorize(below)
+        out = out.parallel(outer)
+    except ScheduleError:
+        return None
+    return out if Tag.PARALLEL_REDUCTION in tf.find(out.root, outer).tags else None
 
 
 def _instances(schedule: Schedule, top: Loop) -> int:

@@ -2,7 +2,9 @@
 
 A ``Loop`` of a schedule tree carries a frozenset of marks, each a typed value:
 
-- ``Tag``: a flag (``parallel``, ``vectorize``, ``unroll``, ``separate``, and the roles of
+- ``Tag``: a flag (``parallel``, ``parallel reduction`` (split-K: each thread accumulates
+  a private copy of the one element the loop reduces into, combined at the end),
+  ``vectorize``, ``unroll``, ``separate``, and the roles of
   a GPU block tile's loops);
 - ``Bind``: the loop runs across a CUDA grid or block axis (``blockIdx.x``);
 - ``GpuTile``: the loop is the row loop of a GPU block tile with a ``rows x cols``
@@ -27,6 +29,7 @@ from polyopt.errors import ScheduleError
 
 class Tag(enum.Enum):
     PARALLEL = "parallel"
+    PARALLEL_REDUCTION = "parallel reduction"  # threads sum partial results, then combine
     VECTORIZE = "vectorize"
     UNROLL = "unroll"  # fully, by isl (a register tile's rows: by the printer)
     SEPARATE = "separate"  # isl separates the full iterations from the partial ones

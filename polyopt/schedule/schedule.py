@@ -31,11 +31,11 @@ from polyopt.schedule.tree import (
     Loop,
     Node,
     filter_domain,
+    involves,
     loops,
     nest_of,
     prune,
     pseudo_code,
-    raw_iterator,
     reordered,
     sequence,
     stmts_of,
@@ -179,8 +179,17 @@ class Schedule:
         return self._step("reverse", lambda r: tf.reverse(r, loop), (loop,))
 
     def parallel(self, loop: str) -> Schedule:
-        """Run ``loop``'s iterations in parallel (OpenMP); it must carry no dependence."""
-        return self._step("parallel", lambda r: self._tag_free(r, loop, Tag.PARALLEL), (loop,))
+        """Run ``loop``'s iterations in parallel (OpenMP); it must carry no dependence, or
+        only the accumulation (``+``, ``*``) of one statement into one element per execution
+        of the loop (a dot product's, a whole sum's): then each thread sums a private copy
+        and the copies combine at the end (split-K; TC's reductions are unordered)."""
+        def fn(r: Node) -> Node:
+            lp = tf.find(r, loop)
+            bad = carried(r, lp, self.deps, self.poly.domain)
+            if not bad.is_empty() and self._split_reduction(lp, bad):
+                return tf.tag(r, loop, Tag.PARALLEL_REDUCTION)
+            return self._tag_free(r, loop, Tag.PARALLEL)
+        return self._step("parallel", fn, (loop,))
 
     def bind(self, loop: str, axis: str) -> Schedule:
         """Run ``loop``'s iterations on different CUDA blocks or threads (TVM's ``bind``):
@@ -359,14 +368,24 @@ class Schedule:
         s = self.poly.stmt(stmts[0])
         if not s.accumulates or s.stmt.op not in ("+", "*", "min", "max"):
             return False
-        it = raw_iterator(lp.expr, s.name)
-        if it is None or it in s.stmt.lhs or not all(r.affine for r in s.reads):
-            return False
+        if any(involves(lp.expr, s.domain, i) for i in s.stmt.lhs) or not all(
+                r.affine for r in s.reads):
+            return False  # the target moves with the loop: no reduction over it
         maps: list[isl.Map] = []
         bad.foreach_map(maps.append)
         return all(m.get_tuple_name(isl.dim_type.in_) == s.name ==
                    m.get_tuple_name(isl.dim_type.out) for m in maps) and not any(
             r.read.tensor == s.stmt.tensor for r in s.reads)
+
+    def _split_reduction(self, lp: Loop, bad: isl.UnionMap) -> bool:
+        """Can ``lp`` run as a parallel reduction: it carries only the ``+``/``*``
+        accumulation of its one statement, whose target moves with no loop below it (one
+        element per execution of ``lp``, which each thread keeps a private copy of)?"""
+        if not self._reduction(lp, bad):
+            return False
+        s = self.poly.stmt(stmts_of(lp)[0])
+        return s.stmt.op in ("+", "*") and not any(
+            involves(n.expr, s.domain, i) for n in loops(lp) for i in s.stmt.lhs)
 
     def _stmt_names(self, stmts: Seq[str], below: Seq[str]) -> tuple[str, ...]:
         """Statement names, where a TC statement (``O_0``) also names its padding piece
@@ -415,6 +434,9 @@ class Schedule:
                     continue  # checked when it was tagged, and nothing it depends on moved
                 bad = carried(self.root, lp, self.deps, self.poly.domain)
                 if label == Tag.VECTORIZE and not bad.is_empty() and self._reduction(lp, bad):
+                    continue
+                if label == Tag.PARALLEL_REDUCTION and not bad.is_empty() and \
+                        self._split_reduction(lp, bad):
                     continue
                 if not bad.is_empty():
                     raise IllegalScheduleError(
@@ -509,7 +531,8 @@ def _plain(value: Any) -> Any:
 
 def _checked(marks: frozenset[Mark]) -> list[Mark]:
     """The marks that promise independent iterations: parallel, vectorize, a CUDA axis."""
-    return [m for m in marks if m in (Tag.PARALLEL, Tag.VECTORIZE) or isinstance(m, Bind)]
+    return [m for m in marks if m in (Tag.PARALLEL, Tag.PARALLEL_REDUCTION, Tag.VECTORIZE)
+            or isinstance(m, Bind)]
 
 
 def _same_place(root: Node, lp: Loop, old_root: Node, old: Loop) -> bool:

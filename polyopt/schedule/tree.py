@@ -370,6 +370,20 @@ def raw_iterator(upa: isl.UnionPwAff, stmt: str) -> str | None:
     return None
 
 
+def involves(upa: isl.UnionPwAff, domain: isl.Set, iterator: str) -> bool:
+    """Does the loop value ``upa`` of the statement whose domain is ``domain`` vary with
+    its ``iterator`` over that domain (a dimension the domain fixes does not vary)?"""
+    stmt = domain.get_tuple_name()
+    for pa in pieces(upa):
+        space = pa.get_domain_space()
+        if space.get_tuple_name(isl.dim_type.set) == stmt:
+            k = space.find_dim_by_name(isl.dim_type.set, iterator)
+            if k < 0 or domain.dim_min_val(k).eq(domain.dim_max_val(k)):
+                return False
+            return bool(pa.gist(domain).involves_dims(isl.dim_type.in_, k, 1))
+    return False
+
+
 def bare_iterator(aff: isl.Aff) -> str | None:
     if aff.dim(isl.dim_type.div) or not aff.get_constant_val().is_zero():
         return None

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import polyopt
 from polyopt import IllegalScheduleError, ScheduleError, kernels
 from polyopt.schedule import Schedule
+from polyopt.schedule.marks import Tag
 from polyopt.schedule.tree import Loop, stmts_of
 from polyopt.schedule.tree import loops as tree_loops
 
@@ -345,11 +346,15 @@ def test_pack_copies_an_input_into_blocks(mm0: Schedule) -> None:
 # -------------------------------------------------------------------- 2. illegal verbs
 
 def test_parallel_on_a_reduction_loop_is_illegal(mm0: Schedule) -> None:
-    before = snapshot(mm0)
+    """Unless the loop reduces into one element (then it is a parallel reduction, split-K:
+    tests/schedule/test_split_k.py): here the output's columns move below it."""
+    swapped = mm0.reorder("m2", "k", "n2")
+    before = snapshot(swapped)
     with pytest.raises(IllegalScheduleError, match=r"parallel: loop k carries a dependence") as e:
-        mm0.parallel("k")
+        swapped.parallel("k")
     assert "C_0[" in str(e.value)
-    assert snapshot(mm0) == before
+    assert snapshot(swapped) == before
+    assert Tag.PARALLEL_REDUCTION in mm0.parallel("k").loop("k").tags
 
 
 def test_vectorize_on_a_carried_loop_is_illegal() -> None:
@@ -380,7 +385,7 @@ def test_reversing_a_reduction_loop_is_legal(src: str, loop: str) -> None:
 
 
 def test_running_a_reduction_in_parallel_is_illegal() -> None:
-    s = polyopt.schedule(MM, auto=False)
+    s = polyopt.schedule(MM, auto=False).reorder("k", "n2")  # n2 moves the target below k
     with pytest.raises(IllegalScheduleError, match="loop k carries a dependence"):
         s.parallel("k")
 
@@ -593,7 +598,8 @@ def test_bad_schedule_json_raises_schedule_error(text: str, message: str) -> Non
 
 def test_illegal_json_step_raises_illegal_schedule_error() -> None:
     text = json.dumps({"def": "mm", "base": "program-order",
-                       "steps": [{"verb": "parallel", "args": ["k"]}]})
+                       "steps": [{"verb": "reorder", "args": ["k", "n2"]},
+                                 {"verb": "parallel", "args": ["k"]}]})
     with pytest.raises(IllegalScheduleError, match="loop k carries a dependence"):
         Schedule.from_json(text, MM)
 
