@@ -18,6 +18,7 @@ from polyopt.codegen.exprs import cname
 from polyopt.codegen.linear import ast_lin
 from polyopt.codegen.stmt import KernelContext, StmtPrinter, specialized_values
 from polyopt.codegen.walker import AstWalker
+from polyopt.dtypes import DTYPES
 from polyopt.schedule.contraction import MAX_SLICE_BYTES, slice_bytes
 from polyopt.schedule.marks import Marks, Tag
 
@@ -76,6 +77,10 @@ def _declarations(ctx: KernelContext, dialect: Dialect, dims: tuple[str, ...]) -
 
 # TC reduction operators → OpenMP reduction identifiers.
 OMP_REDUCTION = {"+": "+", "*": "*", "min": "min", "max": "max"}
+# Types whose reductions print as an OpenMP ``simd reduction``: C's own arithmetic types
+# (16-bit floats may be bits computed in float; bool's max/min is no OpenMP reduction).
+REDUCTION_DTYPES = frozenset(n for n, d in DTYPES.items() if n != "bool" and (
+    n in ("float32", "float64") or not d.is_float))
 
 
 
@@ -182,7 +187,7 @@ class CWalker(AstWalker):
         s = self.ctx.poly.stmt(call.get_op_arg(0).get_id().get_name())
         t = self.ctx.poly.program.tensors[s.stmt.tensor]
         op = OMP_REDUCTION.get(s.stmt.op)
-        if op is None or not s.accumulates or t.dtype not in ("float32", "float64") or not all(
+        if op is None or not s.accumulates or t.dtype not in REDUCTION_DTYPES or not all(
                 r.affine for r in s.reads):
             return None
         it = node.for_get_iterator().get_id().get_name()
@@ -202,17 +207,19 @@ class CWalker(AstWalker):
         if s.name == self.accumulating:  # inside a parallel reduction: its po_acc
             return [f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc)", head[2:],
                     *sp.lines(texts, pad + "  ", accumulator="po_acc"), f"{pad}}}"]
-        # OpenMP combines the lanes' min/max as it likes, which may drop a NaN that one lane
-        # holds (po_min/po_max keep it within a lane): a flag carries it across lanes.
-        nan, c = s.stmt.op in ("min", "max"), self.ctx.types.value(t.dtype)
-        flag = ([f"{pad}  int po_nan = 0;"], " reduction(|:po_nan)",
-                [f"{pad}    po_nan |= po_acc != po_acc;"],
-                f"po_nan ? ({c})NAN : po_acc") if nan else ([], "", [], "po_acc")
+        # Float min/max: the accumulator skips NaN (one vmaxps/vminps on its chain; OpenMP's
+        # combine of the lanes would drop a NaN anyway) and a flag of NaN seen, the initial
+        # value's included, makes the result NaN (StmtPrinter.reduction_lines).
+        nan = s.stmt.op in ("min", "max") and DTYPES[t.dtype].is_float
+        c = self.ctx.types.value(t.dtype)
+        flag = ([f"{pad}  int po_nan = po_acc != po_acc;"], " reduction(|:po_nan)",
+                f"po_nan ? ({c})NAN : po_acc") if nan else ([], "", "po_acc")
         return [f"{pad}{{ /* reduction of {s.name} */", *binds,
                 f"{pad}  {c} po_acc = {target};", *flag[0],
                 f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc){flag[1]}", head,
-                *sp.lines(texts, pad + "    ", accumulator="po_acc"), *flag[2], f"{pad}  }}",
-                f"{pad}  {target} = {flag[3]};", f"{pad}}}"]
+                *sp.lines(texts, pad + "    ", accumulator="po_acc",
+                          nan_flag="po_nan" if nan else None), f"{pad}  }}",
+                f"{pad}  {target} = {flag[2]};", f"{pad}}}"]
 
     def _register_tile(self, node: isl.AstNode, depth: int, in_parallel: bool,
                        loop: str) -> list[str] | None:

@@ -16,7 +16,8 @@ For a nest (a subtree of the schedule) the model computes:
   body's footprint plus the average growth per iteration) loads its body once and the
   growth per iteration after that; else every iteration reloads its body;
 * a **cycle estimate** (:func:`estimate`), a roofline: the largest of the compute time
-  (vectorized when every access is invariant or unit along the innermost loop) and each
+  (vectorized when every access is invariant or unit along the innermost loop, or a read
+  strided by a few elements, :func:`vector_loads`) and each
   level's traffic over its bandwidth, plus the TLB misses (pages as lines, the TLB as the
   cache) at their walk latency, divided over the cores of the parallel loop (memory
   bandwidth is shared), plus OpenMP fork/join per execution of the parallel loop.
@@ -322,12 +323,28 @@ def _points(dom: isl.Set) -> int | None:
     return n
 
 
-def vectorizes(poly: PolyProgram, s: PolyStmt, path: list[Loop]) -> bool:
-    """Are all of ``s``'s accesses invariant or unit-stride along its innermost loop?"""
+def vector_loads(poly: PolyProgram, s: PolyStmt, path: list[Loop],
+                 max_stride: int = 1) -> int | None:
+    """Vector loads of one vector of ``s``'s instances along its innermost loop: one per
+    read invariant or unit-stride along it, ``k`` per read strided by ``k <= max_stride``
+    elements (the compiler loads the ``k`` vectors it spans and shuffles them); None when an
+    access does not vectorize (a gather, a longer stride, a write that is not unit-stride)."""
     step = step_map(path, path[-1], s) if path else None
     if step is None:
-        return False
-    return all(stride(poly, a, step).kind in (INVARIANT, UNIT) for a in accesses(poly, s.name))
+        return None
+    loads = 0
+    for a in accesses(poly, s.name):
+        st = stride(poly, a, step)
+        k = 1 if st.kind in (INVARIANT, UNIT) else st.bytes // _elem(poly, a.tensor)
+        if st.kind == GATHER or k > (1 if a.write else max_stride):
+            return None
+        loads += 0 if a.write else k
+    return loads
+
+
+def vectorizes(poly: PolyProgram, s: PolyStmt, path: list[Loop]) -> bool:
+    """Are all of ``s``'s accesses invariant or unit-stride along its innermost loop?"""
+    return vector_loads(poly, s, path) is not None
 
 
 def free_loop(poly: PolyProgram, lp: Loop) -> bool:
@@ -365,8 +382,12 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, int, tupl
             raise _Unknown
         lanes = lanes_of(_elem(ctx.poly, s.stmt.tensor))
         each = (_ops(s) / m.fma_units + len(s.reads) / ctx.policy.loads_per_cycle)
-        if path and vectorizes(ctx.poly, s, [*outer, *path]):
+        loads = vector_loads(ctx.poly, s, [*outer, *path], ctx.policy.max_vector_stride) \
+            if path else None
+        if loads is not None:  # a strided read's extra loads, and a shuffle for each
             short = trip(ctx.poly, path[-1], [*outer, *path[:-1]]) or 1
+            shuffles = loads - len(s.reads)
+            each = ((_ops(s) + shuffles) / m.fma_units + loads / ctx.policy.loads_per_cycle)
             each /= min(lanes, short)
             vec.append(path[-1].name)
         cycles += n * each

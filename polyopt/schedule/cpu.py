@@ -124,10 +124,10 @@ def _tile_fused(schedule: Schedule, top: Loop, policy: CpuPolicy, knobs: Knobs) 
     """A chain over a sequence of nests: distributed when the cost model predicts its
     nests in their best orders faster (``order.choose_distribution``), then each nest
     below tiled on its own."""
-    split = choose_distribution(schedule, top, policy)
-    if split is not None:
-        before = {n.name for n in nests(schedule.root)} - {top.name}
-        for name in [n.name for n in nests(split.root) if n.name not in before]:
+    got = choose_distribution(schedule, top, policy)
+    if got is not None:
+        split, names = got
+        for name in names:
             split = tile_nest(split, name, policy, knobs)
         return split
     below = chain_of(tf.find(schedule.root, top.name))[-1].child

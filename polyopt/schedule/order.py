@@ -68,9 +68,23 @@ def candidates(schedule: Schedule, chain: list[Loop], policy: CpuPolicy) -> list
             return []
         out.append(Plan(order, None, est))
         out += _strips(schedule, root, order, est, policy, outer)
-    # Ties (a stream bound by memory) go to the longer strip: longer runs per row suit the
-    # prefetcher, and fewer strips mean fewer loop overheads.
-    return sorted(out, key=lambda p: (p.estimate.cycles, -(p.strip[1] if p.strip else 0)))
+    # Ties (a stream bound by memory) go to the less arithmetic (``gains``), then to the
+    # longer strip: longer runs per row suit the prefetcher, and fewer strips mean fewer loop
+    # overheads.
+    return sorted(out, key=lambda p: (p.estimate.cycles, p.estimate.compute,
+                                      -(p.strip[1] if p.strip else 0)))
+
+
+def gains(new: Estimate, old: Estimate, policy: CpuPolicy) -> bool:
+    """Is ``new`` worth a change from ``old``: ``order_min_gain`` fewer cycles, or no more
+    cycles and ``order_min_gain`` less arithmetic? The second for nests the roofline calls
+    bound by memory: it counts their data as coming from memory each call, while a kernel
+    called on data already in cache (an operator after another, a benchmark's repeats) runs
+    at the speed of its arithmetic (UNet's 2x2 max pool of 8 MB: the same cycles either way,
+    but 6.4x the compute with the window innermost)."""
+    if new.cycles * policy.order_min_gain <= old.cycles:
+        return True
+    return new.cycles <= old.cycles and new.compute * policy.order_min_gain <= old.compute
 
 
 def _strips(schedule: Schedule, root: Node, order: tuple[str, ...], est: Estimate,
@@ -121,8 +135,10 @@ def choose_order(schedule: Schedule, chain: list[Loop],
     if base is None:
         return schedule, None
     for k, plan in enumerate(plans):
-        if plan.estimate.cycles * policy.order_min_gain > base.estimate.cycles:
+        if plan.estimate.cycles > base.estimate.cycles:
             break
+        if not gains(plan.estimate, base.estimate, policy):
+            continue
         try:
             out = _apply(schedule, plan)
         except ScheduleError:
@@ -142,30 +158,67 @@ def best_cycles(schedule: Schedule, chain: list[Loop], policy: CpuPolicy) -> flo
     return plans[0].estimate.cycles if plans else None
 
 
-def choose_distribution(schedule: Schedule, top: Loop, policy: CpuPolicy) -> Schedule | None:
-    """Distribute the top-level nest ``top`` (a chain over a sequence of nests) when its
-    nests, each in its best order, are predicted ``order_min_gain`` faster than the fused
-    nest; None otherwise, or when the nest holds more than ``Caps.model_statements``."""
+def choose_distribution(schedule: Schedule, top: Loop,
+                        policy: CpuPolicy) -> tuple[Schedule, list[str]] | None:
+    """Distribute the nest ``top`` (a chain over a sequence of nests) at the loop of its
+    chain where its nests, each in its best order, are predicted fastest, when that
+    ``gains`` over the fused nest: the schedule and the new nests' top loops. None
+    otherwise, or when the nest holds more than ``Caps.model_statements``. Below the top,
+    the loops above stay shared (a pooling window's ``for c: for h:``, its init's row apart
+    from the taps, which may then run outside the row: ``for y: for x: for w``); ties go to
+    the deepest."""
     if len(stmts_of(top)) > CAPS.model_statements:
         return None
-    if _outer(schedule.root, top) or not isinstance(chain_of(top)[-1].child, Sequence):
+    chain, outer = chain_of(top), _outer(schedule.root, top)
+    if not isinstance(chain[-1].child, Sequence):
         return None
-    fused = estimate(schedule.poly, top, policy)
-    try:
-        split = schedule.distribute(top.name)
-    except ScheduleError:
+    fused = estimate(schedule.poly, top, policy, outer)
+    if fused is None:
         return None
-    before = {lp.name for lp in _tops(schedule.root)} - {top.name}
-    total = 0.0
-    for nest in [lp for lp in _tops(split.root) if lp.name not in before]:
-        best = best_cycles(split, chain_of(nest), policy)
-        if best is None or fused is None:
-            return None
-        total += best
-    if fused is None or total * policy.order_min_gain > fused.cycles:
+    best: tuple[Estimate, str, Schedule, list[str]] | None = None
+    for k, lp in enumerate(chain):
+        try:
+            split = schedule.distribute(lp.name)
+        except ScheduleError:
+            continue
+        parent = chain[k - 1] if k else (outer[-1] if outer else None)
+        names = _new_nests(split, parent, lp)
+        est = _split_estimate(split, names, top if k else None, outer, policy)
+        if est is not None and (best is None or (est.cycles, est.compute) <= (
+                best[0].cycles, best[0].compute)):
+            best = (est, f" at {lp.name}" if k else "", split, names)
+    if best is None or not gains(best[0], fused, policy):
         return None
-    return split.note(f"{top.name}: distribute: {total:.3g} cycles in the best orders; "
-                      f"fused {fused.cycles:.3g}")
+    est, where, split, names = best
+    return split.note(f"{top.name}: distribute{where}: {est.cycles:.3g} cycles in the best "
+                      f"orders; fused {fused.cycles:.3g}"), names
+
+
+def _new_nests(split: Schedule, parent: Loop | None, lp: Loop) -> list[str]:
+    """The nests that ``lp`` was distributed into, below ``parent`` (None: the top level)."""
+    siblings = _tops(split.root if parent is None else tf.find(split.root, parent.name).child)
+    mine = set(stmts_of(lp))
+    return [c.name for c in siblings if set(stmts_of(c)) <= mine]
+
+
+def _split_estimate(split: Schedule, names: list[str], top: Loop | None, outer: list[Loop],
+                    policy: CpuPolicy) -> Estimate | None:
+    """The estimate of a distributed nest: at its top (``top`` None), its nests' in their
+    best orders, summed; below (at a loop of ``top``'s chain), ``top``'s nest with each new
+    nest in the order ``choose_order`` gives it."""
+    if top is None:
+        cycles = compute = 0.0
+        for name in names:
+            plans = candidates(split, chain_of(tf.find(split.root, name)), policy)
+            if not plans:
+                return None
+            cycles, compute = cycles + plans[0].estimate.cycles, compute + plans[
+                0].estimate.compute
+        return Estimate(cycles, compute, (), None, ())
+    trial = split
+    for name in names:
+        trial, _ = choose_order(trial, chain_of(tf.find(trial.root, name)), policy)
+    return estimate(trial.poly, tf.find(trial.root, top.name), policy, outer)
 
 
 def _tops(root: Node) -> list[Loop]:

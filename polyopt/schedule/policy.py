@@ -236,6 +236,15 @@ class CpuPolicy:
     """Chains of up to this many loops are tried in every order (24 estimates); longer
     ones only with each loop moved innermost (compile time)."""
 
+    max_vector_stride: int = 4
+    """Reads strided by at most this many elements along the innermost loop still vectorize
+    in the model (a pooling window's ``I(2*w + x)``), at one vector load per element of
+    stride and a shuffle per extra load: GCC 12 loads the vectors a stride spans and permutes
+    them (``vpermt2ps``) up to stride 4 and gives up the permutes from 5. Measured on the
+    2-core AVX-512 Xeon VM, ``o[i] = o[i] > x[k*i] ? o[i] : x[k*i]`` over 2048 floats under
+    ``omp simd``: 0.069, 0.109, 0.140, 0.191 ns per element for k = 1..4, 0.375 at 5, and
+    0.64-1.0 ns scalar. Re-measure: ``scripts/bench_strided_loads.py``."""
+
     strip_min_vectors: int = 4
     """Smallest strip (in vectors) of a strip-mined parallel loop the model considers: a
     shorter contiguous run per row defeats the hardware prefetcher."""

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import polyopt
+from polyopt import kernels
 from polyopt.schedule import cost
 from polyopt.schedule import transform as tf
 from polyopt.schedule.machine import Machine
@@ -133,6 +134,51 @@ def test_middle_axis_reduction_vectorizes_the_last_axis():
     nest = _loops(s)
     assert [n for n, _ in nest][-3:] == ["k2_o", "j", "k2_i"]
     assert "parallel" in nest[-3][1] and "vectorize" in nest[-1][1]
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 5])
+def test_reads_strided_by_a_few_elements_vectorize(k):
+    src = f"def s(float(N) I) -> (O) {{ O(i) = I({k}*i) + I(0) where i in 0:N/{k} }}"
+    s = polyopt.schedule(src, auto=False, sizes=dict(N=1000))
+    lp = tf.find(s.root, "i")
+    (name,) = tf.stmts_of(lp)
+    loads = cost.vector_loads(s.poly, s.poly.stmt(name), [lp], POLICY.max_vector_stride)
+    assert loads == (None if k > POLICY.max_vector_stride else k + 1)  # and I(0), invariant
+    assert cost.vectorizes(s.poly, s.poly.stmt(name), [lp]) == (k == 1)
+
+
+POOLS = [(3, 2, 1, dict(N=1, C=64, H=112, W=112)), (2, 2, 0, dict(N=1, C=128, H=128, W=128))]
+
+
+@pytest.mark.parametrize("k,stride,pad,sizes", POOLS)
+def test_pooling_runs_its_window_outside_the_row(k, stride, pad, sizes):
+    """The init's row apart (distributed at w), the taps outside the row: each tap one
+    vector pass over an output row, its input read at stride 2 (the window innermost ran a
+    simd reduction of 2-3 elements per output)."""
+    src = kernels.get("maxpool2d", kernel_size=k, stride=stride, padding=pad)
+    s = polyopt.schedule(src, sizes=sizes, options={"machine": _MACHINE})
+    assert any("distribute at w" in n for n in s.notes)
+    names = [n for n, _ in _loops(s)]
+    tags = dict(_loops(s))
+    y = names.index("y")
+    assert names[y + 1] == "x" and "vectorize" in tags[names[y + 2]]
+
+
+@pytest.mark.parametrize("k,stride,pad,sizes", POOLS)
+def test_pooling_against_numpy(k, stride, pad, sizes):
+    sizes = {**sizes, "C": 3, "H": sizes["H"] // 4 + 3, "W": sizes["W"] // 4 + 1}
+    src = kernels.get("maxpool2d", kernel_size=k, stride=stride, padding=pad)
+    x = np.random.default_rng(2).standard_normal(tuple(sizes.values())).astype(np.float32)
+    x[0, 0, 1, 2], x[0, 1, 0, 0], x[0, 2, -1, -1] = np.nan, np.inf, -np.inf
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=-np.inf)
+    ho, wo = ((e + 2 * pad - k) // stride + 1 for e in x.shape[2:])
+    want = np.full((1, 3, ho, wo), -np.inf, np.float32)
+    hs, ws = stride * (ho - 1) + 1, stride * (wo - 1) + 1
+    for dy in range(k):
+        for dx in range(k):
+            want = np.maximum(want, xp[:, :, dy:dy + hs:stride, dx:dx + ws:stride])
+    kernel = polyopt.compile(src, sizes=sizes, options={"machine": _MACHINE})
+    np.testing.assert_array_equal(kernel(x), want)
 
 
 def test_notes_print_and_survive_json():

@@ -23,14 +23,15 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
     { /* reduction of mx_0 */
       const long i_n = c0;
       float po_acc = po_slice_mx[0];
-      int po_nan = 0;
+      int po_nan = po_acc != po_acc;
     #pragma omp simd reduction(max:po_acc) reduction(|:po_nan)
       for (long c1 = 0L; c1 <= 9L; c1 += 1L) {
         { /* mx_0 */
           const long i_r_d = c1;
-          po_acc = po_max_float32(po_acc, t_X[((i_n) * e_X_1 + (i_r_d))]);
+          const float po_x = t_X[((i_n) * e_X_1 + (i_r_d))];
+          po_acc = po_x > po_acc ? po_x : po_acc;
+          po_nan |= po_x != po_x;
         }
-        po_nan |= po_acc != po_acc;
       }
       po_slice_mx[0] = po_nan ? (float)NAN : po_acc;
     }
