@@ -3,7 +3,10 @@ how a contraction's operands move with its loops."""
 
 from __future__ import annotations
 
+import islpy as isl
+
 from polyopt.poly.model import PolyStmt
+from polyopt.schedule.transform import trip_count
 from polyopt.schedule.tree import Loop
 
 # The trip count of a loop whose extent is a size: large, so tiles fit any size.
@@ -27,3 +30,9 @@ def vector_rows(s: PolyStmt, row: str, col: str) -> int:
 def invariant_reads(s: PolyStmt, it: str) -> int:
     """How many operands do not move with iterator ``it`` (reused across its values)."""
     return sum(1 for r in s.reads if not r.read.uses(it))
+
+
+def trip(lp: Loop, domain: isl.UnionSet) -> int:
+    """A loop's trip count; a size-generic one counts as large (tiles fit any size)."""
+    n = trip_count(lp, domain)
+    return UNKNOWN_TRIP if n is None else n

@@ -1,7 +1,8 @@
 """Every threshold of the automatic pipelines and of the tuner, one frozen dataclass per target.
 
 :class:`CpuPolicy` holds the decisions of the CPU pipeline (``schedule/blocked.py``,
-``schedule/cpu.py``) and the CPU tuning space (``tune/space.py``, ``tune/features.py``);
+``cpu.py``, ``register_tile.py``, ``parallel.py``, ``order.py``) and the CPU tuning space
+(``tune/space.py``, ``tune/features.py``);
 :class:`GpuPolicy` those of the CUDA mapping (``schedule/gpu.py``) and its tuning space, with
 the :class:`GpuModel` the CUDA features measure against. :class:`Caps` bounds the code the
 printers and verbs generate, on every target. The tuner reads the same instances the
@@ -127,7 +128,7 @@ class CpuPolicy:
     'with taps'. A bound between filter windows (1-7 wide in ResNet-50 and MobileNetV2) and
     most channel reductions (the first layers' 3 channels join the taps), not measured."""
 
-    # ---- register tiles (schedule/cpu.py) ----
+    # ---- register tiles (schedule/register_tile.py) ----
     tap_rows: tuple[int, int] = (6, 12)
     """Rows of a register tile that spans a multi-vector channel block with filter taps
     inside: the largest divisor of the output row in this range (else
@@ -164,7 +165,7 @@ class CpuPolicy:
     """...and each operand only when the register tiles sweep it at least this many times:
     the column operand (``B``) once per row tile, the row operand (``A``) once per column
     tile; a pass that reads an operand once reuses nothing of its copy (and an operand that
-    fits in half of L1 stays there between passes: ``cpu._pays_to_pack``). Measured on one
+    fits in half of L1 stays there between passes: ``register_tile._pays_to_pack``). Measured on one
     thread, CPU time, ``python scripts/bench_gemm_plans.py --cpu --shapes
     4096x16x1024,2048x128x1024,1024x1024x1024 --variants pack_a=False pack_a=True``: A
     swept once (16 output columns) 8.5 ms packed against 3.2 ms not; 4 times 7.2 against

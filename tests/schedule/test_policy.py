@@ -17,7 +17,6 @@ from polyopt.poly import model_of
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import policy as pol
 from polyopt.schedule.blocked import plan_blocking
-from polyopt.schedule.cpu import _dividing_rows, _register_shape, _tap_rows
 from polyopt.schedule.gpu import GpuMapping
 from polyopt.schedule.machine import Machine, gemm_blocking
 from polyopt.schedule.nest import UNKNOWN_TRIP
@@ -29,6 +28,7 @@ from polyopt.schedule.policy import (
     cpu_policy,
     gpu_policy,
 )
+from polyopt.schedule.register_tile import _dividing_rows, _register_shape, _tap_rows
 from polyopt.tune.features import Footprints
 from polyopt.tune.space import space_for
 

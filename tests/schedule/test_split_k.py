@@ -1,6 +1,6 @@
 """Split-K: a nest that reduces into one element runs its reduction in parallel, each
 thread on a private copy of the element, combined at the end (``Schedule.parallel`` on a
-reduction loop; ``cpu._split_k``)."""
+reduction loop; ``parallel._split_k``)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,244 @@
+"""Register tiles: a contraction's nest as a GotoBLAS nest (Low et al., TOMS 2016;
+Bondhugula, arXiv 2003.00532), planned from the machine model (``TilePlan``).
+
+The column loop (the output's stride-1 index) is split by NR and vectorized, a row loop (the
+output index whose operands are broadcasts and reused) split by MR and unrolled and jammed,
+the largest reduction split by KC with the short ones (filter taps) inside, ordered
+``others, k_o, j_o, i_o, k_i, taps, i_r, j_v`` with full tiles separated; each operand is
+packed into panels when the tiles sweep it often enough (``_pays_to_pack``). The printer
+turns the inner loops into a register-tile micro-kernel (``codegen/microkernel.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from polyopt import ir
+from polyopt.dtypes import DTYPES
+from polyopt.errors import ScheduleError
+from polyopt.poly.model import PolyStmt
+from polyopt.schedule import transform as tf
+from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
+from polyopt.schedule.machine import Blocking
+from polyopt.schedule.nest import UNKNOWN_TRIP, invariant_reads, trip, vector_rows
+from polyopt.schedule.policy import CpuPolicy
+from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.tree import Loop, raw_iterator
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """A register-tiled contraction: its loops' roles, tiles and packed operands."""
+
+    row: str
+    col: str
+    red: str
+    inner: tuple[str, ...]
+    mr: int
+    nr: int
+    kc: int
+    lanes: int
+    sweeps: tuple[int, int]  # passes of the tiles over A (per column tile) and B (per row tile)
+    pack: tuple[bool, bool]  # A, B
+
+    def describe(self) -> str:
+        taps = f", taps {', '.join(self.inner)} inside" if self.inner else ""
+        packs = "; ".join(f"{'packs' if p else 'leaves'} {op} (swept {n}x)"
+                          for op, p, n in zip("AB", self.pack, self.sweeps, strict=True))
+        v = self.nr // self.lanes
+        return (f"{self.row}: register tile {self.mr}x{self.nr} ({v} vector{'s' * (v > 1)} "
+                f"of {self.lanes} lanes), rows {self.row}, columns {self.col}, reduction "
+                f"{self.red} in blocks of {self.kc}{taps}; {packs}")
+
+
+def register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
+                  policy: CpuPolicy, knobs: Knobs = DEFAULT_KNOBS) -> Schedule | None:
+    """The nest of ``chain`` over statement ``s`` as a GotoBLAS nest, its plan noted; None
+    when ``s`` is no contraction a register tile serves."""
+    plan = _tile_plan(schedule, chain, s, policy, knobs)
+    if plan is None:
+        return None
+    mc = _row_block(policy.row_block if knobs.mc is None else knobs.mc, plan.mr,
+                    trip(tf.find(schedule.root, plan.row), schedule.poly.domain))
+    out = _goto_nest(schedule, chain, plan.col, plan.row, plan.red, (plan.mr, plan.nr, plan.kc),
+                     plan.inner, rows_outer=bool(knobs.rows_outer), mc=mc)
+    if any(plan.pack):
+        its = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
+        out = pack_operands(out, s, str(its[plan.col]), str(its[plan.row]), plan.mr, plan.nr,
+                            rows=plan.pack[0], cols=plan.pack[1])
+    return out.note(plan.describe())
+
+
+def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
+               policy: CpuPolicy, knobs: Knobs = DEFAULT_KNOBS) -> TilePlan | None:
+    if s.kind != "update" or s.stmt.op != "+" or s.guarded or not s.stmt.lhs:
+        return None
+    raw = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
+    its = {name: it for name, it in raw.items() if it is not None}
+    if len(its) != len(raw):
+        return None
+    by_iter = {it: name for name, it in its.items()}
+    col = by_iter.get(s.stmt.lhs[-1])
+    rows = [by_iter[i] for i in s.stmt.lhs[:-1] if i in by_iter]
+    reds = [by_iter[i] for i in s.stmt.reduction_iters if i in by_iter]
+    dtype = schedule.poly.program.tensors[s.stmt.tensor].dtype
+    if col is None or not rows or not reds or dtype not in ("float32", "float64"):
+        return None
+    if all(all(r.read.uses(i) for i in s.stmt.lhs) for r in s.reads):
+        return None  # no operand is reused across outputs (a sum over a middle axis): the
+        # register tile would keep nothing in registers; the cost model orders it instead
+    trips = {lp.name: trip(lp, schedule.poly.domain) for lp in chain}
+    elem = DTYPES[dtype].np.itemsize
+    b = policy.blocking(elem)
+    nr, mr = _register_shape(b, policy, trips[col])
+    nr, mr = knobs.nr or nr, knobs.mr or mr
+    # Rows: the index most operands do not move with (they are reused across rows), that
+    # fills the register tile, whose operand rows are closest in memory.
+    row = max(rows, key=lambda n: (invariant_reads(s, its[n]),
+                                   -vector_rows(s, its[n], its[col]), min(trips[n], mr),
+                                   -_stride_rank(s, its[n]), trips[n]))
+    red = max(reds, key=lambda n: trips[n])
+    inner = tuple(n for n in reds if n != red and trips[n] <= policy.small_reduction)
+    if inner and not knobs.mr and nr >= policy.tap_rows_vectors * b.lanes and trips[col] == nr:
+        mr = _tap_rows(trips[row], policy)  # filter taps in a tile of a channel block
+    program = schedule.poly.program
+    if any(r.read.uses(its[row]) and program.tensors[r.read.tensor].role != "input"
+           for r in s.reads):  # an operand that cannot be packed: avoid partial row tiles
+        mr = _dividing_rows(mr, trips[row], policy)
+    mr, kc = min(mr, trips[row]), min(knobs.kc or b.kc, trips[red])
+    if nr < b.lanes or nr % b.lanes or mr < 1 or kc < 1:
+        return None
+    sweeps = (-(-trips[col] // nr), -(-trips[row] // mr))
+    pays = functools.partial(_pays_to_pack, policy, trips[red])
+    pack = (_choice(knobs.pack_a, knobs.pack, pays(sweeps[0], trips[row] * elem)),
+            _choice(knobs.pack_b, knobs.pack, pays(sweeps[1], trips[col] * elem)))
+    return TilePlan(row, col, red, inner, mr, nr, kc, b.lanes, sweeps, pack)
+
+
+def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int) -> bool:
+    """Does copying an operand into panels pay: a long reduction, at least
+    ``pack_min_sweeps`` passes of the register tiles over it, and more of it (``row_bytes``
+    per step of the reduction) than half of L1 holds, where it would stay between passes
+    (the weights of a 1 x 1 convolution with 24 outputs, 9 KB, gained nothing packed)?"""
+    return (reduction >= policy.pack_min_reduction and sweeps >= policy.pack_min_sweeps
+            and reduction * row_bytes > policy.machine.l1d_bytes // 2)
+
+
+def _choice(own: bool | None, both: bool | None, model: bool) -> bool:
+    """A knob for one operand, else the knob for both, else the model's decision."""
+    return own if own is not None else both if both is not None else model
+
+
+def _row_block(mc: int | None, mr: int, rows: int) -> int | None:
+    """Rows per L2 block (GotoBLAS's MC), a multiple of ``mr``; None when there is no such
+    level (not asked for, or one block would hold every row)."""
+    if not mc:
+        return None
+    mc = -(-mc // mr) * mr
+    return mc if mc < rows else None
+
+
+def _tap_rows(rows: int, policy: CpuPolicy) -> int:
+    """Rows of a register tile with filter taps inside: the largest divisor of ``rows`` in
+    ``policy.tap_rows``, else ``tap_rows_default`` (at most ``rows``)."""
+    low, high = policy.tap_rows
+    fits = [m for m in range(high, low - 1, -1) if rows % m == 0]
+    return fits[0] if fits else min(rows, policy.tap_rows_default)
+
+
+def _dividing_rows(mr: int, rows: int, policy: CpuPolicy) -> int:
+    """Fewer rows (down to half, and to ``policy.dividing_rows_min``) when that makes every
+    row tile full: partial tiles of an operand that is not packed run as plain loops."""
+    if rows >= UNKNOWN_TRIP or rows % mr == 0:
+        return mr
+    low = max(policy.dividing_rows_min, mr // 2)
+    fits = [m for m in range(mr - 1, low - 1, -1) if rows % m == 0]
+    return fits[0] if fits else mr
+
+
+def _register_shape(b: Blocking, policy: CpuPolicy, cols: int) -> tuple[int, int]:
+    """(NR, MR): the model's tile, unless fewer vectors per row leave a smaller partial
+    column tile (56 columns: 3 x 16 + 8 rather than 32 + 24); then as many rows as the
+    registers hold (``policy.register_rows``)."""
+    best = b.nr // b.lanes
+    waste = {nv: (cols % (nv * b.lanes)) / cols for nv in range(1, best + 1)
+             if nv * b.lanes <= cols}
+    if not waste or cols >= UNKNOWN_TRIP:
+        return (b.nr if cols >= b.nr else b.lanes * (cols // b.lanes)), b.mr
+    nv = min(waste, key=lambda v: (waste[v], -v))
+    if nv == best:
+        return b.nr, b.mr
+    return nv * b.lanes, policy.register_rows(nv)
+
+
+def _goto_nest(schedule: Schedule, chain: list[Loop], col: str, row: str, red: str,
+               blocking: tuple[int, int, int], inner: tuple[str, ...] = (), *,
+               rows_outer: bool = False, mc: int | None = None) -> Schedule:
+    """The GotoBLAS order; the small reductions ``inner`` (a convolution's ``kh, kw``) run
+    inside the register tile too, so its accumulators stay in registers across them. With
+    ``mc``, the rows are first cut in blocks of ``mc`` (``row_c``), and the tiles of a block
+    run inside it: its operand panel stays in L2 while every column tile passes."""
+    mr, nr, kc = blocking
+    names = {n: _parts(n) for n in (col, row, red)}
+    out = schedule.split(col, nr, names[col])
+    blocks = [f"{row}_c"] if mc else []
+    if mc:
+        out = out.split(row, mc, (blocks[0], f"{row}_m")).split(f"{row}_m", mr, names[row])
+    else:
+        out = out.split(row, mr, names[row])
+    out = out.split(red, kc, names[red])
+    others = [lp.name for lp in chain if lp.name not in (col, row, red, *inner)]
+    tiles = [names[row][0], names[col][0]] if rows_outer else [names[col][0], names[row][0]]
+    order = [*others, names[red][0], *blocks, *tiles, names[red][1], *inner, names[row][1],
+             names[col][1]]
+    out = out.reorder(*order).vectorize(names[col][1]).unroll(names[row][1])
+    return out.separate(names[row][0]).separate(names[col][0])
+
+
+def pack_operands(schedule: Schedule, s: PolyStmt, col_it: str, row_it: str,
+                  mr: int, nr: int, *, rows: bool = True, cols: bool = True) -> Schedule:
+    """Copy input operands of ``s`` into panels the micro-kernel streams through:
+    ``B(k, n)`` (or ``B(n, k)``) → ``B_pack(n/NR, k, n%NR)`` when it moves with the columns
+    (and ``cols``), ``A(m, k)`` → ``A_pack(m/MR, k, m%MR)`` when it moves with the rows only
+    (and ``rows``)."""
+    program = schedule.poly.program
+    readers = [r.read.tensor for r in s.reads]
+    for r in s.reads:
+        read = r.read
+        t = program.tensors[read.tensor]
+        if t.role != "input" or read.pad is not None or not r.affine:
+            continue
+        if readers.count(read.tensor) > 1:
+            continue  # read in two roles (A(i,k) and A(j,k)): one layout cannot serve both
+        plain = [i for i, ix in enumerate(read.indices) if isinstance(ix, ir.Var)]
+        where = {read.indices[i].name: i for i in plain}  # type: ignore[attr-defined]
+        uses = {v.name for ix in read.indices for v in ix.walk() if isinstance(v, ir.Var)}
+        if col_it in where and t.rank > 1:  # B(n, k) as well as B(k, n): lanes along n
+            if cols:
+                schedule = _try_pack(schedule, read.tensor, where[col_it], nr)
+        elif rows and row_it in where and col_it not in uses and t.rank > 1:
+            schedule = _try_pack(schedule, read.tensor, where[row_it], mr)
+    return schedule
+
+
+def _try_pack(schedule: Schedule, tensor: str, dim: int, factor: int) -> Schedule:
+    if any(st.verb == "pack" and st.args[0] == tensor for st in schedule.steps):
+        return schedule
+    try:
+        return schedule.pack(tensor, dim, factor)
+    except ScheduleError:
+        return schedule
+
+
+def _parts(loop: str) -> tuple[str, str]:
+    return tf.split_names(loop)
+
+
+def _stride_rank(s: PolyStmt, it: str) -> int:
+    """How far from the last (stride-1) dimension ``it`` indexes the operands it moves:
+    rows of a register tile read best from neighbouring addresses."""
+    ranks = [len(r.read.indices) - 1 - d for r in s.reads for d, ix in enumerate(r.read.indices)
+             if any(isinstance(v, ir.Var) and v.kind == "index" and v.name == it
+                    for v in ix.walk())]
+    return min(ranks, default=len(ranks))
