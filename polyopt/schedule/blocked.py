@@ -69,7 +69,7 @@ def plan_blocking(program: ir.Program, s: PolyStmt, policy: CpuPolicy,
     a filter with taps over ``wide_rows`` or more)."""
     t = program.tensors[s.stmt.tensor]
     if (s.kind != "update" or s.stmt.op != "+" or t.role != "output" or t.rank < 3
-            or not s.stmt.reduction_iters or t.dtype not in ("float32", "float64")):
+            or s.guarded or not s.stmt.reduction_iters or t.dtype not in ("float32", "float64")):
         return None
     lanes = policy.lanes(DTYPES[t.dtype].np.itemsize)
     extents = [ir.extent_value(e, {}) for e in t.shape]
@@ -89,10 +89,43 @@ def plan_blocking(program: ir.Program, s: PolyStmt, policy: CpuPolicy,
     several = policy.wide_block_vectors * lanes
     for size in [block] if block else [several, lanes] if wide else [lanes]:
         fits = [d for d in range(t.rank - 1) if extents[d] % size == 0
-                and s.stmt.lhs[d] in plain and s.stmt.lhs[d] not in streamed]
+                and s.stmt.lhs[d] in plain and s.stmt.lhs[d] not in streamed
+                and _lanes_contiguous(s, s.stmt.lhs[d], size)]
         if fits:
             return t.name, max(fits, key=lambda d: extents[d]), size
     return None
+
+
+def _lanes_contiguous(s: PolyStmt, it: str, size: int) -> bool:
+    """Can a vector of ``size`` lanes along ``it`` (a block ``it = size * b + v``) load
+    each operand whole: does every read index ``it`` plainly (the blocked copy is then
+    contiguous along it) or read one element for the whole block (a broadcast)? A grouped
+    convolution's input ``I((f / FG) * CG + c, ..)`` with fewer than ``size`` channels per
+    group moves with ``f`` in steps within a block: each lane would load from its own
+    channel (a gather)."""
+    pos = s.iters.index(it)
+    for r in s.reads:
+        if not r.affine or not r.read.uses(it):
+            continue
+        if any(isinstance(ix, ir.Var) and ix.name == it for ix in r.read.indices):
+            continue
+        if not _block_invariant(r.relation, pos, size):
+            return False
+    return True
+
+
+def _block_invariant(rel: isl.Map, pos: int, size: int) -> bool:
+    """Does ``rel`` map every two points that differ only in dimension ``pos``, within one
+    block of ``size`` along it, to the same element?"""
+    dom = rel.domain()
+    n, name = dom.dim(isl.dim_type.set), dom.get_tuple_name()
+    xs, ys = [f"i{k}" for k in range(n)], [f"j{k}" for k in range(n)]
+    same = [f"{y} = {x}" for k, (x, y) in enumerate(zip(xs, ys, strict=True)) if k != pos]
+    same.append(f"floor({xs[pos]} / {size}) = floor({ys[pos]} / {size})")
+    pairs = isl.Map(f"{{ {name}[{', '.join(xs)}] -> {name}[{', '.join(ys)}] : "
+                    f"{' and '.join(same)} }}").align_params(rel.get_space())
+    pairs = pairs.intersect_domain(dom).intersect_range(dom)
+    return pairs.is_subset(rel.apply_range(rel.reverse()))
 
 
 def _has_taps(s: PolyStmt, small: int) -> bool:
