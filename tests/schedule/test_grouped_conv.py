@@ -11,6 +11,7 @@ import pytest
 import polyopt
 from polyopt import ir, kernels
 from polyopt.codegen.linear import LANE, index_lin, text
+from polyopt.poly.relayout import Pack
 
 cc = pytest.mark.cc
 AVX512 = "vector_bytes=64,vector_registers=32"
@@ -96,6 +97,47 @@ def test_a_block_that_keeps_one_group_stays_blocked(monkeypatch: pytest.MonkeyPa
     kernel = polyopt.compile(src, "conv2d", sizes=sizes)
     assert "pack('O', 1, 16, 1)" in kernel.schedule.as_python()
     run(kernel, *inputs(1, 64, 7, 7, 64, 32), 2, 1, 1)
+
+
+@cc
+@pytest.mark.parametrize(("n", "c", "h", "w", "stride"),
+                         [(3, 5, 13, 11, 2), (2, 16, 40, 38, 2), (1, 7, 9, 8, 1),
+                          (2, 3, 35, 33, 2)])
+def test_depthwise_conv_matches_numpy(n: int, c: int, h: int, w: int, stride: int,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLYOPT_MACHINE", AVX512)
+    src = kernels.get("depthwise_conv2d", stride=stride, padding=1)
+    kernel = polyopt.compile(src, "depthwise_conv2d",
+                             sizes={"N": n, "C": c, "H": h, "W": w, "KH": 3, "KW": 3})
+    # the padded copy splits the strided dimension in phases where the output's rows fill
+    # at least half their vectors (policy.phase_min_lane_fill): 6 of 16 lanes do not
+    phased = f"pack('I', 3, {stride}, 3, True)" in kernel.schedule.as_python()
+    assert phased == (stride > 1 and (w - 1) // stride + 1 >= 8)
+    run(kernel, *inputs(n, c, h, w, c, 1), c, stride, 1)
+
+
+@cc
+def test_a_strided_depthwise_conv_is_register_tiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLYOPT_MACHINE", AVX512)
+    src = kernels.get("depthwise_conv2d", stride=2, padding=1)
+    kernel = polyopt.compile(src, "depthwise_conv2d",
+                             sizes={"N": 2, "C": 4, "H": 64, "W": 64, "KH": 3, "KW": 3})
+    assert "register tile of O_0" in kernel.source
+    run(kernel, *inputs(2, 4, 64, 64, 4, 1), 4, 2, 1)
+
+
+@cc
+def test_the_phase_pack_verb(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pack(.., phase=True)`` by hand, on a program-order schedule of a strided
+    convolution (stride 3, an extent that is no multiple of it)."""
+    src = kernels.get("conv2d", stride=3, padding=2)
+    sizes = {"N": 1, "C": 3, "H": 11, "W": 10, "F": 2, "KH": 3, "KW": 3}
+    s = polyopt.schedule(src, "conv2d", auto=False, sizes=sizes).pack("I", 3, 3, 2, True)
+    assert "pack('I', 3, 3, 2, True)" in s.as_python()
+    assert s.layout == (Pack("I", 3, 3, 2, True),)
+    kernel = polyopt.compile(src, "conv2d", schedule=s, sizes=sizes)
+    x, w = inputs(1, 3, 11, 10, 2, 3)
+    run(kernel, x, w, 1, 3, 2)
 
 
 def test_floor_division_atoms_in_linear_forms() -> None:
