@@ -163,3 +163,16 @@ def test_floor_division_atoms_in_linear_forms() -> None:
     assert lin is not None and text(lin, str) == "(4L * po_floord((c0), 4L) + c6)"
     lanes = op("/", op("+", var("w"), var("kw")), const(4))  # each lane its own quotient
     assert index_lin(lanes, env, 16, atoms=True) is None
+
+
+@cc
+def test_a_batch_copies_and_convolves_each_channel_in_turn(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the batch loop, the input copy (and its border), the zeroing and the
+    convolution fuse per channel: the channel's copy is still in cache when it is read."""
+    monkeypatch.setenv("POLYOPT_MACHINE", AVX512)
+    src = kernels.get("depthwise_conv2d", stride=2, padding=1)
+    kernel = polyopt.compile(src, "depthwise_conv2d",
+                             sizes={"N": 2, "C": 3, "H": 34, "W": 34, "KH": 3, "KW": 3})
+    assert "s.fuse('ip1', 'ip12', 'c', 'c2')" in kernel.schedule.as_python()
+    run(kernel, *inputs(2, 3, 34, 34, 3, 1), 3, 2, 1)
