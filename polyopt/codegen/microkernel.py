@@ -22,7 +22,7 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, ctype, literal
-from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitute, text
+from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, names_in, substitute, text
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule.marks import Marks, Tag, marked_loop
@@ -217,7 +217,7 @@ class Emitter:
 
     def _dims(self, indices: tuple[ir.Expr, ...], r: int, v: int) -> list[Lin] | None:
         env = self._env(r, v)
-        dims = [index_lin(ix, env, self.lanes) for ix in indices]
+        dims = [index_lin(ix, env, self.lanes, atoms=True) for ix in indices]
         return None if any(d is None for d in dims) else dims  # type: ignore[return-value]
 
     def _grid(self, indices: tuple[ir.Expr, ...],
@@ -249,7 +249,7 @@ class Emitter:
         grid = self._grid(tuple(ir.Var("int32", i, "index") for i in s.lhs), s.tensor)
         if grid is None or not s.lhs:
             return None
-        if any(k in d for dims in grid.values() for d in dims for k in self.k_its):
+        if any(set(self.k_its) & names_in(d) for dims in grid.values() for d in dims):
             return None  # the accumulators must stay put along the reduction
         if any(LANE not in dims[-1] for dims in grid.values()):
             return None  # and be contiguous vectors

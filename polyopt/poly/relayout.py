@@ -10,6 +10,11 @@ operand (as TVM's CPU GEMM schedule does), and NCHW → NCHWc for convolutions
 rows stop evicting one another from the same cache sets. An output is computed in such a
 blocked local instead (``pack_output_program``).
 
+A phase copy (``phase=True``, inputs only) keeps the block index in place and moves the
+offset to position ``outer`` instead: ``I_pack(.., p, j) = I(.., factor*j + p)``. A read at
+a stride of ``factor`` (a strided convolution's ``I(2*w + kw)``) then moves by one along
+``j``: ``I_pack(.., kw % 2, w + kw / 2)``, whole vectors for the register tile.
+
 ``relayout(program, packs)`` applies several at once: the program keeps its meaning in
 source order, so one dependence analysis of the result serves all of them.
 """
@@ -35,10 +40,12 @@ class Pack:
     dim: int
     factor: int
     outer: int = 0
+    phase: bool = False
 
     @property
-    def args(self) -> tuple[str, int, int, int]:
-        return self.tensor, self.dim, self.factor, self.outer
+    def args(self) -> tuple[str, int, int, int] | tuple[str, int, int, int, bool]:
+        base = self.tensor, self.dim, self.factor, self.outer
+        return (*base, True) if self.phase else base
 
 
 def relayout(program: ir.Program, packs: Sequence[Pack]) -> tuple[ir.Program, tuple[str, ...]]:
@@ -52,12 +59,125 @@ def relayout(program: ir.Program, packs: Sequence[Pack]) -> tuple[ir.Program, tu
 
 
 def pack(program: ir.Program, tensor: str, dim: int, factor: int,
-         outer: int = 0) -> tuple[ir.Program, str]:
-    """An input read through a blocked copy, or an output computed in a blocked local."""
+         outer: int = 0, phase: bool = False) -> tuple[ir.Program, str]:
+    """An input read through a blocked copy (or a phase copy), or an output computed in a
+    blocked local."""
     t = program.tensors.get(tensor)
+    if phase:
+        return phase_program(program, tensor, dim, factor, outer)
     if t is not None and t.role == "output":
         return pack_output_program(program, tensor, dim, factor, outer)
     return pack_program(program, tensor, dim, factor, outer)
+
+
+def phase_program(program: ir.Program, tensor: str, dim: int, factor: int,
+                  outer: int) -> tuple[ir.Program, str]:
+    """``program`` with input ``tensor`` read through a phase copy (the module's
+    docstring), which also holds its zero padding (along ``dim`` too)."""
+    t = _packable(program, tensor, dim, factor, outer, padded_dim=True)
+    pad, fill = _padding(program, tensor, dim, padded_dim=True)
+    name = fresh_name(f"{tensor}_pack", set(program.tensors) | set(program.sizes))
+    extents = list(t.shape) if pad is None else [
+        f"({e}) + ({p.before}) + ({p.after})" for e, p in zip(t.shape, pad, strict=True)]
+    shape = list(extents)
+    shape[dim] = f"floor(({extents[dim]} + {factor - 1})/{factor})"
+    shape.insert(outer, str(factor))
+    packed = ir.Tensor(name, t.dtype, tuple(shape), "local")
+
+    def read(e: ir.Expr) -> ir.Expr:
+        if not isinstance(e, ir.Read) or e.tensor != tensor:
+            return e
+        index = list(_shifted(e.indices, e.pad))
+        index[dim], phase = _phase_split(index[dim], factor)
+        index.insert(outer, phase)
+        return replace(e, tensor=name, indices=tuple(index), pad=None)
+    stmts = tuple(replace(s, rhs=ir.rewrite(s.rhs, read)) for s in program.stmts)
+    copy = _phase_copy(program, t, packed, (dim, factor, outer), (pad, fill), extents[dim])
+    return replace(program, locals=(*program.locals, packed), stmts=(copy, *stmts)), name
+
+
+def _phase_split(x: ir.Expr, factor: int) -> tuple[ir.Expr, ir.Expr]:
+    """``(x / factor, x % factor)`` (floor division) with the terms of ``x`` whose
+    coefficients ``factor`` divides taken out of the division: ``2*w + kw`` by 2 gives
+    ``(w + kw / 2, kw % 2)``, whose parts a vector loop over ``w`` reads contiguously (the
+    division of ``2*w + kw`` itself read as a gather)."""
+    f = ir.Const(x.dtype, factor)
+    terms = _linear(x)
+    if terms is None:
+        return ir.Binary(x.dtype, "/", x, f), ir.Binary(x.dtype, "%", x, f)
+    whole = {v: c // factor for v, c in terms.items() if v and c % factor == 0}
+    rest = {v: c for v, c in terms.items() if v not in whole}
+    quotient, rest_x = _sum(whole, x.dtype), _sum(rest, x.dtype)
+    if rest_x is None or set(rest) <= {""}:  # a constant: quotient and phase are numbers
+        q, r = divmod(rest.get("", 0), factor)
+        return _plus(quotient, ir.Const(x.dtype, q)), ir.Const(x.dtype, r)
+    return (_plus(quotient, ir.Binary(x.dtype, "/", rest_x, f)),
+            ir.Binary(x.dtype, "%", rest_x, f))
+
+
+def _linear(e: ir.Expr) -> dict[str, int] | None:
+    """An index expression as {index variable: coefficient, "": constant}, when linear."""
+    if isinstance(e, ir.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return {"": e.value}
+    if isinstance(e, ir.Var) and e.kind == "index":
+        return {e.name: 1}
+    if not (isinstance(e, ir.Binary) and e.op in ("+", "-", "*")):
+        return None
+    a, b = _linear(e.a), _linear(e.b)
+    if a is None or b is None:
+        return None
+    if e.op == "*":
+        if set(a) <= {""} or set(b) <= {""}:
+            k, other = (a.get("", 0), b) if set(a) <= {""} else (b.get("", 0), a)
+            return {v: c * k for v, c in other.items()}
+        return None
+    sign = 1 if e.op == "+" else -1
+    out = dict(a)
+    for v, c in b.items():
+        out[v] = out.get(v, 0) + sign * c
+    return {v: c for v, c in out.items() if c or v == ""}
+
+
+def _sum(terms: dict[str, int], dtype: str) -> ir.Expr | None:
+    """``sum(c * v)`` over ``terms`` (None when there are none; "" is the constant)."""
+    out: ir.Expr | None = None
+    for v, c in sorted(terms.items()):
+        if not c:
+            continue
+        term: ir.Expr = ir.Const(dtype, c) if not v else ir.Var(dtype, v, "index")
+        if v and c != 1:
+            term = ir.Binary(dtype, "*", ir.Const(dtype, c), term)
+        out = _plus(out, term)
+    return out
+
+
+def _plus(a: ir.Expr | None, b: ir.Expr) -> ir.Expr:
+    return b if a is None else ir.Binary(b.dtype, "+", a, b)
+
+
+def _phase_copy(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
+                blocking: tuple[int, int, int],
+                padding: tuple[tuple[ir.Pad, ...] | None, float], extent: str) -> ir.Stmt:
+    """``packed(.., p, j) = t(.., factor*j + p)`` over the phase copy's index space, inside
+    ``t``'s padded ``extent`` along ``dim`` (the padding read as the fill value)."""
+    dim, factor, outer = blocking
+    pad, fill = padding
+    taken = set(program.sizes) | {n for s in program.stmts for n in s.iters}
+    iters = tuple(fresh_name(f"{t.name.lower()}p{d}", taken) for d in range(packed.rank))
+    offset = iters[outer]
+    rest = [p for d, p in enumerate(iters) if d != outer]
+    source: list[ir.Expr] = [ir.Var("int32", p, "index") for p in rest]
+    source[dim] = ir.Binary("int32", "+", ir.Binary(
+        "int32", "*", ir.Const("int32", factor), source[dim]), ir.Var("int32", offset, "index"))
+    if pad is not None:  # packed coordinates are padded ones
+        source = [ix if p.before == "0" else ir.Binary("int32", "-", ix, _width(p.before))
+                  for ix, p in zip(source, pad, strict=True)]
+    bounds = [f"0 <= {p} < {e}" for p, e in zip(iters, packed.shape, strict=True)]
+    bounds.append(f"{factor}*{rest[dim]} + {offset} < {extent}")
+    name = f"{packed.name}_0"
+    domain = f"{program.params} -> {{ {name}[{', '.join(iters)}] : {' and '.join(bounds)} }}"
+    rhs = ir.Read(t.dtype, t.name, tuple(source), pad, fill)
+    return ir.Stmt(name, packed.name, iters, iters, "=", False, rhs, domain)
 
 
 def pack_program(program: ir.Program, tensor: str, dim: int, factor: int,
@@ -186,20 +306,21 @@ def _check_blocking(t: ir.Tensor, dim: int, factor: int, outer: int) -> None:
 
 
 def _packable(program: ir.Program, tensor: str, dim: int, factor: int,
-              outer: int) -> ir.Tensor:
+              outer: int, padded_dim: bool = False) -> ir.Tensor:
     t = program.tensors.get(tensor)
     if t is None or t.role != "input":
         names = ", ".join(x.name for x in (*program.inputs, *program.outputs))
         raise ScheduleError(f"pack: {tensor!r} is not an input or output of def "
                             f"'{program.name}'; they are: {names}")
     _check_blocking(t, dim, factor, outer)
-    _padding(program, tensor, dim)
+    _padding(program, tensor, dim, padded_dim)
     return t
 
 
-def _padding(program: ir.Program, tensor: str,
-             dim: int) -> tuple[tuple[ir.Pad, ...] | None, float]:
-    """The zero padding every read of ``tensor`` shares (the copy then holds it), or None."""
+def _padding(program: ir.Program, tensor: str, dim: int,
+             padded_dim: bool = False) -> tuple[tuple[ir.Pad, ...] | None, float]:
+    """The zero padding every read of ``tensor`` shares (the copy then holds it), or None;
+    along ``dim`` only when ``padded_dim`` (a phase copy)."""
     kinds = {(e.pad, e.fill) for s in program.stmts for e in s.rhs.walk()
              if isinstance(e, ir.Read) and e.tensor == tensor}
     if len(kinds) > 1:
@@ -210,7 +331,7 @@ def _padding(program: ir.Program, tensor: str,
         if any(_size_expr(w) is None for p in pad for w in (p.before, p.after)):
             widths = ", ".join(map(str, pad))
             raise ScheduleError(f"pack: {tensor}'s padding {widths} is not a size or a number")
-        if not pad[dim].is_zero:
+        if not pad[dim].is_zero and not padded_dim:
             raise ScheduleError(f"pack: {tensor} is padded along dim {dim}, the one to block")
     return pad, fill
 

@@ -17,7 +17,7 @@ import islpy as isl
 from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
-from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.poly.model import PolyProgram, PolyStmt, ReadAccess
 from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule.machine import Machine
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
@@ -45,9 +45,10 @@ def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> 
                                                                    lanes)])
         break  # one output per def: its statements were rewritten
     packs: list[Pack] = []
-    for s in pp.stmts:  # unblocked convolutions: copy padded inputs, so the
+    for s in pp.stmts:  # unblocked convolutions: copy padded inputs (partial tiles can
+        # then run packed), strided ones split in phases
         if s.kind == "update" and s.stmt.op == "+" and s.stmt.reduction_iters and not s.guarded:
-            packs += _operand_packs(program, s, "", 1)  # partial tiles can run packed
+            packs += _operand_packs(program, s, "", 1, _strides(program, s, policy))
     return _applicable(program, packs)
 
 
@@ -69,7 +70,7 @@ def plan_blocking(program: ir.Program, s: PolyStmt, policy: CpuPolicy,
     a filter with taps over ``wide_rows`` or more)."""
     t = program.tensors[s.stmt.tensor]
     if (s.kind != "update" or s.stmt.op != "+" or t.role != "output" or t.rank < 3
-            or not s.stmt.reduction_iters or t.dtype not in ("float32", "float64")):
+            or s.guarded or not s.stmt.reduction_iters or t.dtype not in ("float32", "float64")):
         return None
     lanes = policy.lanes(DTYPES[t.dtype].np.itemsize)
     extents = [ir.extent_value(e, {}) for e in t.shape]
@@ -89,10 +90,43 @@ def plan_blocking(program: ir.Program, s: PolyStmt, policy: CpuPolicy,
     several = policy.wide_block_vectors * lanes
     for size in [block] if block else [several, lanes] if wide else [lanes]:
         fits = [d for d in range(t.rank - 1) if extents[d] % size == 0
-                and s.stmt.lhs[d] in plain and s.stmt.lhs[d] not in streamed]
+                and s.stmt.lhs[d] in plain and s.stmt.lhs[d] not in streamed
+                and _lanes_contiguous(s, s.stmt.lhs[d], size)]
         if fits:
             return t.name, max(fits, key=lambda d: extents[d]), size
     return None
+
+
+def _lanes_contiguous(s: PolyStmt, it: str, size: int) -> bool:
+    """Can a vector of ``size`` lanes along ``it`` (a block ``it = size * b + v``) load
+    each operand whole: does every read index ``it`` plainly (the blocked copy is then
+    contiguous along it) or read one element for the whole block (a broadcast)? A grouped
+    convolution's input ``I((f / FG) * CG + c, ..)`` with fewer than ``size`` channels per
+    group moves with ``f`` in steps within a block: each lane would load from its own
+    channel (a gather)."""
+    pos = s.iters.index(it)
+    for r in s.reads:
+        if not r.affine or not r.read.uses(it):
+            continue
+        if any(isinstance(ix, ir.Var) and ix.name == it for ix in r.read.indices):
+            continue
+        if not _block_invariant(r.relation, pos, size):
+            return False
+    return True
+
+
+def _block_invariant(rel: isl.Map, pos: int, size: int) -> bool:
+    """Does ``rel`` map every two points that differ only in dimension ``pos``, within one
+    block of ``size`` along it, to the same element?"""
+    dom = rel.domain()
+    n, name = dom.dim(isl.dim_type.set), dom.get_tuple_name()
+    xs, ys = [f"i{k}" for k in range(n)], [f"j{k}" for k in range(n)]
+    same = [f"{y} = {x}" for k, (x, y) in enumerate(zip(xs, ys, strict=True)) if k != pos]
+    same.append(f"floor({xs[pos]} / {size}) = floor({ys[pos]} / {size})")
+    pairs = isl.Map(f"{{ {name}[{', '.join(xs)}] -> {name}[{', '.join(ys)}] : "
+                    f"{' and '.join(same)} }}").align_params(rel.get_space())
+    pairs = pairs.intersect_domain(dom).intersect_range(dom)
+    return pairs.is_subset(rel.apply_range(rel.reverse()))
 
 
 def _has_taps(s: PolyStmt, small: int) -> bool:
@@ -105,30 +139,57 @@ def _has_taps(s: PolyStmt, small: int) -> bool:
 def _unit_stride(s: PolyStmt) -> bool:
     """Does every operand that moves with the output's last index move by one element
     (not a strided convolution's two)?"""
-    it = s.stmt.lhs[-1]
-    pos = s.iters.index(it)
+    return all(_stride(s, r) in (0, 1) for r in s.reads
+               if r.affine and r.relation.dim(isl.dim_type.out))
+
+
+def _stride(s: PolyStmt, r: ReadAccess) -> int | None:
+    """How far read ``r``'s last index moves per step of the output's last index (None:
+    not one affine piece)."""
+    pos = s.iters.index(s.stmt.lhs[-1])
+    last = isl.PwMultiAff.from_map(r.relation).get_at(r.relation.dim(isl.dim_type.out) - 1)
+    if last.n_piece() != 1:
+        return None
+    coefficient = last.get_pieces()[0][1].get_coefficient_val(isl.dim_type.in_, pos)
+    return int(coefficient.to_python()) if coefficient.is_int() else None
+
+
+def _strides(program: ir.Program, s: PolyStmt, policy: CpuPolicy) -> dict[str, int]:
+    """The inputs whose last index moves by more than one element per step of the output's
+    last index (the vector loop of an unblocked convolution), with that stride; none when
+    that loop fills too few of its vectors' lanes (``policy.phase_min_lane_fill``)."""
+    t = program.tensors[s.stmt.tensor]
+    if not s.stmt.lhs or not t.shape:
+        return {}  # a scalar output: no vector loop along an output index
+    extent = ir.extent_value(t.shape[-1], {})
+    if policy.lane_fill(extent, DTYPES[t.dtype].np.itemsize) < policy.phase_min_lane_fill:
+        return {}
+    out = {}
     for r in s.reads:
-        if not r.affine or r.relation.dim(isl.dim_type.out) == 0:
-            continue
-        last = isl.PwMultiAff.from_map(r.relation).get_at(r.relation.dim(isl.dim_type.out) - 1)
-        if last.n_piece() != 1:
-            return False
-        coefficient = last.get_pieces()[0][1].get_coefficient_val(isl.dim_type.in_, pos)
-        if not (coefficient.is_zero() or coefficient.is_one()):
-            return False
-    return True
+        if r.affine and r.relation.dim(isl.dim_type.out):
+            step = _stride(s, r)
+            if step is not None and step > 1:
+                out[r.read.tensor] = step
+    return out
 
 
-def _operand_packs(program: ir.Program, s: PolyStmt, it: str, lanes: int) -> list[Pack]:
-    """Weights along the blocked index ``it``; padded inputs with their padding."""
+def _operand_packs(program: ir.Program, s: PolyStmt, it: str, lanes: int,
+                   strides: dict[str, int] | None = None) -> list[Pack]:
+    """Weights along the blocked index ``it``; padded inputs with their padding, split in
+    phases along their last dimension when read at a stride there (``strides``: a stride-2
+    convolution's vectors then load whole, ``relayout.phase_program``)."""
     out = []
+    strides = strides or {}
     for read in {r.read.tensor: r.read for r in s.reads}.values():
         if program.tensors[read.tensor].role != "input":
             continue
         plain = [d for d, ix in enumerate(read.indices)
                  if isinstance(ix, ir.Var) and ix.name == it]
+        last = len(read.indices) - 1
         if plain:
             out.append(Pack(read.tensor, plain[0], lanes))
+        elif read.tensor in strides:
+            out.append(Pack(read.tensor, last, strides[read.tensor], last, phase=True))
         elif read.pad is not None and not all(p.is_zero for p in read.pad):
             dim = next((d for d, p in enumerate(read.pad) if p.is_zero), None)
             if dim is not None:

@@ -114,31 +114,33 @@ def fuse_tiled(schedule: Schedule) -> Schedule:
 
 
 def _fuse_levels(schedule: Schedule, a: str, b: str) -> Schedule:
-    """Fuse sibling loops ``a`` and ``b``, then their two child loops, and so on, while the
+    """Fuse sibling loops ``a`` and ``b``, then their child loops, and so on, while the
     loops span the same values and stay free of dependences. Loops of one iteration (a batch
-    of one) fuse only on the way to a longer loop: alone they gain no locality."""
+    of one) fuse only on the way to a longer loop: alone they gain no locality. Below the
+    first level every child loop fuses at once (a batch's per-sample input copy, zeroing
+    and convolution fuse per channel: the copy's channel is then still in cache)."""
     if not _longer_shared_loop(schedule, tf.find(schedule.root, a), tf.find(schedule.root, b)):
         return schedule  # each fusion is a legality check: skip those that would be undone
-    out, best = schedule, schedule
+    out, best, names = schedule, schedule, [a, b]
     while True:
-        la, lb = tf.find(out.root, a), tf.find(out.root, b)
-        if not _same_range(out, la, lb):
+        loops = [tf.find(out.root, n) for n in names]
+        if not all(_same_range(out, loops[0], lp) for lp in loops[1:]):
             return best
         try:
-            candidate = out.fuse(a, b)
+            candidate = out.fuse(*names)
         except ScheduleError:
             return best
-        # The fused loop carries whatever either loop carried: one check covers all three.
-        if not loop_free(candidate, tf.find(candidate.root, a)):
+        # The fused loop carries whatever any of the loops carried: one check covers all.
+        if not loop_free(candidate, tf.find(candidate.root, names[0])):
             return best
         out = candidate
-        if tf.trip_count(la, out.poly.domain) != 1:
+        if tf.trip_count(loops[0], out.poly.domain) != 1:
             best = out
-        kids = tf.find(out.root, a).child
-        if not (isinstance(kids, Sequence) and len(kids.children) == 2
+        kids = tf.find(out.root, names[0]).child
+        if not (isinstance(kids, Sequence) and len(kids.children) >= 2
                 and all(isinstance(k, Loop) for k in kids.children)):
             return best
-        a, b = (k.name for k in kids.children)  # type: ignore[union-attr]
+        names = [k.name for k in kids.children]  # type: ignore[union-attr]
 
 
 def _longer_shared_loop(schedule: Schedule, a: Node, b: Node) -> bool:

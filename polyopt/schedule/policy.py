@@ -128,6 +128,16 @@ class CpuPolicy:
     'with taps'. A bound between filter windows (1-7 wide in ResNet-50 and MobileNetV2) and
     most channel reductions (the first layers' 3 channels join the taps), not measured."""
 
+    phase_min_lane_fill: float = 0.5
+    """An unblocked convolution's input read at a stride along the output's last index (the
+    vector loop) is copied split in phases (``relayout.phase_program``: unit-stride vectors,
+    a register tile) only when that loop fills at least this fraction of its vectors' lanes
+    (``lane_fill``): a shorter row gains little from whole vectors, and the cost model then
+    orders its taps outside a partial vector. Measured on MobileNetV2's stride-2 depthwise
+    layers (one thread, ``scripts/compare_commits.py --cases mv2:6,mv2:11,mv2:16,mv2:25``
+    with ``OMP_NUM_THREADS=1``): 56, 28 and 14 of 16 lanes ran 0.38x, 0.51x and 0.56x the
+    time without the split; 7 of 16 lanes 1.37x."""
+
     # ---- register tiles (schedule/register_tile.py) ----
     tap_rows: tuple[int, int] = (6, 12)
     """Rows of a register tile that spans a multi-vector channel block with filter taps
@@ -286,6 +296,12 @@ class CpuPolicy:
     def lanes(self, elem_bytes: int) -> int:
         """Elements per vector register."""
         return self.blocking(elem_bytes).lanes
+
+    def lane_fill(self, extent: int, elem_bytes: int) -> float:
+        """The fraction of the lanes a vector loop of ``extent`` iterations fills (7 of 16:
+        0.44; 56: 3.5 of 4 vectors, 0.875)."""
+        lanes = self.lanes(elem_bytes)
+        return extent / (-(-extent // lanes) * lanes) if extent > 0 else 0.0
 
     def register_rows(self, vectors: int) -> int:
         """Rows of a register tile of ``vectors`` vectors per row when that is fewer than the

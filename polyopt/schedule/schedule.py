@@ -279,15 +279,19 @@ class Schedule:
         inner loops have constant bounds and no guards (isl's ``separate`` option)."""
         return self._step("separate", lambda r: tf.tag(r, loop, Tag.SEPARATE), (loop,))
 
-    def pack(self, tensor: str, dim: int, factor: int, outer: int = 0) -> Schedule:
+    def pack(self, tensor: str, dim: int, factor: int, outer: int = 0,
+             phase: bool = False) -> Schedule:
         """Blocked layouts. An input is read through a copy made before everything else:
         dimension ``dim`` splits into a block index (at position ``outer``) and an offset
         (innermost), e.g. ``pack("B", 1, 32)`` gives ``B_pack(n/32, k, n%32)``; the copy,
         which also holds the input's zero padding, gets its own loop nest. An output is
         computed in such a blocked local and unpacked at the end (``pack("O", 1, 16, 1)``
         is NCHW16c); its statements change, so pack outputs before other steps, and the
-        nests restart from program order."""
-        return self.relayout([Pack(tensor, dim, factor, outer)])
+        nests restart from program order. ``phase=True`` (inputs): the offset goes to
+        position ``outer`` and the block index stays at ``dim``, ``pack("I", 3, 2, 3,
+        True)`` gives ``I_pack(n, c, h, w % 2, w / 2)``: a read at stride 2 along ``w``
+        becomes a unit-stride one."""
+        return self.relayout([Pack(tensor, dim, factor, outer, phase)])
 
     def relayout(self, packs: Seq[Pack]) -> Schedule:
         """``pack`` each of ``packs`` in turn, with one dependence analysis for them all
