@@ -41,6 +41,11 @@ CASES: dict[str, tuple[str, tuple[int, ...], Callable[[np.ndarray], object]]] = 
                   lambda a: np.ascontiguousarray(a.T)),
     "midsum": ("def mid(float(P,Q,R) X) -> (s) { s(i,k) +=! X(i,r_j,k) }", (16, 1024, 1024),
                lambda x: x.sum(1)),
+    # split-K: one output element, so the reduction itself runs on the threads
+    "total": ("def total(float(N,M) A) -> (s) { s +=! A(r_i,r_j) }", (4096, 4096),
+              lambda a: np.float32(a.sum(dtype=np.float64))),
+    "sumsq": ("def sumsq(float(N,M) A) -> (s) { s +=! A(r_i,r_j) * A(r_i,r_j) }", (4096, 4096),
+              lambda a: np.float32(np.vdot(a, a))),
 }
 
 

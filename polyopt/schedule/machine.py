@@ -78,6 +78,12 @@ class Machine:
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"Machine.{field.name} must be an integer >= {low}, not {value!r}")
 
+    def spec(self) -> str:
+        """Every field as a ``POLYOPT_MACHINE`` string: a process given it models exactly
+        this machine, whatever its own CPU affinity (a tuner's worker started by a thread
+        that OpenMP pinned to one CPU would otherwise see one core)."""
+        return ",".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self))
+
     def describe(self) -> str:
         l3 = _size(self.l3_bytes) if self.l3_bytes else "none"
         return (f"{self.vector_bytes * 8}-bit vectors x {self.vector_registers} registers, "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pickle
 import selectors
 import subprocess
@@ -30,6 +31,7 @@ from polyopt import api, dtypes, ir, lang
 from polyopt.errors import PolyoptError
 from polyopt.lang.lexer import widen_floats
 from polyopt.runtime.interp import evaluate
+from polyopt.schedule.machine import ENV_VAR, host
 
 TOLERANCE = 1e-4  # relative L2 error against the float64 reference
 SETTLE_S = 0.2  # pause between the checked call and the timed ones
@@ -272,9 +274,13 @@ class _Worker:
         src.write_bytes(pickle.dumps(job))
         self.log = directory / f"log{i}.txt"
         with self.log.open("w") as log:
+            # The worker schedules for this process's machine model, not for what it reads
+            # itself: it inherits the starting thread's CPU affinity, one CPU once OpenMP
+            # pinned that thread (OMP_PROC_BIND), and its default schedules would differ.
+            env = {**os.environ, ENV_VAR: host().spec()}
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "polyopt.tune.worker", str(src), str(self.dst)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
 
     def wait_built(self, deadline: float) -> Result | None:
         """None once the candidate is built; else why it failed (a compile error, a crash or

@@ -186,3 +186,9 @@ def test_cube_tile() -> None:
                 assert t == 256 or arrays * (2 * t) ** min(dims, 2) * 4 > machine.l2_bytes // 2
     with pytest.raises(ValueError, match="n_arrays"):
         cube_tile(AVX2, 4, 0, 2)
+
+
+def test_spec_gives_back_the_same_machine() -> None:
+    """A tuner's workers get the parent's model as a POLYOPT_MACHINE string."""
+    m = Machine(32, 16, fma_latency=5, cores=3, l1d_bytes=1 << 15, l2_bytes=3 << 20, l3_bytes=0)
+    assert mm._override(mm.host(), m.spec()) == m
