@@ -169,15 +169,8 @@ def _phase_copy(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
     source: list[ir.Expr] = [ir.Var("int32", p, "index") for p in rest]
     source[dim] = ir.Binary("int32", "+", ir.Binary(
         "int32", "*", ir.Const("int32", factor), source[dim]), ir.Var("int32", offset, "index"))
-    if pad is not None:  # packed coordinates are padded ones
-        source = [ix if p.before == "0" else ir.Binary("int32", "-", ix, _width(p.before))
-                  for ix, p in zip(source, pad, strict=True)]
-    bounds = [f"0 <= {p} < {e}" for p, e in zip(iters, packed.shape, strict=True)]
-    bounds.append(f"{factor}*{rest[dim]} + {offset} < {extent}")
-    name = f"{packed.name}_0"
-    domain = f"{program.params} -> {{ {name}[{', '.join(iters)}] : {' and '.join(bounds)} }}"
-    rhs = ir.Read(t.dtype, t.name, tuple(source), pad, fill)
-    return ir.Stmt(name, packed.name, iters, iters, "=", False, rhs, domain)
+    return _copy_of(program, t, packed, iters, source, pad, fill,
+                    f"{factor}*{rest[dim]} + {offset} < {extent}")
 
 
 def pack_program(program: ir.Program, tensor: str, dim: int, factor: int,
@@ -421,11 +414,21 @@ def _copy_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
     source.insert(dim, ir.Binary("int32", "+", ir.Binary(
         "int32", "*", ir.Const("int32", factor), ir.Var("int32", block, "index")),
         ir.Var("int32", offset, "index")))
-    if pad is not None:  # packed coordinates are padded ones
+    return _copy_of(program, t, packed, iters, source, pad, fill,
+                    f"{factor}*{block} + {offset} < {t.shape[dim]}")
+
+
+def _copy_of(program: ir.Program, t: ir.Tensor, packed: ir.Tensor, iters: tuple[str, ...],
+             source: list[ir.Expr], pad: tuple[ir.Pad, ...] | None, fill: float,
+             within: str) -> ir.Stmt:
+    """The statement ``packed[iters] = t[source]`` over ``packed``'s box and ``within`` (the
+    split dimension's last block is partial); ``source`` in ``t``'s unpadded coordinates
+    when ``pad`` (packed coordinates are padded ones)."""
+    if pad is not None:
         source = [ix if p.before == "0" else ir.Binary("int32", "-", ix, _width(p.before))
                   for ix, p in zip(source, pad, strict=True)]
     bounds = [f"0 <= {p} < {e}" for p, e in zip(iters, packed.shape, strict=True)]
-    bounds.append(f"{factor}*{block} + {offset} < {t.shape[dim]}")
+    bounds.append(within)
     name = f"{packed.name}_0"
     domain = f"{program.params} -> {{ {name}[{', '.join(iters)}] : {' and '.join(bounds)} }}"
     rhs = ir.Read(t.dtype, t.name, tuple(source), pad, fill)
