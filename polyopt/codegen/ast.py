@@ -95,3 +95,28 @@ def loop_printed(node: isl.AstNode) -> bool:
         return loop_printed(node.if_get_then_node()) or (
             node.if_has_else_node() and loop_printed(node.if_get_else_node()))
     return False
+
+
+def children(node: isl.AstNode) -> list[isl.AstNode]:
+    """The AST nodes right below ``node`` (a for's body, a mark's node, an if's branches,
+    a block's statements)."""
+    kind = node.get_type()
+    if kind == isl.ast_node_type.for_:
+        return [node.for_get_body()]
+    if kind == isl.ast_node_type.mark:
+        return [node.mark_get_node()]
+    if kind == isl.ast_node_type.if_:
+        return [node.if_get_then_node(), *([node.if_get_else_node()]
+                                           if node.if_has_else_node() else [])]
+    if kind == isl.ast_node_type.block:
+        kids = node.block_get_children()
+        return [kids.get_at(i) for i in range(kids.n_ast_node())]
+    return []
+
+
+def descendants(node: isl.AstNode) -> list[isl.AstNode]:
+    """``node`` and every AST node below it, in order."""
+    out = [node]
+    for child in children(node):
+        out += descendants(child)
+    return out

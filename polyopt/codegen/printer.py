@@ -11,7 +11,7 @@ from __future__ import annotations
 import islpy as isl
 
 from polyopt.codegen import linear, microkernel, transpose
-from polyopt.codegen.ast import Ast
+from polyopt.codegen.ast import Ast, descendants
 from polyopt.codegen.contract import KernelSource
 from polyopt.codegen.dialect import Dialect, dialect_for, host_dialect
 from polyopt.codegen.exprs import cname
@@ -19,6 +19,7 @@ from polyopt.codegen.linear import ast_lin
 from polyopt.codegen.stmt import KernelContext, StmtPrinter, specialized_values
 from polyopt.codegen.walker import AstWalker
 from polyopt.dtypes import DTYPES
+from polyopt.poly.model import PolyStmt
 from polyopt.schedule.contraction import MAX_SLICE_BYTES, slice_bytes
 from polyopt.schedule.marks import Marks, Tag
 
@@ -143,7 +144,8 @@ class CWalker(AstWalker):
                             loop: str) -> list[str] | None:
         """Split-K: the loop's threads each accumulate a private copy of the one element
         its statement reduces into (OpenMP's ``reduction`` clause), combined after it."""
-        calls = _users(node)
+        calls = [n.user_get_expr() for n in descendants(node)
+                 if n.get_type() == isl.ast_node_type.user]
         names = {c.get_op_arg(0).get_id().get_name() for c in calls}
         if len(names) != 1 or self.accumulating is not None:
             return None
@@ -155,18 +157,13 @@ class CWalker(AstWalker):
             return None
         where = dict(zip(s.iters, [call.get_op_arg(i + 1) for i in range(len(s.iters))],
                          strict=True))
-        inner = _iterators(node)
+        inner = {n.for_get_iterator().get_id().get_name() for n in descendants(node)
+                 if n.get_type() == isl.ast_node_type.for_}
         if any(inner & set(ast_lin(where[i]) or inner) for i in s.stmt.lhs):
             return None  # the target's index is not a function of the outer loops alone
         pad, sp, c = "  " * depth, StmtPrinter(self.ctx, s), self.ctx.types.value(t.dtype)
-        binds = [f"{pad}  const long {cname('index', i)} = "
-                 f"{self.ast_expr.expr(where[i], top=True)};" for i in s.stmt.lhs]
-        target = sp.target(t)
-        it = self.ast_expr.expr(node.for_get_iterator())
-        head = self.dialect.loop_header(it, self.ast_expr.expr(node.for_get_init(), top=True),
-                                        self.ast_expr.expr(node.for_get_cond(), top=True),
-                                        self.ast_expr.expr(node.for_get_inc(), top=True),
-                                        frozenset())
+        binds, target = self._target_binds(s, where, pad), sp.target(t)
+        head = self._loop_head(node)
         self.accumulating = s.name
         try:
             body = self.node(node.for_get_body(), depth + 2, True)
@@ -177,6 +174,20 @@ class CWalker(AstWalker):
                 f"{self.dialect.parallel_pragma} reduction({op}:po_acc)",
                 f"{pad}  {head} {{  /* {loop} */", *body, f"{pad}  }}",
                 f"{pad}  {target} = po_acc;", f"{pad}}}"]
+
+    def _target_binds(self, s: PolyStmt, where: dict[str, isl.AstExpr],
+                      pad: str) -> list[str]:
+        """The target's index variables of a reduction kept in ``po_acc``."""
+        return [f"{pad}  const long {cname('index', i)} = "
+                f"{self.ast_expr.expr(where[i], top=True)};" for i in s.stmt.lhs]
+
+    def _loop_head(self, node: isl.AstNode) -> str:
+        """The ``for`` line of AST loop ``node`` (its tags printed elsewhere)."""
+        return self.dialect.loop_header(
+            node.for_get_iterator().get_id().get_name(),
+            self.ast_expr.expr(node.for_get_init(), top=True),
+            self.ast_expr.expr(node.for_get_cond(), top=True),
+            self.ast_expr.expr(node.for_get_inc(), top=True), frozenset())
 
     def _reduction(self, node: isl.AstNode, depth: int) -> list[str] | None:
         """A vectorized reduction loop: the element it accumulates into stays in a local
@@ -197,12 +208,8 @@ class CWalker(AstWalker):
             return None  # the target moves with the loop: not a reduction over it
         pad = "  " * depth
         sp = StmtPrinter(self.ctx, s)
-        binds = [f"{pad}  const long {cname('index', i)} = "
-                 f"{self.ast_expr.expr(where[i], top=True)};" for i in s.stmt.lhs]
-        target = sp.target(t)
-        head = (f"{pad}  for (long {it} = {self.ast_expr.expr(node.for_get_init(), top=True)}; "
-                f"{self.ast_expr.expr(node.for_get_cond(), top=True)}; {it} += "
-                f"{self.ast_expr.expr(node.for_get_inc(), top=True)}) {{")
+        binds, target = self._target_binds(s, where, pad), sp.target(t)
+        head = f"{pad}  {self._loop_head(node)} {{"
         texts = [self.ast_expr.expr(a, top=True) for a in args]
         if s.name == self.accumulating:  # inside a parallel reduction: its po_acc
             return [f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc)", head[2:],
@@ -268,33 +275,3 @@ class CWalker(AstWalker):
             return lines
         plain = self.for_loop(node, depth + 1, in_parallel, loop, plain=True)
         return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *plain, f"{pad}}}"]
-
-
-
-def _walk(node: isl.AstNode) -> list[isl.AstNode]:
-    """``node`` and every AST node below it, in order."""
-    out, kind = [node], node.get_type()
-    if kind == isl.ast_node_type.for_:
-        out += _walk(node.for_get_body())
-    elif kind == isl.ast_node_type.mark:
-        out += _walk(node.mark_get_node())
-    elif kind == isl.ast_node_type.if_:
-        out += _walk(node.if_get_then_node())
-        if node.if_has_else_node():
-            out += _walk(node.if_get_else_node())
-    elif kind == isl.ast_node_type.block:
-        kids = node.block_get_children()
-        for i in range(kids.n_ast_node()):
-            out += _walk(kids.get_at(i))
-    return out
-
-
-def _users(node: isl.AstNode) -> list[isl.AstExpr]:
-    """The statement calls below ``node``, in order."""
-    return [n.user_get_expr() for n in _walk(node) if n.get_type() == isl.ast_node_type.user]
-
-
-def _iterators(node: isl.AstNode) -> set[str]:
-    """The iterators of ``node`` and of the for-loops below it."""
-    return {n.for_get_iterator().get_id().get_name() for n in _walk(node)
-            if n.get_type() == isl.ast_node_type.for_}

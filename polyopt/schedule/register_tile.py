@@ -42,6 +42,8 @@ class TilePlan:
     lanes: int
     sweeps: tuple[int, int]  # passes of the tiles over A (per column tile) and B (per row tile)
     pack: tuple[bool, bool]  # A, B
+    iterators: tuple[str, str]  # the statement's iterators of the rows and the columns
+    mc: int | None  # rows per L2 block (``_row_block``)
 
     def describe(self) -> str:
         taps = f", taps {', '.join(self.inner)} inside" if self.inner else ""
@@ -60,14 +62,12 @@ def register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     plan = _tile_plan(schedule, chain, s, policy, knobs)
     if plan is None:
         return None
-    mc = _row_block(policy.row_block if knobs.mc is None else knobs.mc, plan.mr,
-                    trip(tf.find(schedule.root, plan.row), schedule.poly.domain))
     out = _goto_nest(schedule, chain, plan.col, plan.row, plan.red, (plan.mr, plan.nr, plan.kc),
-                     plan.inner, rows_outer=bool(knobs.rows_outer), mc=mc)
+                     plan.inner, rows_outer=bool(knobs.rows_outer), mc=plan.mc)
     if any(plan.pack):
-        its = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
-        out = pack_operands(out, s, str(its[plan.col]), str(its[plan.row]), plan.mr, plan.nr,
-                            rows=plan.pack[0], cols=plan.pack[1])
+        row_it, col_it = plan.iterators
+        out = pack_operands(out, s, col_it, row_it, plan.mr, plan.nr, rows=plan.pack[0],
+                            cols=plan.pack[1])
     return out.note(plan.describe())
 
 
@@ -116,7 +116,9 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     pays = functools.partial(_pays_to_pack, policy, trips[red])
     pack = (_choice(knobs.pack_a, knobs.pack, pays(sweeps[0], trips[row] * elem)),
             _choice(knobs.pack_b, knobs.pack, pays(sweeps[1], trips[col] * elem)))
-    return TilePlan(row, col, red, inner, mr, nr, kc, b.lanes, sweeps, pack)
+    mc = _row_block(policy.row_block if knobs.mc is None else knobs.mc, mr, trips[row])
+    return TilePlan(row, col, red, inner, mr, nr, kc, b.lanes, sweeps, pack,
+                    (its[row], its[col]), mc)
 
 
 def _reduction_block(b: Blocking, policy: CpuPolicy, red: int, step_bytes: int) -> int:

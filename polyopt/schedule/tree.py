@@ -170,6 +170,8 @@ def reordered(old: Node, new: Node) -> tuple[str, ...]:
     ``old``: those below the nodes where the two trees first differ (loops of the same
     name and expression, and sequences' equal leading and trailing children, keep the
     order of everything else). Empty when only tags differ."""
+    if old is new:  # an untouched subtree (a step rebuilds only the path it changes)
+        return ()
     if isinstance(old, Loop) and isinstance(new, Loop) and old.name == new.name and (
             old.expr is new.expr or old.expr.plain_is_equal(new.expr)):
         return reordered(old.child, new.child)
