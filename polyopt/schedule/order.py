@@ -41,7 +41,8 @@ class Plan:
 
     def describe(self) -> str:
         cut = f"split({self.strip[0]}, {self.strip[1]}) " if self.strip else ""
-        return f"{cut}order {', '.join(self.order)}: {self.estimate.cycles:.3g} cycles"
+        return (f"{cut}order {', '.join(self.order)}: {self.estimate.cycles:.3g} cycles "
+                f"({self.estimate.core:.3g} per core)")
 
 
 def _outer(root: Node, top: Loop) -> list[Loop]:
@@ -68,10 +69,11 @@ def candidates(schedule: Schedule, chain: list[Loop], policy: CpuPolicy) -> list
             return []
         out.append(Plan(order, None, est))
         out += _strips(schedule, root, order, est, policy, outer)
-    # Ties (a stream bound by memory) go to the less arithmetic (``gains``), then to the
-    # longer strip: longer runs per row suit the prefetcher, and fewer strips mean fewer loop
-    # overheads.
-    return sorted(out, key=lambda p: (p.estimate.cycles, p.estimate.compute,
+    # Ties (a stream bound by memory) go to the fewer cycles of the cores' own work (their
+    # cache and TLB traffic: ``Estimate.core``), then to the less arithmetic (``gains``),
+    # then to the longer strip: longer runs per row suit the prefetcher, and fewer strips
+    # mean fewer loop overheads.
+    return sorted(out, key=lambda p: (p.estimate.cycles, p.estimate.core, p.estimate.compute,
                                       -(p.strip[1] if p.strip else 0)))
 
 
@@ -207,14 +209,14 @@ def _split_estimate(split: Schedule, names: list[str], top: Loop | None, outer: 
     best orders, summed; below (at a loop of ``top``'s chain), ``top``'s nest with each new
     nest in the order ``choose_order`` gives it."""
     if top is None:
-        cycles = compute = 0.0
+        best: list[Estimate] = []
         for name in names:
             plans = candidates(split, chain_of(tf.find(split.root, name)), policy)
             if not plans:
                 return None
-            cycles, compute = cycles + plans[0].estimate.cycles, compute + plans[
-                0].estimate.compute
-        return Estimate(cycles, compute, (), None, ())
+            best.append(plans[0].estimate)
+        return Estimate(sum(e.cycles for e in best), sum(e.compute for e in best), (), None,
+                        (), sum(e.core for e in best))
     trial = split
     for name in names:
         trial, _ = choose_order(trial, chain_of(tf.find(trial.root, name)), policy)
