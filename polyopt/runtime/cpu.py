@@ -9,6 +9,7 @@ import numpy as np
 
 from polyopt.codegen.contract import KernelSource
 from polyopt.errors import BoundsError
+from polyopt.runtime import trampoline
 from polyopt.runtime.compiler import DEFAULT_FLAGS, load_library
 
 # -fwrapv: integer arithmetic wraps like numpy's instead of being undefined on overflow.
@@ -37,6 +38,11 @@ class CpuKernel:
         self._lib = lib  # keeps the library loaded as long as the kernel lives
         self._fn = fn
         self._pointers = ctypes.c_void_p * max(1, len(source.buffers))
+        # The extension call (trampoline.py) when it builds; ctypes otherwise.
+        tramp = trampoline.load()
+        self._call = None if tramp is None or len(source.buffers) > trampoline.MAX_BUFFERS \
+            else tramp.call
+        self._address = ctypes.cast(fn, ctypes.c_void_p).value
 
     @staticmethod
     def dims_array(dims: Sequence[int]) -> ctypes.Array:
@@ -47,14 +53,19 @@ class CpuKernel:
             addresses: Sequence[int] = ()) -> None:
         """Call the kernel on ``buffers``, then the buffers at ``addresses`` (scratch whose
         addresses the caller keeps: finding an array's address costs a microsecond)."""
-        ptrs = self._pointers(*(b.ctypes.data for b in buffers), *addresses)
         dim_arr = dims if isinstance(dims, ctypes.Array) else self.dims_array(dims)
+        if self._call is not None:
+            failure = self._call(self._address, dim_arr, *buffers, *addresses)
+            if failure is not None:
+                self._raise(failure)
+            return
+        ptrs = self._pointers(*(b.ctypes.data for b in buffers), *addresses)
         err = (ctypes.c_long * 4)()
         self._fn(ptrs, dim_arr, err)
         if err[0]:
-            self._raise(err)
+            self._raise(tuple(err))
 
-    def _raise(self, err: ctypes.Array) -> None:
+    def _raise(self, err: Sequence[int]) -> None:
         what = self.source.gathers[err[1]] if err[1] < len(self.source.gathers) else "a read"
         raise BoundsError(
             f"data-dependent index out of range in def '{self.source.name}': {what} "
