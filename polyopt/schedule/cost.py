@@ -199,6 +199,9 @@ def _granules(lo: list[int], hi: list[int], ext: tuple[int, ...], elem: int,
     return min(runs, last * elem // granule - first * elem // granule + 1)
 
 
+Box = tuple[list[int], list[int]]  # the lowest and highest index of each dimension
+
+
 @dataclass
 class _Ctx:
     """One model evaluation: the program and memo tables (per tree node identity)."""
@@ -206,6 +209,7 @@ class _Ctx:
     poly: PolyProgram
     policy: CpuPolicy
     foot: dict[tuple[int, int, int], int | None] = field(default_factory=dict)
+    boxes: dict[tuple[int, int], dict[str, Box | None]] = field(default_factory=dict)
 
 
 def footprint(ctx: _Ctx, node: Node, outer: list[Loop], granule: int) -> int | None:
@@ -214,33 +218,43 @@ def footprint(ctx: _Ctx, node: Node, outer: list[Loop], granule: int) -> int | N
     key = (id(node), len(outer), granule)
     if key in ctx.foot:
         return ctx.foot[key]
-    boxes: dict[str, isl.Set] = {}
-    for name in stmts_of(node):
-        s = ctx.poly.stmt(name)
-        dom = _fixed_domain(s, outer)
-        for acc in accesses(ctx.poly, name):
-            img = dom.apply(acc.relation)
-            boxes[acc.tensor] = boxes[acc.tensor].union(img) if acc.tensor in boxes else img
     total: int | None = 0
-    for tensor, img in boxes.items():
-        n = _box_granules(ctx.poly, tensor, img, granule)
-        total = None if n is None or total is None else total + n
+    for tensor, box in _boxes(ctx, node, outer).items():
+        ext = _extents(ctx.poly, tensor)
+        if box is None or ext is None:
+            total = None
+            break
+        lo, hi = box
+        total += _granules(lo, hi, ext, _elem(ctx.poly, tensor), granule) if lo else 1
     ctx.foot[key] = total
     return total
 
 
-def _box_granules(poly: PolyProgram, tensor: str, img: isl.Set, granule: int) -> int | None:
-    if img.is_empty():
-        return 0
-    ext = _extents(poly, tensor)
+def _boxes(ctx: _Ctx, node: Node, outer: list[Loop]) -> dict[str, Box | None]:
+    """The bounding box of each tensor's elements one execution of ``node`` touches (None:
+    not constant), computed once for every granule the levels ask for."""
+    key = (id(node), len(outer))
+    if key not in ctx.boxes:
+        images: dict[str, isl.Set] = {}
+        for name in stmts_of(node):
+            dom = _fixed_domain(ctx.poly.stmt(name), outer)
+            for acc in accesses(ctx.poly, name):
+                img = dom.apply(acc.relation)
+                images[acc.tensor] = images[acc.tensor].union(img) if acc.tensor in images \
+                    else img
+        ctx.boxes[key] = {t: _box(img) for t, img in images.items() if not img.is_empty()}
+    return ctx.boxes[key]
+
+
+def _box(img: isl.Set) -> Box | None:
     lo, hi = [], []
     for k in range(img.dim(_SET)):
         a, b = img.dim_min_val(k), img.dim_max_val(k)
-        if not (a.is_int() and b.is_int()) or ext is None:
+        if not (a.is_int() and b.is_int()):
             return None
         lo.append(int(a.to_python()))
         hi.append(int(b.to_python()))
-    return _granules(lo, hi, ext or (), _elem(poly, tensor), granule) if lo else 1
+    return lo, hi
 
 
 def trip(poly: PolyProgram, lp: Loop, outer: list[Loop]) -> int | None:
