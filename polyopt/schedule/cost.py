@@ -225,7 +225,8 @@ def footprint(ctx: _Ctx, node: Node, outer: list[Loop], granule: int) -> int | N
             total = None
             break
         lo, hi = box
-        total += _granules(lo, hi, ext, _elem(ctx.poly, tensor), granule) if lo else 1
+        total = (total or 0) + (_granules(lo, hi, ext, _elem(ctx.poly, tensor), granule)
+                                if lo else 1)
     ctx.foot[key] = total
     return total
 
