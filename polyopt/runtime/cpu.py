@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -48,6 +48,20 @@ class CpuKernel:
     def dims_array(dims: Sequence[int]) -> ctypes.Array:
         """The ``dims`` argument, to build once and pass to many ``run`` calls."""
         return (ctypes.c_long * max(1, len(dims)))(*dims)
+
+    def caller(self, dims: ctypes.Array) -> Callable[..., None]:
+        """``run`` at fixed ``dims``, taking the buffers then the scratch addresses as
+        arguments: the least a call can do."""
+        call, address = self._call, self._address
+        if call is None:
+            return lambda *buffers: self.run([b for b in buffers if not isinstance(b, int)],
+                                             dims, [b for b in buffers if isinstance(b, int)])
+
+        def run(*buffers: np.ndarray | int) -> None:
+            failure = call(address, dims, *buffers)
+            if failure is not None:
+                self._raise(failure)
+        return run
 
     def run(self, buffers: Sequence[np.ndarray], dims: Sequence[int] | ctypes.Array,
             addresses: Sequence[int] = ()) -> None:
