@@ -2,7 +2,8 @@
 
 A configuration picks one value per knob and becomes ``polyopt.compile`` options: on the
 CPU, ``fusion`` and the pipeline's ``knobs`` (register and reduction tiles, packing, channel
-blocking, cache tiles); on CUDA, the ``gpu`` mapping (block tile, registers per thread,
+blocking, cache tiles, and the loop knobs: the order model's k best loop orders, the vector
+loop, the parallel loop, split-K); on CUDA, the ``gpu`` mapping (block tile, registers per thread,
 threads per block, shared memory, unrolling). Only knobs that change something for the
 definition are in its space (no register tile knobs without a contraction). Every value
 builds its schedule through checked verbs, so every configuration is legal; one the pipeline
@@ -102,10 +103,66 @@ def space_for(source: str | lang.Definition, name: str | None, sizes: Mapping[st
     program = lang.build_program(definition, sizes=sizes)
     if target.startswith("cuda"):
         return Space(target, _cuda_knobs(program, GPU_POLICY))
-    knobs = _cpu_knobs(program, cpu_policy(machine or host()))
+    policy = cpu_policy(machine or host())
+    knobs = _cpu_knobs(program, policy)
     if not _cache_tiled(program):  # the knob would change nothing
         knobs = tuple(k for k in knobs if k[0] != "cache_tile")
-    return Space(target, knobs)
+    return Space(target, knobs + _loop_knobs(program, policy))
+
+
+# The loop knobs' candidates (each kept only when its schedule differs from the default's
+# and from the other candidates'): the order model's ORDER_RANKS cheapest loop orders, and
+# split-K for reductions into fewer than SPLIT_K_OUTPUTS_PER_THREAD outputs per thread
+# (more keep every thread busy with whole outputs).
+ORDER_RANKS = 3
+SPLIT_K_OUTPUTS_PER_THREAD = 8
+
+
+def _loop_knobs(program: ir.Program,
+                policy: CpuPolicy) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """Loop order, vector loop, parallel loop and split-K, each with the values that change
+    the pipeline's schedule: the pipeline is asked (a schedule per candidate, 15-50 ms for
+    an operator), since whether a value applies depends on the nests it builds."""
+    stmts = [s for s in program.stmts if s not in _contractions(program)]
+    wanted: list[tuple[str, tuple[Any, ...]]] = [
+        ("order", tuple(range(ORDER_RANKS))),
+        ("vector", tuple(sorted({it for s in stmts for it in _unit_stride_iters(s)}))),
+        ("parallel", tuple(sorted({it for s in program.stmts for it in s.iters})))]
+    few = policy.parallel_trips * SPLIT_K_OUTPUTS_PER_THREAD
+    if any(s.reduction_iters and _outputs(program, s) < few for s in program.stmts):
+        wanted.append(("split_k", (True, False)))
+    default = _steps(program, {})
+    out = []
+    for name, values in wanted:
+        seen, kept = {default}, []
+        for v in values:
+            got = _steps(program, {name: v})
+            if got not in seen:
+                seen.add(got)
+                kept.append(v)
+        if kept:
+            out.append((name, (None, *kept)))
+    return tuple(out)
+
+
+def _steps(program: ir.Program, knobs: Mapping[str, Any]) -> str:
+    """The verbs of the pipeline's schedule with ``knobs`` (its notes left out)."""
+    options = check_options({"tuned": False, "knobs": dict(knobs)}, "c")
+    return repr([(st.verb, st.args, st.kwargs)
+                 for st in base_schedule(program, options, True).steps])
+
+
+def _unit_stride_iters(s: ir.Stmt) -> set[str]:
+    """Iterators in the last index of one of ``s``'s accesses (candidate vector loops)."""
+    lasts = [r.indices[-1] for r in s.rhs.walk() if isinstance(r, ir.Read) and r.indices]
+    out = set(s.lhs[-1:])
+    for ix in lasts:
+        out |= {v.name for v in ix.walk() if isinstance(v, ir.Var) and v.name in s.iters}
+    return out
+
+
+def _outputs(program: ir.Program, s: ir.Stmt) -> int:
+    return math.prod(ir.extent_value(e, {}) for e in program.tensors[s.tensor].shape)
 
 
 def _cache_tiled(program: ir.Program) -> bool:
