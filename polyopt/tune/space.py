@@ -79,13 +79,17 @@ class Space:
         return {"fusion": config.get("fusion", "smart"), "knobs": knobs}
 
     def encode(self, config: Config) -> list[float]:
-        """Numbers a cost model can learn from: each knob as its value (log2 for sizes; the
-        isl features of ``polyopt.tune.features`` come on top)."""
+        """Numbers a cost model can learn from: each knob as its value (log2 for sizes, 0
+        for the model's); a bool or name as its position among the knob's values, so that
+        None (the model's choice), True and False differ (the isl features and the cost
+        model's prediction of ``polyopt.tune.features`` come on top)."""
         out: list[float] = []
         for name, values in self.knobs:
             v = config[name]
-            if isinstance(v, bool) or v is None:
-                out.append(1.0 if v else 0.0)
+            if isinstance(v, (bool, str)) or (v is None and not _sizes(values)):
+                out.append(float(values.index(v)) if v in values else 0.0)
+            elif v is None:
+                out.append(0.0)
             elif isinstance(v, (int, float)):
                 out.append(math.log2(v + 1))
             elif isinstance(v, tuple):
@@ -93,6 +97,10 @@ class Space:
             else:
                 out.append(float(values.index(v)))
         return out
+
+
+def _sizes(values: tuple[Any, ...]) -> bool:
+    return any(isinstance(v, int) and not isinstance(v, bool) for v in values)
 
 
 def space_for(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
