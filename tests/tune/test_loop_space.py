@@ -103,3 +103,25 @@ def test_the_prediction_follows_the_schedule() -> None:
     p = Predicted(ROWSUM, None, {"M": 4, "N": 1 << 16})
     assert p.of({}) != p.of({"split_k": True})  # split-K runs the long rows on every core
     assert p.of({"mr": 4}) == p.of({})  # the register tile is the footprints' part
+
+
+def test_the_encoding_tells_the_models_choice_from_each_value() -> None:
+    space = space_for(DOT, None, {"N": 1 << 16})
+    codes = {repr(v): space.encode({**space.default, "split_k": v})
+             for v in dict(space.knobs)["split_k"]}
+    assert len({tuple(c) for c in codes.values()}) == len(codes)  # None and False differ
+
+
+def test_the_model_search_ranks_by_an_optimistic_bound() -> None:
+    """The ensemble's bound is below its mean where the models disagree, and finite."""
+    from polyopt.tune import search as s
+
+    space = space_for(TRANSPOSE, None, {"M": 64, "N": 96})
+    state = s._State(space, lambda cs: [1.0 + i for i, _ in enumerate(cs)], 12,
+                     random.Random(0))
+    state.measure([space.default, *state.propose(7)])
+    pool = state.propose(16)
+    bound = s._optimistic(state, pool)
+    mean = s.CostModel.fit(space, state.history).predict_many(pool)
+    assert len(bound) == len(pool) and all(math.isfinite(b) for b in bound)
+    assert sum(bound) < sum(mean)
