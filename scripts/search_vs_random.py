@@ -53,6 +53,7 @@ def one_run(case: Any, strategy: str, trials: int, seed: int) -> dict[str, Any]:
     ms = [t.result.best * 1e3 for t in result.trials]
     return {"op": case.op, "strategy": strategy, "seed": seed,
             "ms": [m if math.isfinite(m) else None for m in ms],
+            "configs": [t.config for t in result.trials],
             "space": math.prod(len(v) for _, v in result.space.knobs),
             "wall_s": time.perf_counter() - start}
 
