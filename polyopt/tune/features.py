@@ -54,7 +54,7 @@ from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import GpuModel, cpu_policy, gpu_policy
 from polyopt.schedule.tree import Loop
-from polyopt.tune.space import Config
+from polyopt.tune.space import REGISTER_KNOBS, Config
 
 N_FEATURES = 11
 N_CUDA_FEATURES = 5
@@ -202,11 +202,11 @@ class Footprints:
         return total
 
 
-# Knobs the prediction leaves at the model's values: the register tile and its packing
-# (the isl footprints above describe them). The others (fusion, channel block, cache tile,
-# loop order, vector and parallel loops, split-K) take few values, so the predictions of a
-# search's pools of candidates come from a handful of schedules.
-REGISTER_KNOBS = frozenset({"mr", "nr", "kc", "mc", "pack", "pack_a", "pack_b", "rows_outer"})
+# The prediction leaves the knobs of ``REGISTER_KNOBS`` (the register tile and its packing)
+# at the model's values: the isl footprints above describe them. The others (fusion,
+# channel block, cache tile, loop order, vector and parallel loops, split-K) take few
+# values, so the predictions of a search's pools of candidates come from a handful of
+# schedules.
 
 
 class Predicted:

@@ -45,6 +45,8 @@ def test_the_space_omits_knobs_that_change_nothing() -> None:
     assert "vector" not in knobs(ADD, {"M": 64, "N": 96})  # n is innermost already
     assert all(values[0] is None and len(set(map(repr, values))) == len(values)
                for values in knobs(MM, {"M": 64, "N": 48, "K": 40}).values())
+    outer = "def s0(float(A,B,C) X) -> (Y) { Y(b,c) +=! X(r_a,b,c) }"  # no register tile
+    assert not {"mr", "nr", "kc", "pack_a"} & set(knobs(outer, {"A": 8, "B": 64, "C": 64}))
 
 
 CASES = {
