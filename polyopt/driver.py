@@ -38,7 +38,8 @@ OPTIONS: dict[str, str] = {
     "tuned": "use the tuning database's best schedule for these shapes when it has one "
              "(default True; see polyopt.tune)",
     "knobs": "CPU pipeline decisions to fix (polyopt.schedule.knobs): mr, nr, kc (register "
-             "and reduction tiles), pack, block (NCHW16c convolutions), cache_tile",
+             "and reduction tiles), pack, block (NCHW16c convolutions), cache_tile, order, "
+             "vector, parallel, split_k (loop order, vector and parallel loops)",
     "gpu": "CUDA mapping options (polyopt.schedule.gpu.GpuMapping): 'block' (threads per "
            "block, x first, default (32, 8)), 'tiles' (register-tile contractions, default "
            "True), 'tile' (rows, columns, reduction), 'regs' (rows, columns per thread), "

@@ -2,13 +2,30 @@
 when installed) at equal trial budgets, on a matmul and three ResNet-50 conv layers.
 
 Each (kernel, strategy) is one ``polyopt.tune`` run of max(budgets) trials into a fresh
-database and a fresh kernel cache (no run profits from another's compiles). The best found
-at budget B is the best of the first B trials; its wall time is when the B-th result was
-known, counted from the start of ``tune`` (so it includes the float64 reference the tuner
-computes first; results arrive a round of candidates at a time). After a kernel's runs, its
-default schedule, each strategy's best, torch and (matmul) numpy are timed in this process,
-interleaved. MetaSchedule runs in a child process per kernel and budget (TVM can crash the
-interpreter); a crash is recorded as "failed: <reason>", never estimated.
+database and a fresh kernel cache (no run profits from another's compiles), in a child
+process of its own; MetaSchedule runs once per kernel at the largest budget in a child
+process too (TVM can crash the interpreter; a crash is recorded as "failed: <reason>",
+never estimated), with TVM's defaults (64 trials per round, one builder per physical core,
+its XGBoost model when xgboost is installed). The comparison is fair by construction:
+
+- clocks: both start before the child process is spawned, so they include the
+  interpreter's start, the imports (TVM's) and each system's setup (polyopt's float64
+  reference, MetaSchedule's task extraction and design space); a trial's time is when its
+  result was known, and the largest budget's is the process's end: polyopt's after its
+  confirmation (the fastest few schedules timed again side by side), MetaSchedule's after
+  compiling and exporting its best;
+- statistic: a trial's ms is the mean of its calls for both (MetaSchedule's runner reports
+  a mean; polyopt's worker makes 5 calls); the same-process table times every system with
+  one function (the best of 10 calls, in interleaved rounds);
+- affinity: every process gets the CPUs the study started with back after its imports
+  (under ``OMP_PROC_BIND=spread``, ``import tvm`` pins the process and the builders it
+  starts to one CPU);
+- ``--retime`` times every system together again, MetaSchedule's kept libraries
+  (``OUT/tvm/<kernel>-<trials>.so``) included; one it cannot time leaves the table.
+
+The best found at budget B is the best of the first B trials. After a kernel's runs, its
+default schedule, each strategy's best, MetaSchedule's best, torch and (matmul) numpy are
+timed in this process, interleaved.
 
 Search quality, as the issue states it: the fraction of each strategy's best at the largest
 budget reached within 32 trials (median over kernels), and a new matmul shape tuned from the
@@ -32,6 +49,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -80,19 +98,26 @@ class Run:
     failed: str = ""
     libraries: dict[int, tuple[str, float]] = field(default_factory=dict)  # TVM: B -> (.so, s)
     confirm_s: float = 0.0  # polyopt: timing the fastest schedules again, after the last trial
+    end_s: float = 0.0  # the process's end (polyopt: after confirming; TVM: after compiling)
 
     def best_over(self, n: int) -> float:
         return min((ms for _, ms, _ in self.history[:n]), default=math.inf)
 
     def derive(self, budgets: Sequence[int]) -> None:
+        """Best and wall time at each budget; the last trial's wall time is the process's
+        end, so the result a user gets (confirmed, or compiled) is in it."""
         for b in budgets:
             n = min(b, len(self.history))
             if n:
-                self.points[b] = (self.best_over(n), self.history[n - 1][0])
+                last = n == len(self.history) and self.end_s > 0
+                self.points[b] = (self.best_over(n),
+                                  self.end_s if last else self.history[n - 1][0])
 
     def as_json(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "strategy": self.strategy, "failed": self.failed,
                 "best_options": self.options, "confirm_s": self.confirm_s,
+                "end_s": self.end_s,
+                "libraries": {str(b): p for b, (p, _) in self.libraries.items()},
                 "points": [{"trials": b, "best_ms": _num(ms), "wall_s": wall}
                            for b, (ms, wall) in sorted(self.points.items())],
                 "history": [{"elapsed_s": s, "ms": _num(ms), "status": st}
@@ -144,27 +169,68 @@ def kernels_for(args: argparse.Namespace) -> list[Kernel]:
 
 
 # ------------------------------------------------------------------ polyopt's searches
-def tune_run(kernel: Kernel, strategy: str, trials: int, seed: int, db: Path) -> Run:
-    """One ``polyopt.tune`` run, every trial's elapsed time and best-so-far recorded."""
+def tune_run(kernel: Kernel, strategy: str, trials: int, seed: int, db: Path,
+             cpus: Sequence[int] = ()) -> Run:
+    """One ``polyopt.tune`` run in a fresh Python process (as MetaSchedule's): the clock
+    starts before the process does, so it includes the interpreter's start, the imports
+    and the float64 reference; each trial's time is when its result was known, and the
+    run's end (``end_s``) is the process's, after the confirmation. Each trial's ms is the
+    mean of its calls (MetaSchedule's runner reports a mean too)."""
+    run = Run(kernel.name, strategy)
+    start = time.perf_counter()  # CLOCK_MONOTONIC: the child's perf_counter shares it
+    with tempfile.TemporaryDirectory(prefix="polyopt-run-") as tmp:
+        out = Path(tmp) / "run.json"
+        spec = {"source": kernel.source, "def": kernel.def_name, "sizes": kernel.sizes,
+                "strategy": strategy, "trials": trials, "seed": seed, "db": str(db),
+                "start": start, "out": str(out), "cpus": list(cpus), "name": kernel.name}
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--polyopt-child",
+                               json.dumps(spec)], check=False)
+        run.end_s = time.perf_counter() - start
+        if proc.returncode or not out.exists():
+            run.failed = f"failed: exit status {proc.returncode}"
+            return run
+        got = json.loads(out.read_text())
+    run.history = [(h[0], math.inf if h[1] is None else h[1], h[2]) for h in got["history"]]
+    run.options, run.confirm_s = got["options"], got["confirm_s"]
+    return run
+
+
+def polyopt_child(spec_text: str) -> int:
+    """``tune_run``'s process: tunes, writes the trials' (elapsed s, mean ms, status)."""
+    spec = json.loads(spec_text)
     from polyopt.config import scratch_cache
     from polyopt.tune import tune
 
-    run = Run(kernel.name, strategy)
-    start = time.perf_counter()
+    restore_affinity(spec["cpus"])
+    start, history = float(spec["start"]), []
 
     def progress(done: int, total: int, trial: Any) -> None:
-        run.history.append((time.perf_counter() - start, trial.result.best * 1e3,
-                            trial.result.status))
+        r = trial.result
+        ms = statistics.mean(r.times) * 1e3 if r.status == "ok" and r.times else None
+        history.append((time.perf_counter() - start, ms, r.status))
         if done % 8 == 0 or done == total:
-            log(f"{kernel.name} {strategy}: {done}/{total} trials, best "
-                f"{run.best_over(done):.4g} ms, {run.history[-1][0]:.0f} s")
+            best = min((h[1] for h in history if h[1] is not None), default=math.inf)
+            log(f"{spec['name']} {spec['strategy']}: {done}/{total} trials, best {best:.4g} "
+                f"ms, {history[-1][0]:.0f} s")
 
     with scratch_cache():  # no run reuses another's compiles or the user's database
-        result = tune(kernel.source, kernel.def_name, sizes=kernel.sizes, trials=trials,
-                      strategy=strategy, db=str(db), seed=seed, progress=progress)
-    run.options = dict(result.best.options)  # the fastest when timed again side by side
-    run.confirm_s = result.wall_s - (run.history[-1][0] if run.history else 0.0)
-    return run
+        result = tune(spec["source"], spec["def"], sizes=spec["sizes"], trials=spec["trials"],
+                      strategy=spec["strategy"], db=spec["db"], seed=spec["seed"],
+                      progress=progress)
+    end = time.perf_counter() - start
+    Path(spec["out"]).write_text(json.dumps({
+        "history": history, "options": dict(result.best.options),  # the confirmed fastest
+        "confirm_s": end - (history[-1][0] if history else 0.0)}))
+    return 0
+
+
+def restore_affinity(cpus: Sequence[int]) -> None:
+    """Give this process the study's CPUs back: under ``OMP_PROC_BIND=spread``, ``import
+    tvm`` (its OpenMP runtime) pins the process, and the builders it starts after, to one
+    CPU. Every system runs on the CPUs the study started with."""
+    if cpus:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, set(cpus))
 
 
 def seeding(kernel: Kernel, db: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -175,7 +241,7 @@ def seeding(kernel: Kernel, db: Path, args: argparse.Namespace) -> dict[str, Any
     key = make_key(kernel.source, kernel.def_name, kernel.sizes, "c")
     with Database(db) as database:
         seeds = len(database.nearest(key))
-    run = tune_run(kernel, "model", args.seed_trials, args.seed, db)
+    run = tune_run(kernel, "model", args.seed_trials, args.seed, db, args.cpus)
     early, full = run.best_over(args.seed_early), run.best_over(args.seed_trials)
     return {"size": kernel.sizes["M"], "from": f"{db.stem} (matmul {args.matmul_size}^3)",
             "trials": len(run.history), "early": args.seed_early, "seeds": seeds,
@@ -200,11 +266,13 @@ def early_fractions(runs: Sequence[Run], early: int, full: int) -> dict[str, Any
 
 
 # ------------------------------------------------------------------ TVM MetaSchedule
-def tvm_run(kernel: Kernel, budgets: Sequence[int], threads: int, workdir: str) -> Run:
+def tvm_run(kernel: Kernel, budgets: Sequence[int], threads: int, workdir: str,
+            keep: Path, cpus: Sequence[int] = ()) -> Run:
     """MetaSchedule once at the largest budget, in a child process. Its JSON database gets
     each round's records as they are measured: the parent watches it, so every trial has
     its own measured time (MetaSchedule's runner) and the wall time its round ended, and the
-    best at budget B is the best of the first B, as for polyopt's searches."""
+    best at budget B is the best of the first B, as for polyopt's searches. The tuned
+    library is kept in ``keep`` so that ``--retime`` times it again with the others."""
     run = Run(kernel.name, TVM)
     if importlib.util.find_spec("tvm") is None:
         run.failed = "skipped: TVM is not installed"
@@ -213,12 +281,16 @@ def tvm_run(kernel: Kernel, budgets: Sequence[int], threads: int, workdir: str) 
     log(f"{kernel.name} {TVM}: {trials} trials in a child process")
     os.makedirs(workdir, exist_ok=True)
     start = time.perf_counter()
-    result = tvm_child(kernel, trials, threads, workdir, run, start)
+    result = tvm_child(kernel, trials, threads, workdir, run, start, cpus)
+    run.end_s = time.perf_counter() - start
     if not result.endswith(".so"):
         run.failed = f"failed: {result} (after {len(run.history)} trials)"
         log(f"{kernel.name} {TVM}: {run.failed}")
         return run
-    run.libraries[trials] = (result, time.perf_counter() - start)
+    keep.mkdir(parents=True, exist_ok=True)
+    kept = keep / f"{kernel.name}-{trials}.so"
+    shutil.copyfile(result, kept)
+    run.libraries[trials] = (str(kept.resolve()), run.end_s)
     run.derive(budgets)
     log(f"{kernel.name} {TVM}: best {run.best_over(trials):.4g} ms, "
         f"{time.perf_counter() - start:.0f} s")
@@ -226,10 +298,11 @@ def tvm_run(kernel: Kernel, budgets: Sequence[int], threads: int, workdir: str) 
 
 
 def tvm_child(kernel: Kernel, trials: int, threads: int, workdir: str, run: Run,
-              start: float) -> str:
+              start: float, cpus: Sequence[int] = ()) -> str:
     """The tuned library's path, or why there is none (``tvm_default_child``); appends
     each measured record to ``run.history`` while the child runs."""
-    spec: dict[str, Any] = {"trials": trials, "threads": threads, "workdir": workdir}
+    spec: dict[str, Any] = {"trials": trials, "threads": threads, "workdir": workdir,
+                            "cpus": list(cpus)}
     if kernel.layer is None:
         spec["n"] = kernel.sizes["M"]
     else:
@@ -297,8 +370,10 @@ def crash_reason(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def tvm_default_child(spec_text: str) -> int:
-    """MetaSchedule as shipped (its default design space for LLVM and, when xgboost is
-    installed, its XGBoost cost model) on a TE matmul or conv; prints one JSON line."""
+    """MetaSchedule as shipped (its default design space for LLVM, its defaults of 64
+    trials per round and one builder per physical core, and, when xgboost is installed, its
+    XGBoost cost model) on a TE matmul or conv, on the study's CPUs; prints one JSON
+    line."""
     spec = json.loads(spec_text)
     try:
         from polyopt.bench import tvm_conv
@@ -306,10 +381,12 @@ def tvm_default_child(spec_text: str) -> int:
         tvm, target = tvm_conv.load(int(spec["threads"]))
         from tvm.s_tir import meta_schedule as ms
 
+        restore_affinity(spec.get("cpus", ()))  # before its builders start
+
         func = _te_conv(tvm, spec["layer"]) if "layer" in spec else _te_matmul(tvm, spec["n"])
         model = "xgb" if importlib.util.find_spec("xgboost") else "random"
         db = ms.tune_tir(func, target, spec["workdir"], int(spec["trials"]), database="json",
-                         num_trials_per_iter=16, num_tuning_cores=1, cost_model=model)
+                         cost_model=model)
         sch = ms.tir_integration.compile_tir(db, func, target)
         result = "MetaSchedule found no valid schedule"
         if sch is not None:
@@ -407,7 +484,9 @@ def tvm_calls(kernel: Kernel, run: Run | None, inputs: list[np.ndarray], threads
         return {}
     from polyopt.bench import tvm_conv
 
+    cpus = sorted(os.sched_getaffinity(0))
     tvm, _ = tvm_conv.load(threads)
+    restore_affinity(cpus)
     dev = tvm.cpu()
     tensor = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
     args = [tensor(a, dev) for a in inputs]
@@ -558,13 +637,15 @@ def markdown(study: dict[str, Any]) -> str:
         f"{env['machine']['cores']} cores; threads {study['settings']['threads']}",
         f"- Versions: {', '.join(f'{k} {v}' for k, v in env['versions'].items() if v)}", "",
         "## Best found at each trial budget", "", table(study), "",
-        "best ms: the tuner's measurement (best of 5 calls in a fresh worker process) of the "
-        "best of the first B trials; wall s: from the start of `polyopt.tune` to that "
-        "trial's result. x default: the default schedule's time (trial 1 of each run, the best "
-        "of the kernel's runs) over the best at the largest budget; x torch / x numpy: from "
-        "the same-process times below. After its last trial, each run times its fastest "
-        f"few schedules and the default again side by side and keeps the fastest of those "
-        f"(at most {_confirm_s(study):.0f} s, not in wall s).", "",
+        "best ms: each system's own measurement of the best of the first B trials, the mean "
+        "of its calls for both (polyopt: 5 calls in a fresh worker process; MetaSchedule: its "
+        "runner's mean); wall s: from before the system's process started (interpreter, "
+        "imports, setup) to that trial's result, and at the largest budget to the process's "
+        "end (polyopt: after timing its fastest few schedules and the default again side by "
+        f"side, at most {_confirm_s(study):.0f} s; MetaSchedule: after compiling its best). "
+        "x default: the default schedule's time (trial 1 of each run, the best of the "
+        "kernel's runs) over the best at the largest budget; x torch / x numpy: from the "
+        "same-process times below.", "",
         f"## Same-process times at the end of each kernel's runs (ms, best over {rounds} "
         "interleaved rounds of 10 calls)", "", *_retimed(study), same_table(study), "",
         "## Search quality", "", *quality_lines(study), ""])
@@ -574,8 +655,10 @@ def _retimed(study: dict[str, Any]) -> list[str]:
     r = study.get("retimed")
     if not r:
         return []
-    return [f"Measured again with `--retime` on {r['date']}: best over {r['rounds']} rounds "
-            f"{r['pause_s']:g} s apart; MetaSchedule's times are the study's own.", ""]
+    lost = sorted({x for v in study["same_process"].values() for x in v.get("not_retimed", [])})
+    gone = f"; not timed again (library gone): {', '.join(lost)}" if lost else ""
+    return [f"Measured again with `--retime` on {r['date']}: every system together, best over "
+            f"{r['rounds']} rounds {r['pause_s']:g} s apart{gone}.", ""]
 
 
 def _confirm_s(study: dict[str, Any]) -> float:
@@ -690,6 +773,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     bad = [s for s in args.strategies if s not in (*STRATEGIES, TVM)]
     if bad or not args.budgets or min(args.budgets) < 1:
         p.error(f"unknown strategies {bad} or empty budgets")
+    args.cpus = sorted(os.sched_getaffinity(0))  # every system runs on these
     args.threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
                                        or len(os.sched_getaffinity(0)))
     return args
@@ -718,11 +802,12 @@ def study_kernel(kernel: Kernel, args: argparse.Namespace, dbdir: Path,
     runs = []
     for strategy in (s for s in args.strategies if s != TVM):
         db = dbdir / f"{kernel.name}-{strategy}.sqlite"
-        runs.append(tune_run(kernel, strategy, max(args.budgets), args.seed, db))
+        runs.append(tune_run(kernel, strategy, max(args.budgets), args.seed, db, args.cpus))
         runs[-1].derive(args.budgets)
     if TVM in args.strategies:
         runs.append(tvm_run(kernel, args.budgets, args.threads,
-                            os.path.join(workdir, kernel.name)))
+                            os.path.join(workdir, kernel.name), Path(args.out) / "tvm",
+                            args.cpus))
     return runs
 
 
@@ -741,6 +826,9 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
             runs += mine
             study["same_process"][kernel.name] = same_process(
                 kernel, mine, args.threads, args.rounds, args.seed, args.pause)
+            # OpenMP (OMP_PROC_BIND=spread) bound this thread to one CPU: the next children
+            # and the machine's tuning key (its usable cores) need the study's CPUs back
+            restore_affinity(args.cpus)
             if kernel.name == "matmul":
                 study["metrics"]["seeding"] = seed_metric(args, dbdir)
             save(study, runs, out)
@@ -751,23 +839,29 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def retime(study: dict[str, Any], args: argparse.Namespace) -> None:
-    """The same-process table of a saved study, measured again here (MetaSchedule's
-    libraries were scratch: its times stay those of the study)."""
+    """The same-process table of a saved study, every system measured again here together:
+    polyopt's default and best schedules, torch, numpy and MetaSchedule's kept libraries (a
+    system that cannot be timed again leaves the table, never keeps an older time)."""
     from polyopt.bench.conv import configure_threads
 
     configure_threads(args.threads)
     saved = argparse.Namespace(**{**vars(args), **study["settings"],
                                   "kernels": ",".join(k["name"] for k in study["kernels"])})
     for kernel in kernels_for(saved):
-        runs = [Run(r["kernel"], r["strategy"], options=r["best_options"])
-                for r in study["runs"] if r["kernel"] == kernel.name and r["strategy"] != TVM]
+        runs = [_saved_run(r) for r in study["runs"] if r["kernel"] == kernel.name]
         old = study["same_process"].get(kernel.name, {"ms": {}, "wrong": {}})
         new = same_process(kernel, runs, args.threads, args.rounds, args.seed, args.pause)
-        keep = {k: v for k, v in old["ms"].items() if k.startswith(TVM)}
-        study["same_process"][kernel.name] = {"ms": {**new["ms"], **keep},
-                                              "wrong": {**old["wrong"], **new["wrong"]}}
+        lost = sorted(set(old["ms"]) - set(new["ms"]))
+        study["same_process"][kernel.name] = {**new, "not_retimed": lost}
     study["retimed"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                         "rounds": args.rounds, "pause_s": args.pause}
+
+
+def _saved_run(row: dict[str, Any]) -> Run:
+    run = Run(row["kernel"], row["strategy"], options=row["best_options"])
+    run.libraries = {int(b): (p, 0.0) for b, p in row.get("libraries", {}).items()
+                     if Path(p).exists()}
+    return run
 
 
 def seed_metric(args: argparse.Namespace, dbdir: Path) -> dict[str, Any]:
@@ -782,6 +876,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--tvm-child"]:
         return tvm_default_child(argv[1])
+    if argv[:1] == ["--polyopt-child"]:
+        return polyopt_child(argv[1])
     args = parse_args(argv)
     out = Path(args.out)
     if args.from_json or args.retime:

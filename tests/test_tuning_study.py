@@ -61,6 +61,8 @@ def test_every_run_has_its_trials_and_budget_points(quick: tuple[dict, str, Path
             assert sorted(points) == [4, 8]
             assert points[8]["best_ms"] <= points[4]["best_ms"]
             assert points[4]["best_ms"] == min(h["ms"] for h in run["history"][:4])
+            # the clock runs from before the child process to its end, confirmation included
+            assert points[8]["wall_s"] == run["end_s"] > elapsed[-1] > elapsed[0]
         same = study["same_process"][kernel]
         peers = {"torch"} if importlib.util.find_spec("torch") else set()  # torch: optional
         assert {"default", "random", "model", *peers} <= set(same["ms"])

@@ -62,7 +62,7 @@ def optimize(schedule: Schedule, *, openmp: bool = True,
         schedule = tile_nest(schedule, name, policy, knobs)
     schedule = fuse_tiled(schedule)
     if openmp:
-        schedule = parallelize(schedule, policy)
+        schedule = parallelize(schedule, policy, knobs)
     return contract_locals(schedule)
 
 
@@ -110,11 +110,13 @@ def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
             return tiled
     if isinstance(below, Sequence):
         return _tile_fused(schedule, chain[0], policy, knobs)
-    schedule, plan = choose_order(schedule, chain, policy)
+    schedule, plan = choose_order(schedule, chain, policy, knobs.order)
     if plan is not None:
         chain = chain_of(tf.find(schedule.root, plan.order[0]))
         if plan.strip:  # the strip's inner loop is innermost: vectorize it, no cache tile
             return _vectorize(schedule, plan.order[-1])
+    if knobs.vector is not None:
+        schedule, chain = _vector_knob(schedule, chain, knobs.vector)
     schedule, chain = _hoist_unit_loops(schedule, chain)
     schedule, inner = _cache_tile(schedule, chain, policy, knobs)
     return _vectorize(schedule, inner)
@@ -135,6 +137,28 @@ def _tile_fused(schedule: Schedule, top: Loop, policy: CpuPolicy, knobs: Knobs) 
     for name in [c.name for c in below.children if isinstance(c, Loop)]:
         schedule = tile_nest(schedule, name, policy, knobs)
     return schedule
+
+
+def _vector_knob(schedule: Schedule, chain: list[Loop], want: str) -> tuple[Schedule, list[Loop]]:
+    """The ``vector`` knob: the chain's loop named ``want`` (or over iterator ``want``)
+    moved innermost, when that order is legal and the loop vectorizes there; else the chain
+    as it is, with a note (the model's vector loop stands)."""
+    stmts = tf.stmts_of(chain[-1])
+    hit = [lp for lp in chain if lp.name == want or any(
+        raw_iterator(lp.expr, s) == want for s in stmts)]
+    if not hit or not isinstance(chain[-1].child, Leaf):
+        return schedule.note(f"{chain[0].name}: vector knob {want}: no such loop in a "
+                             "perfect nest here; the model's vector loop"), chain
+    lp = hit[0]
+    order = [x.name for x in chain if x is not lp] + [lp.name]
+    try:
+        moved = schedule.reorder(*order) if lp is not chain[-1] else schedule
+        moved.vectorize(lp.name)  # a check only: the pipeline vectorizes after tiling
+    except ScheduleError as e:
+        return schedule.note(f"{chain[0].name}: vector knob {want}: "
+                             f"{str(e).splitlines()[0]}; the model's vector loop"), chain
+    out = moved.note(f"{chain[0].name}: vector knob: {lp.name} innermost")
+    return out, chain_of(tf.find(out.root, order[0]))
 
 
 def _hoist_unit_loops(schedule: Schedule, chain: list[Loop]) -> tuple[Schedule, list[Loop]]:

@@ -2,7 +2,9 @@
 
 ``options={"knobs": {...}}`` in ``polyopt.compile``; a knob left out (None) is decided by
 the machine model as usual. Every knob only picks among schedules the pipeline builds with
-checked verbs, so no value can make a schedule illegal (an impossible one is skipped).
+checked verbs, so no value can make a schedule illegal: an impossible one is skipped, and
+for the loop knobs (``order``, ``vector``, ``parallel``, ``split_k``) the schedule's notes
+say which value was not honoured and that the model's choice stands.
 """
 
 from __future__ import annotations
@@ -32,6 +34,18 @@ KNOBS: dict[str, tuple[type, int, str]] = {
     "rows_outer": (bool, 0, "register-tiled nests: row tiles outside column tiles (the "
                             "operand that moves with the rows stays in cache; default: "
                             "the one that moves with the columns)"),
+    "order": (int, 0, "nests that are not register-tiled: the loop order of that rank among "
+                      "the order model's candidates, cheapest predicted first (0: its best, "
+                      "even under order_min_gain; None: the model's choice)"),
+    "vector": (str, 0, "nests that are not register-tiled: the loop over this iterator (or "
+                       "of this name) moved innermost and vectorized"),
+    "parallel": (str, 0, "the loop over this iterator (or of this name, or its outer tile "
+                         "NAME_o) runs in parallel in each nest that has it; a reduction's "
+                         "loop becomes a parallel reduction (split-K)"),
+    "split_k": (bool, 0, "nests that reduce: True runs a reduction loop as a parallel "
+                         "reduction (each thread sums a private copy) in place of the model's "
+                         "parallel loop; False never splits (default: only when no loop of "
+                         "independent iterations has enough iterations)"),
 }
 
 
@@ -47,6 +61,10 @@ class Knobs:
     block: int | None = None
     cache_tile: int | None = None
     rows_outer: bool | None = None
+    order: int | None = None
+    vector: str | None = None
+    parallel: str | None = None
+    split_k: bool | None = None
 
     @staticmethod
     def from_options(value: Any) -> Knobs:
@@ -59,16 +77,27 @@ class Knobs:
             raise OptionError(f"option knobs must be a dict of {valid}; not {value!r}")
         for name, v in value.items():
             kind, low, _ = KNOBS[name]
-            ok = v is None or (isinstance(v, bool) if kind is bool else
-                               isinstance(v, int) and not isinstance(v, bool) and v >= low)
-            if not ok:
-                raise OptionError(f"option knobs {name}={v!r}: expected "
-                                  f"{'a bool' if kind is bool else f'an int >= {low}'}")
+            if not _valid(kind, low, v):
+                raise OptionError(f"option knobs {name}={v!r}: expected {_expected(kind, low)}")
         return Knobs(**dict(value))
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) is not None}
+
+
+def _valid(kind: type, low: int, v: Any) -> bool:
+    if v is None:
+        return True
+    if kind is bool:
+        return isinstance(v, bool)
+    if kind is str:
+        return isinstance(v, str) and v.isidentifier()
+    return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+def _expected(kind: type, low: int) -> str:
+    return {bool: "a bool", str: "a loop or iterator name"}.get(kind, f"an int >= {low}")
 
 
 DEFAULT_KNOBS = Knobs()  # every decision the model's

@@ -127,15 +127,22 @@ def _apply(schedule: Schedule, plan: Plan) -> Schedule:
     return out.reorder(*plan.order)
 
 
-def choose_order(schedule: Schedule, chain: list[Loop],
-                 policy: CpuPolicy) -> tuple[Schedule, Plan | None]:
+def choose_order(schedule: Schedule, chain: list[Loop], policy: CpuPolicy,
+                 rank: int | None = None) -> tuple[Schedule, Plan | None]:
     """The chain in the model's best legal order when it predicts ``order_min_gain`` over
-    the current one (else unchanged, and None)."""
+    the current one (else unchanged, and None); ``rank`` (the ``order`` knob): the
+    candidate of that rank instead, cheapest first, when there is one and it is legal."""
     plans = candidates(schedule, chain, policy)
     names = tuple(lp.name for lp in chain)
     base = next((p for p in plans if p.order == names and p.strip is None), None)
     if base is None:
         return schedule, None
+    if rank is not None:
+        picked = _ranked(schedule, plans, base, rank)
+        if picked is not None:
+            return picked
+        schedule = schedule.note(f"{names[0]}: order knob {rank}: not among the {len(plans)} "
+                                 "candidates, or illegal; the model's choice")
     for k, plan in enumerate(plans):
         if plan.estimate.cycles > base.estimate.cycles:
             break
@@ -153,6 +160,23 @@ def choose_order(schedule: Schedule, chain: list[Loop],
     runner = f"; best other {rest[0].describe()}" if rest else ""
     return schedule.note(f"{names[0]}: order kept, {base.describe()}{runner} (a change needs "
                          f"{policy.order_min_gain}x)"), None
+
+
+def _ranked(schedule: Schedule, plans: list[Plan], base: Plan,
+            rank: int) -> tuple[Schedule, Plan | None] | None:
+    """The chain in candidate ``plans[rank]``'s order (None when there is no such candidate
+    or it is illegal)."""
+    if rank >= len(plans):
+        return None
+    plan = plans[rank]
+    why = f"{base.order[0]}: order knob {rank}: {plan.describe()}; as scheduled " \
+          f"{base.estimate.cycles:.3g}"
+    if plan is base:
+        return schedule.note(why), None
+    try:
+        return _apply(schedule, plan).note(why), plan
+    except ScheduleError:
+        return None
 
 
 def best_cycles(schedule: Schedule, chain: list[Loop], policy: CpuPolicy) -> float | None:

@@ -11,57 +11,138 @@ from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
 from polyopt.schedule.fusion import loop_free, nests
+from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.nest import UNKNOWN_TRIP, chain_of, trip
 from polyopt.schedule.policy import CpuPolicy
 from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.tree import Loop, Sequence
+from polyopt.schedule.tree import Leaf, Loop, Sequence, loops, raw_iterator
 
 
-def parallelize(schedule: Schedule, policy: CpuPolicy) -> Schedule:
+def parallelize(schedule: Schedule, policy: CpuPolicy,
+                knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
     """In each top-level nest of at least ``policy.min_parallel_work`` statement instances,
     run the outermost dependence-free loop with at least ``policy.parallel_trips``
     iterations in parallel; when the nest's outer loops have fewer (a batch of one), look
-    inside the nests below them instead (else take the one with the most)."""
+    inside the nests below them instead (else take the one with the most). The ``parallel``
+    and ``split_k`` knobs come first where they apply (``_by_knobs``), at any size: they are
+    a person's or the tuner's decision."""
     for top in nests(schedule.root):
         n = _instances(schedule, top)
-        if n >= policy.min_parallel_work:
-            before = len(schedule.steps)
-            schedule = _parallelize_nest(schedule, top.name, policy.parallel_trips)
-            chosen = [st.args[0] for st in schedule.steps[before:]]
-            why = (f"parallel {', '.join(chosen)}: the outermost dependence-free loop with "
-                   f"{policy.parallel_trips}+ iterations" if chosen else
-                   "no dependence-free loop: one thread")
-            if not chosen:
-                split = _split_k(schedule, top.name, policy)
-                if split is not None:
-                    schedule, why = split, (f"split-K: parallel reduction "
-                                            f"{split.steps[-1].args[0]} (no loop of "
-                                            "independent iterations; one output element)")
-        else:
+        schedule, why = _by_knobs(schedule, top.name, policy, knobs)
+        if not why and n < policy.min_parallel_work:
             why = (f"one thread: {n} instances < {policy.min_parallel_work} "
                    "(OpenMP's fork and join would cost more)")
+        elif not why:
+            schedule, why = _by_model(schedule, top.name, policy, knobs.split_k is not False)
         schedule = schedule.note(f"{top.name}: {why}")
     return schedule
 
 
-def _split_k(schedule: Schedule, top: str, policy: CpuPolicy) -> Schedule | None:
+def _by_model(schedule: Schedule, top: str, policy: CpuPolicy,
+              split: bool) -> tuple[Schedule, str]:
+    before = len(schedule.steps)
+    schedule = _parallelize_nest(schedule, top, policy.parallel_trips)
+    chosen = [st.args[0] for st in schedule.steps[before:]]
+    if chosen:
+        return schedule, (f"parallel {', '.join(chosen)}: the outermost dependence-free loop "
+                          f"with {policy.parallel_trips}+ iterations")
+    got = _split_k(schedule, top, policy) if split else None
+    if got is None:
+        return schedule, "no dependence-free loop: one thread" + (
+            "" if split else " (split_k knob False)")
+    return got, (f"split-K: parallel reduction {got.steps[-1].args[0]} (no loop of "
+                 "independent iterations; one output element)")
+
+
+def _by_knobs(schedule: Schedule, top: str, policy: CpuPolicy,
+              knobs: Knobs) -> tuple[Schedule, str]:
+    """The nest's parallel loop by the ``parallel`` knob, else split-K by the ``split_k``
+    knob: (schedule, why), or an empty why when neither applies (a note says when one
+    could not be honoured)."""
+    if knobs.parallel is not None:
+        lp = _named_loop(schedule, top, knobs.parallel)
+        if lp is not None:
+            try:
+                out = schedule.parallel(lp)
+                kind = "parallel reduction" if Tag.PARALLEL_REDUCTION in tf.find(
+                    out.root, lp).tags else "parallel"
+                return out, f"{kind} {lp}: the parallel knob"
+            except ScheduleError as e:
+                schedule = schedule.note(f"{top}: parallel knob {knobs.parallel}: "
+                                         f"{str(e).splitlines()[0]}; the model's choice")
+        else:
+            schedule = schedule.note(f"{top}: parallel knob {knobs.parallel}: no such loop "
+                                     "in this nest; the model's choice")
+    if knobs.split_k:
+        split = _split_k(schedule, top, policy, force=True)
+        if split is not None:
+            return split, (f"split-K: parallel reduction {split.steps[-1].args[0]}: the "
+                           "split_k knob")
+        schedule = schedule.note(f"{top}: split_k knob: no reduction loop splits here; the "
+                                 "model's choice")
+    return schedule, ""
+
+
+def _named_loop(schedule: Schedule, top: str, want: str) -> str | None:
+    """The outermost loop of nest ``top`` named ``want`` or ``want``_o, or over iterator
+    ``want``."""
+    for lp in loops(tf.find(schedule.root, top)):
+        if lp.name in (want, f"{want}_o") or any(
+                raw_iterator(lp.expr, s) == want for s in tf.stmts_of(lp)):
+            return lp.name
+    return None
+
+
+def _split_k(schedule: Schedule, top: str, policy: CpuPolicy,
+             force: bool = False) -> Schedule | None:
     """A nest that reduces into one element (a dot product, a whole sum) with no loop of
     independent iterations: its outermost loop with ``parallel_trips`` iterations runs as a
     parallel reduction (each thread sums a private copy; ``Schedule.parallel``). A single
-    vectorized loop is first cut in ``parallel_trips`` strips of whole vectors."""
+    vectorized loop is first cut in ``parallel_trips`` strips of whole vectors. ``force``
+    (the ``split_k`` knob): the outermost loop of the nest that carries the reduction, below
+    loops of independent iterations too (a sum of a few long rows)."""
+    if force:
+        return _split_any(schedule, top, policy)
     chain = chain_of(tf.find(schedule.root, top))
-    least = policy.parallel_trips
     for lp in chain[:-1]:
-        if trip(lp, schedule.poly.domain) >= least:
-            with contextlib.suppress(ScheduleError):
-                out = schedule.parallel(lp.name)
-                if Tag.PARALLEL_REDUCTION in tf.find(out.root, lp.name).tags:
-                    return out
-            return None
-    inner = chain[-1]
+        if trip(lp, schedule.poly.domain) >= policy.parallel_trips:
+            return _reduction(schedule, lp.name)
+    if len(chain) != 1:
+        return None
+    return _split_strips(schedule, chain[-1], policy)
+
+
+def _split_any(schedule: Schedule, top: str, policy: CpuPolicy) -> Schedule | None:
+    for lp in loops(tf.find(schedule.root, top)):  # outermost first
+        if loop_free(schedule, lp):
+            continue
+        if trip(lp, schedule.poly.domain) >= policy.parallel_trips and (
+                not _leaf_below(lp) or Tag.VECTORIZE not in lp.tags):
+            return _reduction(schedule, lp.name)
+        return _split_strips(schedule, lp, policy) if _leaf_below(lp) else None
+    return None
+
+
+def _reduction(schedule: Schedule, loop: str) -> Schedule | None:
+    """``loop`` as a parallel reduction, None when it is not one."""
+    with contextlib.suppress(ScheduleError):
+        out = schedule.parallel(loop)
+        if Tag.PARALLEL_REDUCTION in tf.find(out.root, loop).tags:
+            return out
+    return None
+
+
+def _leaf_below(lp: Loop) -> bool:
+    return isinstance(lp.child, Leaf)
+
+
+def _split_strips(schedule: Schedule, inner: Loop, policy: CpuPolicy) -> Schedule | None:
+    """A vectorized innermost reduction loop cut in ``parallel_trips`` strips of whole
+    vectors, the strips' loop a parallel reduction."""
     stmts = tf.stmts_of(inner)
-    if len(chain) != 1 or len(stmts) != 1 or Tag.VECTORIZE not in inner.tags:
+    least = policy.parallel_trips
+    if len(stmts) != 1 or Tag.VECTORIZE not in inner.tags:
         return None
     s = schedule.poly.stmt(stmts[0])
     lanes = policy.lanes(DTYPES[schedule.poly.program.tensors[s.stmt.tensor].dtype]

@@ -24,6 +24,10 @@ exact). The features:
 - parallel iterations: the row and column tiles per core;
 - whether the output is blocked by channels, and the row tile over the rows.
 
+The CPU cost model's prediction (``Predicted``): log2 of the cycles
+``polyopt.schedule.cost.estimate`` predicts for the configuration's schedule, summed over
+its top-level nests; the model the pipeline decides with is thus one input of the tuner's.
+
 CUDA: threads per block, the block tile's shared-memory bytes over the limit, registers per
 thread (the accumulators) over a full block's share, blocks over the GPU's multiprocessors
 and lane use of the tile; unset knobs take the mapping's defaults (``GpuPolicy.tile_for``)
@@ -39,13 +43,18 @@ from collections.abc import Mapping
 import islpy as isl
 
 from polyopt import ir, lang
+from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
 from polyopt.poly import build_poly
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.blocked import plan_blocking
+from polyopt.schedule.cost import estimate
+from polyopt.schedule.fusion import nests
 from polyopt.schedule.machine import Machine, host
+from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import GpuModel, cpu_policy, gpu_policy
-from polyopt.tune.space import Config
+from polyopt.schedule.tree import Loop
+from polyopt.tune.space import REGISTER_KNOBS, Config
 
 N_FEATURES = 11
 N_CUDA_FEATURES = 5
@@ -191,6 +200,51 @@ class Footprints:
             count = image.count_val()
             total += int(count.to_python()) if count.is_int() else 0
         return total
+
+
+# The prediction leaves the knobs of ``REGISTER_KNOBS`` (the register tile and its packing)
+# at the model's values: the isl footprints above describe them. The others (fusion,
+# channel block, cache tile, loop order, vector and parallel loops, split-K) take few
+# values, so the predictions of a search's pools of candidates come from a handful of
+# schedules.
+
+
+class Predicted:
+    """The CPU cost model's predicted cycles of a configuration's schedule (log2), one
+    schedule per distinct value of the knobs outside ``REGISTER_KNOBS`` (about 20-700 ms
+    each, for an elementwise operator to a convolution; cached)."""
+
+    def __init__(self, source: str | lang.Definition, name: str | None,
+                 sizes: Mapping[str, int], machine: Machine | None = None) -> None:
+        self.program = lang.build_program(source, name, sizes)
+        self.policy = cpu_policy(machine or host())
+        self.machine = machine
+        self._cache: dict[tuple[tuple[str, str], ...], float] = {}
+
+    def of(self, config: Config) -> float:
+        key = tuple(sorted((k, repr(v)) for k, v in config.items()
+                           if k not in REGISTER_KNOBS and v is not None))
+        if key not in self._cache:
+            self._cache[key] = self._log_cycles(config)
+        return self._cache[key]
+
+    def _log_cycles(self, config: Config) -> float:
+        knobs = {k: v for k, v in config.items()
+                 if k not in REGISTER_KNOBS and k != "fusion" and v is not None}
+        options: dict[str, object] = {"tuned": False, "knobs": knobs,
+                                      "fusion": config.get("fusion") or "smart"}
+        if self.machine is not None:
+            options["machine"] = self.machine
+        sched = base_schedule(self.program, check_options(options, "c"), True)
+        cycles = 0.0
+        for top in nests(sched.root):  # its parallel loops as scheduled, not the model's
+            est = estimate(sched.poly, top, self.policy, parallel=_tagged_parallel)
+            cycles += est.cycles if est is not None else 0.0
+        return math.log2(max(1.0, cycles))
+
+
+def _tagged_parallel(lp: Loop) -> bool:
+    return Tag.PARALLEL in lp.tags or Tag.PARALLEL_REDUCTION in lp.tags
 
 
 def _triple(xs: tuple[int, ...] | None) -> tuple[int, int, int] | None:

@@ -115,11 +115,34 @@ def _model(state: _State, pool: int = 256, measure: int = 4) -> None:
         candidates = _candidates(state, pool)
         if not candidates:
             return
-        model = CostModel.fit(state.space, state.history, extra=state.features)
-        scores = model.predict_many(candidates)
+        scores = _optimistic(state, candidates)
         ranked = [candidates[i] for i in sorted(range(len(candidates)), key=scores.__getitem__)]
         explore = [state.rng.choice(candidates)]  # one guess the model does not pick
         state.measure(ranked[:measure] + explore)
+
+
+# Models of the ensemble behind ``_optimistic``, and how many of their standard deviations
+# a candidate's predicted log time is lowered by.
+ENSEMBLE, KAPPA = 5, 1.0
+
+
+def _optimistic(state: _State, candidates: list[Config]) -> list[float]:
+    """Each candidate's predicted log time, lowered by the models' doubt about it: the
+    mean minus ``KAPPA`` standard deviations of ``ENSEMBLE`` cost models, the first fit on
+    every measurement and the others on resamples of them (a lower confidence bound, as in
+    Bayesian optimization). One model ranked the mutations of the best schedule so far
+    first, all alike to it: on a kernel whose default sits apart from the fast schedules (a
+    column sum's register tiles) the search stayed around it while random search found
+    schedules 1.7x faster."""
+    history, n = state.history, len(state.history)
+    rng = np.random.default_rng(state.rng.randrange(1 << 32))
+    rows = []
+    for k in range(ENSEMBLE):
+        sample = history if k == 0 else [history[i] for i in rng.integers(0, n, n)]
+        model = CostModel.fit(state.space, sample, extra=state.features)
+        rows.append(model.predict_many(candidates))
+    p = np.array(rows)
+    return [float(v) for v in p.mean(axis=0) - KAPPA * p.std(axis=0)]
 
 
 def _candidates(state: _State, n: int) -> list[Config]:

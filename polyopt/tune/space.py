@@ -2,7 +2,8 @@
 
 A configuration picks one value per knob and becomes ``polyopt.compile`` options: on the
 CPU, ``fusion`` and the pipeline's ``knobs`` (register and reduction tiles, packing, channel
-blocking, cache tiles); on CUDA, the ``gpu`` mapping (block tile, registers per thread,
+blocking, cache tiles, and the loop knobs: the order model's k best loop orders, the vector
+loop, the parallel loop, split-K); on CUDA, the ``gpu`` mapping (block tile, registers per thread,
 threads per block, shared memory, unrolling). Only knobs that change something for the
 definition are in its space (no register tile knobs without a contraction). Every value
 builds its schedule through checked verbs, so every configuration is legal; one the pipeline
@@ -78,13 +79,17 @@ class Space:
         return {"fusion": config.get("fusion", "smart"), "knobs": knobs}
 
     def encode(self, config: Config) -> list[float]:
-        """Numbers a cost model can learn from: each knob as its value (log2 for sizes; the
-        isl features of ``polyopt.tune.features`` come on top)."""
+        """Numbers a cost model can learn from: each knob as its value (log2 for sizes, 0
+        for the model's); a bool or name as its position among the knob's values, so that
+        None (the model's choice), True and False differ (the isl features and the cost
+        model's prediction of ``polyopt.tune.features`` come on top)."""
         out: list[float] = []
         for name, values in self.knobs:
             v = config[name]
-            if isinstance(v, bool) or v is None:
-                out.append(1.0 if v else 0.0)
+            if isinstance(v, (bool, str)) or (v is None and not _sizes(values)):
+                out.append(float(values.index(v)) if v in values else 0.0)
+            elif v is None:
+                out.append(0.0)
             elif isinstance(v, (int, float)):
                 out.append(math.log2(v + 1))
             elif isinstance(v, tuple):
@@ -92,6 +97,10 @@ class Space:
             else:
                 out.append(float(values.index(v)))
         return out
+
+
+def _sizes(values: tuple[Any, ...]) -> bool:
+    return any(isinstance(v, int) and not isinstance(v, bool) for v in values)
 
 
 def space_for(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
@@ -102,10 +111,68 @@ def space_for(source: str | lang.Definition, name: str | None, sizes: Mapping[st
     program = lang.build_program(definition, sizes=sizes)
     if target.startswith("cuda"):
         return Space(target, _cuda_knobs(program, GPU_POLICY))
-    knobs = _cpu_knobs(program, cpu_policy(machine or host()))
+    policy = cpu_policy(machine or host())
+    knobs = _cpu_knobs(program, policy)
     if not _cache_tiled(program):  # the knob would change nothing
         knobs = tuple(k for k in knobs if k[0] != "cache_tile")
-    return Space(target, knobs)
+    if _contractions(program) and not _register_tiled(program, policy):
+        knobs = tuple(k for k in knobs if k[0] not in REGISTER_KNOBS)
+    return Space(target, knobs + _loop_knobs(program, policy))
+
+
+# The loop knobs' candidates (each kept only when its schedule differs from the default's
+# and from the other candidates'): the order model's ORDER_RANKS cheapest loop orders, and
+# split-K for reductions into fewer than SPLIT_K_OUTPUTS_PER_THREAD outputs per thread
+# (more keep every thread busy with whole outputs).
+ORDER_RANKS = 3
+SPLIT_K_OUTPUTS_PER_THREAD = 8
+
+
+def _loop_knobs(program: ir.Program,
+                policy: CpuPolicy) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """Loop order, vector loop, parallel loop and split-K, each with the values that change
+    the pipeline's schedule: the pipeline is asked (a schedule per candidate, 15-50 ms for
+    an operator), since whether a value applies depends on the nests it builds."""
+    stmts = [s for s in program.stmts if s not in _contractions(program)]
+    wanted: list[tuple[str, tuple[Any, ...]]] = [
+        ("order", tuple(range(ORDER_RANKS))),
+        ("vector", tuple(sorted({it for s in stmts for it in _unit_stride_iters(s)}))),
+        ("parallel", tuple(sorted({it for s in program.stmts for it in s.iters})))]
+    few = policy.parallel_trips * SPLIT_K_OUTPUTS_PER_THREAD
+    if any(s.reduction_iters and _outputs(program, s) < few for s in program.stmts):
+        wanted.append(("split_k", (True, False)))
+    default = _steps(program, {})
+    out = []
+    for name, values in wanted:
+        seen, kept = {default}, []
+        for v in values:
+            got = _steps(program, {name: v})
+            if got not in seen:
+                seen.add(got)
+                kept.append(v)
+        if kept:
+            out.append((name, (None, *kept)))
+    return tuple(out)
+
+
+def _steps(program: ir.Program, knobs: Mapping[str, Any]) -> str:
+    """The verbs of the pipeline's schedule with ``knobs`` (its notes left out)."""
+    options = check_options({"tuned": False, "knobs": dict(knobs)}, "c")
+    return repr([(st.verb, st.args, st.kwargs)
+                 for st in base_schedule(program, options, True).steps])
+
+
+def _unit_stride_iters(s: ir.Stmt) -> set[str]:
+    """Iterators in the last index of one of ``s``'s accesses (candidate vector loops)."""
+    lasts = [r.indices[-1] for r in s.rhs.walk() if isinstance(r, ir.Read) and r.indices]
+    out = set(s.lhs[-1:])
+    for ix in lasts:
+        out |= {v.name for v in ix.walk() if isinstance(v, ir.Var) and v.name in s.iters}
+    return out
+
+
+def _outputs(program: ir.Program, s: ir.Stmt) -> int:
+    return math.prod(ir.extent_value(e, {}) for e in program.tensors[s.tensor].shape)
 
 
 def _cache_tiled(program: ir.Program) -> bool:
@@ -114,6 +181,22 @@ def _cache_tiled(program: ir.Program) -> bool:
     (a blocked output's copy back), so ask the pipeline."""
     steps = base_schedule(program, check_options({"tuned": False}, "c"), True).steps
     return any(st.verb == "tile" for st in steps)
+
+
+# The knobs of a register-tiled nest: they change nothing when the pipeline builds none.
+REGISTER_KNOBS = frozenset({"mr", "nr", "kc", "mc", "pack", "pack_a", "pack_b",
+                            "rows_outer"})
+
+
+def _register_tiled(program: ir.Program, policy: CpuPolicy) -> bool:
+    """Does the pipeline register-tile a contraction of ``program``? A sum over the outer
+    axis (``Y(b,c) +=! X(a,b,c)``, no operand broadcast along a row) is a ``+=`` into a
+    matrix but no GotoBLAS nest; its search space was 364,500 configurations of which 9
+    differed. Asked of the pipeline: the smallest and largest register rows change the
+    schedule of a register-tiled nest (one of them is not the model's)."""
+    default = _steps(program, {})
+    return any(_steps(program, {"mr": mr}) != default
+               for mr in (min(policy.space_mr), max(policy.space_mr)))
 
 
 def _contractions(program: ir.Program) -> list[ir.Stmt]:

@@ -12,6 +12,7 @@ starts from the best schedules of the nearest tuned shapes.
 
 from __future__ import annotations
 
+import functools
 import math
 import shutil
 import time
@@ -24,7 +25,7 @@ from polyopt import ir, lang
 from polyopt.errors import OptionError, PolyoptError, SizesRequiredError
 from polyopt.runtime.cuda import device_model
 from polyopt.tune.db import Database, Record, default_path
-from polyopt.tune.features import Footprints
+from polyopt.tune.features import Footprints, Predicted
 from polyopt.tune.key import Key
 from polyopt.tune.measure import Confirm, Job, Result, Runner, prepare
 from polyopt.tune.search import STRATEGIES, search
@@ -173,13 +174,20 @@ def _confirm(runner: Runner, done: list[Trial], source: str, name: str | None,
 
 
 def _features(definition: lang.Definition, sizes: Mapping[str, int],
-              target: str = "c") -> Callable[[Config], tuple[float, ...]] | None:
-    """isl footprints of a configuration's tiles, for the cost model (None when the
-    definition has no contraction to tile); on ``cuda``, against the device's GPU model
-    (the named default without one)."""
+              target: str = "c") -> Callable[[Config], tuple[float, ...]]:
+    """isl footprints of a configuration's tiles, for the cost model (when the definition
+    has a contraction to tile), and on the CPU the pipeline's own cost model's predicted
+    cycles of its schedule; on ``cuda``, against the device's GPU model (the named default
+    without one)."""
     gpu = device_model() if target == "cuda" else None
     fp = Footprints(definition, None, sizes, gpu=gpu)
-    return fp.of if fp.stmt is not None else None
+    predicted = None if target.startswith("cuda") else Predicted(definition, None, sizes)
+    return functools.partial(_feature_row, fp if fp.stmt is not None else None, predicted)
+
+
+def _feature_row(fp: Footprints | None, predicted: Predicted | None,
+                 config: Config) -> tuple[float, ...]:
+    return (*(fp.of(config) if fp else ()), *((predicted.of(config),) if predicted else ()))
 
 
 def make_key(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],

@@ -1,0 +1,166 @@
+"""Model-guided search against random search at equal trial budgets (issue 15, item 7).
+
+For each operator of the suite (``scripts/bench_suite.py``, its benchmark sizes) and each
+seed, ``polyopt.tune`` runs once per strategy with the largest budget, into no database and
+a fresh kernel cache (no run reuses another's compiles); the best at budget B is the best
+of its first B trials (a search never looks ahead, so that is what a B-trial run finds).
+The strategies of one seed run back to back; then the default and each strategy's best at
+each budget are compiled in this process and timed side by side (3 interleaved rounds of
+the best of 10 calls): the tuner's own times of one configuration differed by 2x from run
+to run on a shared machine, which a search's best-of-N picks up as luck. The table gives,
+per operator and budget, the median over seeds of these side-by-side times of each
+strategy's best (and of the default), and model / random (below 1: the model-guided
+search's best is faster).
+
+    flock /tmp/bench.lock python3 scripts/search_vs_random.py --ops sum_axis0,bmm \\
+        --budgets 16,24 --seeds 0,1,2 --json /tmp/svr.json
+
+Runs append to ``--json`` (one locked run per operator keeps each short); ``--table``
+prints the table of a saved file without running anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+STRATEGIES = ("random", "model")
+
+
+def suite_cases() -> dict[str, Any]:
+    path = Path(__file__).resolve().parent / "bench_suite.py"
+    spec = importlib.util.spec_from_file_location("bench_suite", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_suite"] = module
+    spec.loader.exec_module(module)
+    return {c.op: c for c in module.all_cases(False)}
+
+
+def one_run(case: Any, strategy: str, trials: int, seed: int) -> dict[str, Any]:
+    from polyopt.config import scratch_cache
+    from polyopt.tune import tune
+
+    start = time.perf_counter()
+    with scratch_cache():
+        result = tune(case.source, case.kernel, sizes=case.sizes, trials=trials,
+                      strategy=strategy, db=False, seed=seed)
+    ms = [t.result.best * 1e3 for t in result.trials]
+    return {"op": case.op, "strategy": strategy, "seed": seed,
+            "ms": [m if math.isfinite(m) else None for m in ms],
+            "configs": [t.config for t in result.trials],
+            "space": math.prod(len(v) for _, v in result.space.knobs),
+            "wall_s": time.perf_counter() - start}
+
+
+def retime(case: Any, runs: Sequence[dict[str, Any]], budgets: Sequence[int],
+           rounds: int = 3) -> None:
+    """The default and each run's best configuration at each budget, compiled here and
+    timed side by side (interleaved rounds of the best of 10 calls): one seed's strategies
+    then meet under the same conditions, where the tuner's own times of one configuration
+    differ by 2x from run to run on this shared machine. Sets ``run["retimed"]``, budget
+    -> ms, and ``run["default_retimed"]``."""
+    import numpy as np
+
+    import polyopt
+    from polyopt.tune.space import space_for
+
+    space = space_for(case.source, case.kernel, case.sizes)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(shape).astype(np.float32) if shape else np.float32(1.0)
+              for shape in case.shapes]
+    picks: dict[str, dict[str, Any]] = {"default": {}}
+    for r in runs:
+        for b in budgets:
+            i = _best_index(r, b)
+            if i is not None:
+                picks[f"{r['strategy']}@{b}"] = r["configs"][i]
+    calls = {}
+    for name, config in picks.items():
+        options = {**space.options({**space.default, **config}), "tuned": False}
+        fn = polyopt.compile(case.source, case.kernel, sizes=case.sizes, options=options)
+        calls[name] = (lambda f=fn: f(*inputs))
+    ms = dict.fromkeys(calls, math.inf)
+    for _ in range(rounds):
+        for name, call in calls.items():
+            call()
+            for _ in range(10):
+                start = time.perf_counter()
+                call()
+                ms[name] = min(ms[name], (time.perf_counter() - start) * 1e3)
+    for r in runs:
+        r["retimed"] = {str(b): ms.get(f"{r['strategy']}@{b}") for b in budgets}
+        r["default_retimed"] = ms["default"]
+
+
+def _best_index(run: dict[str, Any], budget: int) -> int | None:
+    ok = [(m, i) for i, m in enumerate(run["ms"][:budget]) if m is not None]
+    return min(ok)[1] if ok else None
+
+
+def best_at(run: dict[str, Any], budget: int) -> float:
+    return min((m for m in run["ms"][:budget] if m is not None), default=math.inf)
+
+
+def table(runs: Sequence[dict[str, Any]], budgets: Sequence[int]) -> str:
+    head = ["operator", "space", "seeds", "default ms",
+            *[f"{s} @{b}" for b in budgets for s in STRATEGIES],
+            *[f"model/random @{b}" for b in budgets]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for op in dict.fromkeys(r["op"] for r in runs):
+        mine = [r for r in runs if r["op"] == op]
+        seeds = sorted({r["seed"] for r in mine})
+        default = statistics.median(r["ms"][0] for r in mine if r["ms"][0] is not None)
+        med = {(s, b): statistics.median(best_at(r, b) for r in mine if r["strategy"] == s)
+               for s in STRATEGIES for b in budgets}
+        if all("retimed" in r for r in mine):  # side-by-side times, one seed at a time
+            default = statistics.median(r["default_retimed"] for r in mine)
+            med = {(s, b): statistics.median(r["retimed"][str(b)] for r in mine
+                                             if r["strategy"] == s)
+                   for s in STRATEGIES for b in budgets}
+        cells = [f"{med[s, b]:.4g}" for b in budgets for s in STRATEGIES]
+        ratios = [f"{med['model', b] / med['random', b]:.3f}" for b in budgets]
+        lines.append("| " + " | ".join([op, str(mine[0]["space"]), ",".join(map(str, seeds)),
+                                        f"{default:.4g}", *cells, *ratios]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ops", default="", help="suite operators, comma-separated")
+    p.add_argument("--budgets", default="16,24")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--json", required=True, help="results file (appended to)")
+    p.add_argument("--table", action="store_true", help="print the saved table only")
+    args = p.parse_args(argv)
+    budgets = sorted(int(b) for b in args.budgets.split(","))
+    path = Path(args.json)
+    runs: list[dict[str, Any]] = json.loads(path.read_text()) if path.exists() else []
+    if not args.table:
+        cases = suite_cases()
+        for op in filter(None, args.ops.split(",")):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                mine = []
+                for strategy in STRATEGIES:
+                    mine.append(one_run(cases[op], strategy, max(budgets), seed))
+                    print(f"{op} seed {seed} {strategy}: best "
+                          f"{best_at(mine[-1], max(budgets)):.4g} ms "
+                          f"({mine[-1]['wall_s']:.0f} s)", file=sys.stderr, flush=True)
+                retime(cases[op], mine, budgets)
+                runs += mine
+                path.write_text(json.dumps(runs, indent=1))
+    print(table(runs, budgets))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

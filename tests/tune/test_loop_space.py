@@ -1,0 +1,129 @@
+"""The tuner's loop knobs (order, vector, parallel, split_k) and the cost model's
+prediction as a feature: only knobs that change the schedule are in the space, and every
+value in it computes what numpy does."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt import lang
+from polyopt.tune.features import Predicted
+from polyopt.tune.space import space_for
+from polyopt.tune.tuner import _features
+
+COLSUM = "def colsum(float(M,N) A) -> (S) { S(n) +=! A(m,n) }"
+TRANSPOSE = "def tr(float(M,N) A) -> (B) { B(n,m) = A(m,n) }"
+ROWSUM = "def rs(float(M,N) A) -> (S) { S(m) +=! A(m,n) }"
+DOT = "def dot(float(N) a, float(N) b) -> (s) { s +=! a(r_n) * b(r_n) }"
+ADD = "def add(float(M,N) A, float(M,N) B) -> (C) { C(m,n) = A(m,n) + B(m,n) }"
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+
+
+def knobs(source: str, sizes: dict) -> dict:
+    return dict(space_for(source, None, sizes).knobs)
+
+
+def test_the_space_holds_the_loop_knobs_that_change_the_schedule() -> None:
+    tr = knobs(TRANSPOSE, {"M": 64, "N": 96})
+    assert tr["order"] == (None, 1) and tr["vector"] == (None, "n")
+    assert "split_k" not in tr  # nothing reduces
+    few = knobs(ROWSUM, {"M": 4, "N": 1 << 14})
+    assert few["split_k"] == (None, True)  # four long rows: the rows' loop is not enough
+    assert knobs(DOT, {"N": 1 << 16})["split_k"] == (None, False)  # split by default
+
+
+def test_the_space_omits_knobs_that_change_nothing() -> None:
+    cs = knobs(COLSUM, {"M": 64, "N": 96})
+    assert "order" not in cs and "vector" not in cs  # one loop below the output's
+    assert "split_k" not in knobs(COLSUM, {"M": 64, "N": 4096})  # outputs enough for all
+    assert "vector" not in knobs(ADD, {"M": 64, "N": 96})  # n is innermost already
+    assert all(values[0] is None and len(set(map(repr, values))) == len(values)
+               for values in knobs(MM, {"M": 64, "N": 48, "K": 40}).values())
+    outer = "def s0(float(A,B,C) X) -> (Y) { Y(b,c) +=! X(r_a,b,c) }"  # no register tile
+    assert not {"mr", "nr", "kc", "pack_a"} & set(knobs(outer, {"A": 8, "B": 64, "C": 64}))
+
+
+CASES = {
+    "colsum": (COLSUM, {"M": 64, "N": 96}, lambda a: a.sum(0)),
+    "transpose": (TRANSPOSE, {"M": 64, "N": 96}, lambda a: a.T),
+    "rowsum": (ROWSUM, {"M": 4, "N": 1 << 14}, lambda a: a.sum(1)),
+}
+
+
+def one_at_a_time(space: polyopt.tune.space.Space) -> list[dict]:
+    """The default with each loop knob at each of its values, and a few mixtures."""
+    loop = {n: v for n, v in space.knobs if n in ("order", "vector", "parallel", "split_k")}
+    out = [{**space.default, name: v} for name, values in loop.items() for v in values[1:]]
+    rng = random.Random(0)
+    return out + [space.sample(rng) for _ in range(3)]
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_value_in_the_space_computes_the_same(case: str) -> None:
+    source, sizes, ref = CASES[case]
+    space = space_for(source, None, sizes)
+    a = np.random.default_rng(0).standard_normal((sizes["M"], sizes["N"]), np.float32)
+    for config in one_at_a_time(space):
+        k = polyopt.compile(source, sizes=sizes, options=space.options(config))
+        np.testing.assert_allclose(k(a), ref(a), rtol=1e-4, atol=1e-3, err_msg=str(config))
+
+
+@pytest.mark.cc
+def test_every_split_k_value_of_a_dot_product_computes_the_same() -> None:
+    sizes = {"N": 1 << 14}
+    space = space_for(DOT, None, sizes)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(1 << 14, np.float32), rng.standard_normal(1 << 14, np.float32)
+    for config in one_at_a_time(space):
+        k = polyopt.compile(DOT, sizes=sizes, options=space.options(config))
+        np.testing.assert_allclose(k(a, b), a.astype(np.float64) @ b, rtol=1e-3, atol=1e-2)
+
+
+def test_the_models_prediction_is_a_finite_feature_and_cheap_once_cached() -> None:
+    sizes = {"M": 64, "N": 96}
+    space = space_for(TRANSPOSE, None, sizes)
+    row = _features(lang.define(TRANSPOSE), sizes)
+    rng = random.Random(0)
+    pool = [space.sample(rng) for _ in range(64)]
+    values = [row(c) for c in pool]
+    assert all(len(v) == 1 and math.isfinite(v[0]) and v[0] > 0 for v in values)
+    start = time.perf_counter()
+    [row(c) for c in pool]  # one schedule per distinct loop-knob setting, cached
+    assert time.perf_counter() - start < 0.05
+    mm = _features(lang.define(MM), {"M": 64, "N": 48, "K": 40})({})
+    assert len(mm) == 12 and all(math.isfinite(x) for x in mm)
+
+
+def test_the_prediction_follows_the_schedule() -> None:
+    p = Predicted(ROWSUM, None, {"M": 4, "N": 1 << 16})
+    assert p.of({}) != p.of({"split_k": True})  # split-K runs the long rows on every core
+    assert p.of({"mr": 4}) == p.of({})  # the register tile is the footprints' part
+
+
+def test_the_encoding_tells_the_models_choice_from_each_value() -> None:
+    space = space_for(DOT, None, {"N": 1 << 16})
+    codes = {repr(v): space.encode({**space.default, "split_k": v})
+             for v in dict(space.knobs)["split_k"]}
+    assert len({tuple(c) for c in codes.values()}) == len(codes)  # None and False differ
+
+
+def test_the_model_search_ranks_by_an_optimistic_bound() -> None:
+    """The ensemble's bound is below its mean where the models disagree, and finite."""
+    from polyopt.tune import search as s
+
+    space = space_for(TRANSPOSE, None, {"M": 64, "N": 96})
+    state = s._State(space, lambda cs: [1.0 + i for i, _ in enumerate(cs)], 12,
+                     random.Random(0))
+    state.measure([space.default, *state.propose(7)])
+    pool = state.propose(16)
+    bound = s._optimistic(state, pool)
+    mean = s.CostModel.fit(space, state.history).predict_many(pool)
+    assert len(bound) == len(pool) and all(math.isfinite(b) for b in bound)
+    assert sum(bound) < sum(mean)
