@@ -4,7 +4,10 @@ dimensions (the channels) blocked by the vector width, NCHW16c-style.
 
 The contraction's vector loop is then that block's offset, its weights are packed along the
 same dimension so each vector is one contiguous load, and padded inputs are copied with
-their padding, so the statement needs no border piece. The driver applies the layouts to
+their padding, so the statement needs no border piece. A channel that also indexes an
+operand moving along the rows (a depthwise convolution's input, which then needs a blocked
+copy of its own) is blocked only where the model predicts it faster than the rows
+(``streamed_costs``: rows shorter than a vector). The driver applies the layouts to
 the program before it is scheduled, and the schedule records each as a ``pack`` step.
 """
 
