@@ -157,8 +157,9 @@ def streamed_costs(program: ir.Program, s: PolyStmt, policy: CpuPolicy) -> Strea
       back by the next (``fma_latency + policy.store_forward_cycles`` per tap and row);
     - channels in lanes: every output pixel is one full vector per tap at ``fma_units`` per
       cycle, plus the blocked copies: the streamed operand in (with its padding) and the
-      output back, each vector ``log2(lanes)`` shuffle rounds of an in-register transpose
-      (one shuffle port).
+      output back, each vector one load per lane at ``policy.copy_loads_per_cycle`` (a row
+      narrower than a transpose block is copied in by a gather; the copy out, an
+      in-register transpose, costs less: the model takes the gather's cost for both).
     """
     t = program.tensors[s.stmt.tensor]
     taps = _taps(s, policy.small_reduction)
@@ -180,8 +181,8 @@ def streamed_costs(program: ir.Program, s: PolyStmt, policy: CpuPolicy) -> Strea
     per_tap = 1 / m.fma_units if whole else m.fma_latency + policy.store_forward_cycles
     rows = outputs // width * -(-width // lanes) * taps * per_tap
     copied = sum(_padded_elements(program, rd) for rd in {rd.tensor: rd for rd in moving}.values())
-    shuffles = max(1, lanes.bit_length() - 1)
-    blocked = (outputs * taps / m.fma_units + (copied + outputs) * shuffles) / lanes
+    per_copy = lanes / policy.copy_loads_per_cycle
+    blocked = (outputs * taps / m.fma_units + (copied + outputs) * per_copy) / lanes
     return StreamedCosts(rows, blocked, lanes, tuple(sorted(channels)), whole)
 
 
