@@ -87,9 +87,9 @@ def test_wider_vectors_block_wider_rows() -> None:
     assert plan_blocking(program, s, cpu_policy(Machine(128, 32))) == ("O", 1, 64)
 
 
-def test_a_slower_store_forward_raises_the_rows_cost() -> None:
-    """The rows' cost of a short row grows with the store-to-load latency; the channels'
-    does not."""
+def test_a_slower_fma_raises_the_rows_cost() -> None:
+    """The rows' cost of a short row grows with the FMA's latency (each tap waits for the
+    last one's sum, through memory); the channels' does not (independent accumulators)."""
     program, s = update_of(source(), sizes(1, 384, 14, 14))
     policy = cpu_policy(Machine(64, 32))
     slow = cpu_policy(Machine(64, 32, fma_latency=8))
