@@ -23,7 +23,7 @@ from polyopt.errors import OptionError, PolyoptError, ScheduleError
 from polyopt.poly import Deps, PolyProgram, analyze, model_of
 from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule import FUSION, Schedule, Step, check_legal, compute_schedule, program_order
-from polyopt.schedule.blocked import plan_layout
+from polyopt.schedule.blocked import layout_notes, plan_layout
 from polyopt.schedule.cpu import optimize
 from polyopt.schedule.gpu import GpuMapping, map_to_gpu
 from polyopt.schedule.knobs import Knobs
@@ -153,14 +153,18 @@ def base_schedule(program: ir.Program, options: Mapping[str, Any],
     if auto not in (True, False, "isl"):
         raise OptionError(f"auto must be True, False or 'isl', not {auto!r}")
     cuda = is_cuda(options)
+    notes: tuple[str, ...] = ()
     if auto is True and not cuda and options["knobs"].block != 0:  # False or 0: never block
         layout = plan_layout(model_of(program), options["machine"],
                              options["knobs"].block or None)
+        notes = layout_notes(model_of(program), options["machine"])
     sched = _laid_out(program, options, auto is not False, layout)
     if auto is not True:
         return sched
     if cuda:
         return map_to_gpu(sched, options["gpu"])
+    for note in notes:
+        sched = sched.note(note)
     return optimize(sched, openmp=options["openmp"], machine=options["machine"],
                     knobs=options["knobs"])
 

@@ -4,13 +4,18 @@ dimensions (the channels) blocked by the vector width, NCHW16c-style.
 
 The contraction's vector loop is then that block's offset, its weights are packed along the
 same dimension so each vector is one contiguous load, and padded inputs are copied with
-their padding, so the statement needs no border piece. The driver applies the layouts to
+their padding, so the statement needs no border piece. A channel that also indexes an
+operand moving along the rows (a depthwise convolution's input, which then needs a blocked
+copy of its own) is blocked only where the model predicts it faster than the rows
+(``streamed_costs``: rows shorter than a vector). The driver applies the layouts to
 the program before it is scheduled, and the schedule records each as a ``pack`` step.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+from dataclasses import dataclass
 
 import islpy as isl
 
@@ -52,6 +57,21 @@ def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> 
     return _applicable(program, packs)
 
 
+def layout_notes(pp: PolyProgram, machine: Machine) -> tuple[str, ...]:
+    """Why each contraction whose channels move a streamed operand got its layout (the
+    two layouts' predicted cycles, ``streamed_costs``), for the schedule's notes."""
+    if pp.program.sizes:
+        return ()
+    policy = cpu_policy(machine)
+    notes = []
+    for s in pp.stmts:
+        if s.kind == "update" and s.stmt.op == "+" and not s.guarded:
+            costs = streamed_costs(pp.program, s, policy)
+            if costs is not None:
+                notes.append(costs.describe(s.stmt.tensor))
+    return tuple(notes)
+
+
 def _applicable(program: ir.Program, packs: list[Pack]) -> tuple[Pack, ...]:
     """``packs`` without those that do not apply after the ones before them."""
     done: list[Pack] = []
@@ -78,12 +98,16 @@ def plan_blocking(program: ir.Program, s: PolyStmt, policy: CpuPolicy,
             and _unit_stride(s)):
         return None  # the natural layout vectorizes well
     # A channel: an output index that some operand (the weights) is indexed by directly,
-    # and no operand that moves with the output's last index is (a depthwise input would
-    # need a blocked copy of its own: one more pass than the blocking saves).
+    # and no operand that moves with the output's last index is, unless the model predicts
+    # the blocking pays for that operand's blocked copy (a depthwise convolution's input:
+    # ``streamed_costs``).
     last = s.stmt.lhs[-1]
     plain = {ix.name for r in s.reads for ix in r.read.indices if isinstance(ix, ir.Var)}
     streamed = {ix.name for r in s.reads if r.read.uses(last) for ix in r.read.indices
                 if isinstance(ix, ir.Var)}
+    costs = streamed_costs(program, s, policy)
+    if costs is not None and costs.blocked < costs.rows:
+        streamed -= set(costs.channels)  # the copies pay: these channels may go in lanes
     # Several vectors of channels per block for a filter with taps over wide rows (the
     # register tile then holds several accumulators per output pixel), else one.
     wide = extents[-1] >= policy.wide_rows and _has_taps(s, policy.small_reduction)
@@ -95,6 +119,93 @@ def plan_blocking(program: ir.Program, s: PolyStmt, policy: CpuPolicy,
         if fits:
             return t.name, max(fits, key=lambda d: extents[d]), size
     return None
+
+
+@dataclass(frozen=True)
+class StreamedCosts:
+    """Predicted cycles of a contraction whose channel index also moves an operand that
+    moves with the output's last index (a depthwise convolution's input): computed in its
+    natural layout (vectors along the output rows) or with channels in lanes."""
+
+    rows: float
+    blocked: float
+    lanes: int
+    channels: tuple[str, ...]  # the output indices that may go in lanes
+    whole_vectors: bool  # does an output row hold a whole vector (then a register tile)?
+
+    def describe(self, tensor: str) -> str:
+        chosen, other = (("channels in lanes", "rows") if self.blocked < self.rows
+                         else ("rows", "channels in lanes"))
+        unit = (f"blocks of {self.lanes}" if self.blocked < self.rows
+                else f"vectors of {self.lanes} along the rows")
+        costs = {"rows": self.rows, "channels in lanes": self.blocked}
+        why = ("rows hold whole vectors: a register tile keeps the taps' sums in registers"
+               if self.whole_vectors else "rows shorter than a vector: the taps' sums go "
+               "through memory, one store-to-load chain per tap")
+        return (f"layout of {tensor}: {chosen} ({unit}): {costs[chosen]:.3g} "
+                f"cycles predicted against {costs[other]:.3g} for {other}; {why}")
+
+
+def streamed_costs(program: ir.Program, s: PolyStmt, policy: CpuPolicy) -> StreamedCosts | None:
+    """The two layouts' predicted cycles for a contraction with taps whose channel index
+    is read plainly by an operand that moves with the output's last index (None for any
+    other statement). In lanes-wide vector steps, over the whole output:
+
+    - rows: each output row in ``ceil(W / lanes)`` vectors per tap. With a whole vector in
+      the row, a register tile keeps the sums in registers and the taps issue at
+      ``fma_units`` per cycle; in a shorter row the sum of each tap is stored and loaded
+      back by the next (``fma_latency + policy.store_forward_cycles`` per tap and row);
+    - channels in lanes: every output pixel is one full vector per tap at ``fma_units`` per
+      cycle, plus the blocked copies: the streamed operand in (with its padding) and the
+      output back, each vector one load per lane at ``policy.copy_loads_per_cycle`` (a row
+      narrower than a transpose block is copied in by a gather; the copy out, an
+      in-register transpose, costs less: the model takes the gather's cost for both).
+    """
+    t = program.tensors[s.stmt.tensor]
+    taps = _taps(s, policy.small_reduction)
+    if taps is None or t.rank < 2:
+        return None
+    last = s.stmt.lhs[-1]
+    moving = [r.read for r in s.reads if r.read.uses(last)]
+    # A channel: an output index read plainly both by an operand that moves with the rows
+    # and by one that does not (the weights): a depthwise convolution's c, not a batch n.
+    channels = _plain(moving) & _plain([r.read for r in s.reads if not r.read.uses(last)])
+    channels &= set(s.stmt.lhs[:-1])
+    if not channels:
+        return None
+    m = policy.machine
+    lanes = policy.lanes(DTYPES[t.dtype].np.itemsize)
+    extents = [ir.extent_value(e, {}) for e in t.shape]
+    outputs, width = math.prod(extents), extents[-1]
+    whole = width >= lanes
+    per_tap = 1 / m.fma_units if whole else m.fma_latency + policy.store_forward_cycles
+    rows = outputs // width * -(-width // lanes) * taps * per_tap
+    copied = sum(_padded_elements(program, rd) for rd in {rd.tensor: rd for rd in moving}.values())
+    per_copy = lanes / policy.copy_loads_per_cycle
+    blocked = (outputs * taps / m.fma_units + (copied + outputs) * per_copy) / lanes
+    return StreamedCosts(rows, blocked, lanes, tuple(sorted(channels)), whole)
+
+
+def _plain(reads: list[ir.Read]) -> set[str]:
+    """The index variables ``reads`` index some dimension by directly."""
+    return {ix.name for rd in reads for ix in rd.indices if isinstance(ix, ir.Var)}
+
+
+def _taps(s: PolyStmt, small: int) -> int | None:
+    """The product of the statement's reduction extents when every one is at most
+    ``small`` (filter taps only, no long channel reduction); else None."""
+    extents = [s.extent(it) for it in s.stmt.reduction_iters]
+    if not extents or any(e is None or not 1 <= e <= small for e in extents):
+        return None
+    return math.prod(e for e in extents if e is not None)
+
+
+def _padded_elements(program: ir.Program, read: ir.Read) -> int:
+    """Elements of ``read``'s tensor with its zero padding (what its copy holds)."""
+    shape = program.tensors[read.tensor].shape
+    pads = read.pad or tuple(ir.Pad() for _ in shape)
+    return math.prod(ir.extent_value(f"({e}) + ({p.before}) + ({p.after})", {})
+                     for e, p in zip(shape, pads, strict=True))
 
 
 def _lanes_contiguous(s: PolyStmt, it: str, size: int) -> bool:

@@ -128,6 +128,17 @@ class CpuPolicy:
     'with taps'. A bound between filter windows (1-7 wide in ResNet-50 and MobileNetV2) and
     most channel reductions (the first layers' 3 channels join the taps), not measured."""
 
+    store_forward_cycles: int = 5
+    """Cycles from a store to a load of the same address forwarded from the store buffer:
+    the model's cost of a sum kept in memory between two filter taps (with the FMA's
+    latency), ``blocked.streamed_costs``. Not detected: 4-5 on Intel's cores since Skylake
+    and AMD's since Zen (Agner Fog's tables); a core that differs sets it here."""
+
+    copy_loads_per_cycle: int = 2
+    """Element loads a core issues per cycle in a copy that gathers one element per lane
+    (a depthwise input copied into channel blocks: ``blocked.streamed_costs``). Not
+    detected: two load ports on Intel's cores since Haswell and AMD's since Zen."""
+
     phase_min_lane_fill: float = 0.5
     """An unblocked convolution's input read at a stride along the output's last index (the
     vector loop) is copied split in phases (``relayout.phase_program``: unit-stride vectors,
