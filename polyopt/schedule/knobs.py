@@ -32,8 +32,8 @@ KNOBS: dict[str, tuple[type, int, str]] = {
                       "0: never block (None: the vector lanes)"),
     "cache_tile": (int, 0, "tile size for transposed accesses (0: never tile)"),
     "rows_outer": (bool, 0, "register-tiled nests: row tiles outside column tiles (the "
-                            "operand that moves with the rows stays in cache; default: "
-                            "the one that moves with the columns)"),
+                            "operand that moves with the rows stays in cache; None: the "
+                            "model, rows outside when the output outweighs the operands)"),
     "order": (int, 0, "nests that are not register-tiled: the loop order of that rank among "
                       "the order model's candidates, cheapest predicted first (0: its best, "
                       "even under order_min_gain; None: the model's choice)"),

@@ -216,7 +216,7 @@ def _cpu_knobs(program: ir.Program,
                   ("kc", (None, *policy.space_kc)),
                   ("pack_a", (None, True, False)),
                   ("pack_b", (None, True, False)),
-                  ("rows_outer", (None, True))]
+                  ("rows_outer", (None, True, False))]
         if any(len(s.lhs) >= policy.conv_rank for s in program.stmts):  # NCHW: channel
             # blocks of the default (None), none, or several vectors (more accumulators)
             knobs.append(("block", (None, 0, *(v * lanes for v in policy.space_block_vectors))))

@@ -9,6 +9,7 @@ import polyopt
 from polyopt.schedule import cost
 from polyopt.schedule.machine import Machine, gemm_blocking
 from polyopt.schedule.policy import cpu_policy
+from polyopt.schedule.tree import loops
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 BMM = "def bmm(float(B,M,K) X, float(B,K,N) Y) -> (Z) { Z(b,m,n) +=! X(b,m,r_k) * Y(b,r_k,n) }"
@@ -84,3 +85,19 @@ def test_the_reduction_splits_only_when_its_panel_leaves_half_of_l2() -> None:
     deep = {"M": 512, "N": 16, "K": 8192}
     assert "blocks of 8192" in tile_note(schedule(MM, deep, AVX512))
     assert "blocks of 8192" not in tile_note(schedule(MM, deep, AVX512.replace("2M", "512K")))
+
+
+def _tile_loops(s: polyopt.Schedule) -> list[str]:
+    return [lp.name for lp in loops(s.root) if lp.name in ("m2_o", "n2_o")]
+
+
+def test_row_tiles_go_outside_when_the_output_outweighs_its_operands() -> None:
+    """A short reduction (K=16) makes the output the traffic: the threads take the rows
+    they zeroed. A square product keeps the column tiles outside; the knob overrides."""
+    skinny = schedule(MM, {"M": 512, "N": 512, "K": 16}, AVX512)
+    assert _tile_loops(skinny) == ["m2_o", "n2_o"] and "row tiles outside" in tile_note(skinny)
+    square = schedule(MM, {"M": 512, "N": 512, "K": 512}, AVX512)
+    assert _tile_loops(square) == ["n2_o", "m2_o"]
+    forced = polyopt.schedule(MM, sizes={"M": 512, "N": 512, "K": 16},
+                              options={"machine": AVX512, "knobs": {"rows_outer": False}})
+    assert _tile_loops(forced) == ["n2_o", "m2_o"]
