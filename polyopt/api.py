@@ -97,7 +97,7 @@ class Kernel:
         self._lock = threading.Lock()
         self._plans: dict[tuple[tuple[int, ...], ...], _CallPlan] = {}
         self._scratch = threading.local()
-        # What a host call checks of each input on the fast path (``_host_arrays``).
+        # What a host call checks of each input on the fast path (``_host_call``).
         self._wanted = tuple((dtypes.get(d.type.name).np, len(d.type.dims))  # type: ignore
                              for d in self._decl.inputs)
         # Check now what can be checked now, so errors show at compile time; lower now only
@@ -200,7 +200,7 @@ class Kernel:
         if plan is None or plan.host is None:
             return None
         outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
-        plan.host(*inputs, *outs, *(self._locals(plan)[1] if plan.locals else ()))
+        plan.host(*inputs, *outs, *self._locals(plan)[1])
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _unaliased(self, program: ir.Program, outs: list[Any], inputs: list[Any]) -> list[Any]:

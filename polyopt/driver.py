@@ -155,9 +155,9 @@ def base_schedule(program: ir.Program, options: Mapping[str, Any],
     cuda = is_cuda(options)
     notes: tuple[str, ...] = ()
     if auto is True and not cuda and options["knobs"].block != 0:  # False or 0: never block
-        layout = plan_layout(model_of(program), options["machine"],
-                             options["knobs"].block or None)
-        notes = layout_notes(model_of(program), options["machine"])
+        pp = model_of(program)
+        layout = plan_layout(pp, options["machine"], options["knobs"].block or None)
+        notes = layout_notes(pp, options["machine"])
     sched = _laid_out(program, options, auto is not False, layout)
     if auto is not True:
         return sched

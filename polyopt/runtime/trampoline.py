@@ -16,6 +16,7 @@ None and kernels are called through ctypes as before.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.machinery
 import importlib.util
 import sysconfig
@@ -86,17 +87,9 @@ static struct PyModuleDef po_module = {PyModuleDef_HEAD_INIT, "@NAME@", NULL, -1
 PyMODINIT_FUNC PyInit_@NAME@(void) { return PyModule_Create(&po_module); }
 """.replace("@MAX@", str(MAX_BUFFERS)).replace("@NAME@", NAME)
 
-_LOADED: list[ModuleType | None] = []
-
-
+@functools.cache
 def load() -> ModuleType | None:
     """The extension module (built on first use), or None where it cannot be built."""
-    if not _LOADED:
-        _LOADED.append(_build())
-    return _LOADED[0]
-
-
-def _build() -> ModuleType | None:
     include = sysconfig.get_paths().get("include")
     if not include:
         return None

@@ -113,11 +113,41 @@ def space_for(source: str | lang.Definition, name: str | None, sizes: Mapping[st
         return Space(target, _cuda_knobs(program, GPU_POLICY))
     policy = cpu_policy(machine or host())
     knobs = _cpu_knobs(program, policy)
-    if not _cache_tiled(program):  # the knob would change nothing
+    probe = _Probe(program, machine)
+    if not probe.cache_tiled():  # the knob would change nothing
         knobs = tuple(k for k in knobs if k[0] != "cache_tile")
-    if _contractions(program) and not _register_tiled(program, policy):
+    if _contractions(program) and not _register_tiled(probe, policy):
         knobs = tuple(k for k in knobs if k[0] not in REGISTER_KNOBS)
-    return Space(target, knobs + _loop_knobs(program, policy))
+    return Space(target, knobs + _loop_knobs(program, policy, probe))
+
+
+class _Probe:
+    """The pipeline's schedule steps for ``program`` under some knobs, on the space's
+    machine, each asked once (a lowering costs 15 ms to a second)."""
+
+    def __init__(self, program: ir.Program, machine: Machine | None) -> None:
+        self.program, self.machine = program, machine
+        self._memo: dict[str, tuple[Any, ...]] = {}
+
+    def steps(self, **knobs: Any) -> tuple[Any, ...]:
+        key = repr(sorted(knobs.items()))
+        if key not in self._memo:
+            options: dict[str, Any] = {"tuned": False, "knobs": knobs}
+            if self.machine is not None:
+                options["machine"] = self.machine
+            sched = base_schedule(self.program, check_options(options, "c"), True)
+            self._memo[key] = tuple(sched.steps)
+        return self._memo[key]
+
+    def key(self, **knobs: Any) -> str:
+        """The schedule's verbs (its notes left out), to tell schedules apart."""
+        return repr([(st.verb, st.args, st.kwargs) for st in self.steps(**knobs)])
+
+    def cache_tiled(self) -> bool:
+        """Does the default schedule tile a nest for a transposed access (a ``tile`` step;
+        register tiles are ``split`` steps)? That depends on the statements the pipeline
+        adds (a blocked output's copy back), so ask the pipeline."""
+        return any(st.verb == "tile" for st in self.steps())
 
 
 # The loop knobs' candidates (each kept only when its schedule differs from the default's
@@ -128,8 +158,8 @@ ORDER_RANKS = 3
 SPLIT_K_OUTPUTS_PER_THREAD = 8
 
 
-def _loop_knobs(program: ir.Program,
-                policy: CpuPolicy) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+def _loop_knobs(program: ir.Program, policy: CpuPolicy,
+                probe: _Probe) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     """Loop order, vector loop, parallel loop and split-K, each with the values that change
     the pipeline's schedule: the pipeline is asked (a schedule per candidate, 15-50 ms for
     an operator), since whether a value applies depends on the nests it builds."""
@@ -141,25 +171,18 @@ def _loop_knobs(program: ir.Program,
     few = policy.parallel_trips * SPLIT_K_OUTPUTS_PER_THREAD
     if any(s.reduction_iters and _outputs(program, s) < few for s in program.stmts):
         wanted.append(("split_k", (True, False)))
-    default = _steps(program, {})
+    default = probe.key()
     out = []
     for name, values in wanted:
         seen, kept = {default}, []
         for v in values:
-            got = _steps(program, {name: v})
+            got = probe.key(**{name: v})
             if got not in seen:
                 seen.add(got)
                 kept.append(v)
         if kept:
             out.append((name, (None, *kept)))
     return tuple(out)
-
-
-def _steps(program: ir.Program, knobs: Mapping[str, Any]) -> str:
-    """The verbs of the pipeline's schedule with ``knobs`` (its notes left out)."""
-    options = check_options({"tuned": False, "knobs": dict(knobs)}, "c")
-    return repr([(st.verb, st.args, st.kwargs)
-                 for st in base_schedule(program, options, True).steps])
 
 
 def _unit_stride_iters(s: ir.Stmt) -> set[str]:
@@ -175,28 +198,19 @@ def _outputs(program: ir.Program, s: ir.Stmt) -> int:
     return math.prod(ir.extent_value(e, {}) for e in program.tensors[s.tensor].shape)
 
 
-def _cache_tiled(program: ir.Program) -> bool:
-    """Does the default schedule tile a nest for a transposed access (a ``tile`` step;
-    register tiles are ``split`` steps)? That depends on the statements the pipeline adds
-    (a blocked output's copy back), so ask the pipeline."""
-    steps = base_schedule(program, check_options({"tuned": False}, "c"), True).steps
-    return any(st.verb == "tile" for st in steps)
-
-
 # The knobs of a register-tiled nest: they change nothing when the pipeline builds none.
 REGISTER_KNOBS = frozenset({"mr", "nr", "kc", "mc", "pack", "pack_a", "pack_b",
                             "rows_outer"})
 
 
-def _register_tiled(program: ir.Program, policy: CpuPolicy) -> bool:
+def _register_tiled(probe: _Probe, policy: CpuPolicy) -> bool:
     """Does the pipeline register-tile a contraction of ``program``? A sum over the outer
     axis (``Y(b,c) +=! X(a,b,c)``, no operand broadcast along a row) is a ``+=`` into a
     matrix but no GotoBLAS nest; its search space was 364,500 configurations of which 9
     differed. Asked of the pipeline: the smallest and largest register rows change the
     schedule of a register-tiled nest (one of them is not the model's)."""
-    default = _steps(program, {})
-    return any(_steps(program, {"mr": mr}) != default
-               for mr in (min(policy.space_mr), max(policy.space_mr)))
+    default = probe.key()
+    return any(probe.key(mr=mr) != default for mr in (min(policy.space_mr), max(policy.space_mr)))
 
 
 def _contractions(program: ir.Program) -> list[ir.Stmt]:

@@ -78,10 +78,14 @@ def test_the_fast_path_leaves_every_unusual_input_to_the_checks() -> None:
 
 @needs_extension
 def test_the_extension_refuses_a_strided_buffer() -> None:
+    a, b = _rand(4, 4), _rand(4, 4)
+    k = polyopt.compile(MM)
+    k(a, b)
+    kernel = k._plans[(a.shape, b.shape)].kernel
     call = trampoline.load().call  # type: ignore[union-attr]
-    dims = CpuKernel.dims_array([1])
-    with pytest.raises(ValueError, match="not C-contiguous"):  # numpy's refusal
-        call(1, dims, np.zeros((4, 4), np.float32)[:, ::2])
+    dims = CpuKernel.dims_array([4, 4, 4, 4, 4, 4, 4, 4, 4])
+    with pytest.raises(ValueError, match="not C-contiguous"):  # numpy's refusal, before the call
+        call(kernel._address, dims, _rand(4, 8)[:, ::2], b, np.empty((4, 4), np.float32))
 
 
 def test_concurrent_calls_from_threads() -> None:
