@@ -234,7 +234,7 @@ class Predicted:
         options: dict[str, object] = {"tuned": False, "knobs": knobs,
                                       "fusion": config.get("fusion") or "smart"}
         if self.machine is not None:
-            options["machine"] = self.machine
+            options["machine"] = self.machine.spec()
         sched = base_schedule(self.program, check_options(options, "c"), True)
         cycles = 0.0
         for top in nests(sched.root):  # its parallel loops as scheduled, not the model's

@@ -134,7 +134,7 @@ class _Probe:
         if key not in self._memo:
             options: dict[str, Any] = {"tuned": False, "knobs": knobs}
             if self.machine is not None:
-                options["machine"] = self.machine
+                options["machine"] = self.machine.spec()
             sched = base_schedule(self.program, check_options(options, "c"), True)
             self._memo[key] = tuple(sched.steps)
         return self._memo[key]
