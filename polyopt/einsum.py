@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import string
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, get_args
@@ -26,12 +27,13 @@ import numpy as np
 from polyopt import api, dtypes
 from polyopt.errors import OptionError, ShapeError
 
-__all__ = ["EinsumPlan", "einsum", "einsum_plan"]
+__all__ = ["EinsumPlan", "einsum", "einsum_plan", "use_array_type"]
 
 _LETTERS = frozenset(string.ascii_letters)
 _SUBLIST_LETTERS = string.ascii_uppercase + string.ascii_lowercase  # numpy's int -> letter map
 Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
 _CASTINGS: tuple[str, ...] = get_args(Casting)
+_array_types: dict[type, Callable[..., Any]] = {}  # see use_array_type
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,10 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
     Raises ``ShapeError`` for operands that do not fit the subscripts and ``OptionError`` for
     malformed subscripts and unsupported dtypes or options.
     """
+    for cls, handler in _array_types.items():  # torch tensors in, torch tensors out
+        if any(isinstance(x, cls) for x in (subscripts, *operands)):
+            return handler(subscripts, *operands, out=out, dtype=dtype, casting=casting,
+                           optimize=optimize, **unsupported)
     if unsupported:
         raise OptionError(f"einsum does not support the option(s) {', '.join(unsupported)}")
     if optimize is not False:
@@ -77,6 +83,12 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
         return result[()] if result.ndim == 0 else result
     out[...] = result
     return out
+
+
+def use_array_type(cls: type, handler: Callable[..., Any]) -> None:
+    """Make ``einsum`` hand operands of type ``cls`` to ``handler`` (called with einsum's
+    arguments): a front end for another array library (polyopt.torch) returns its own arrays."""
+    _array_types[cls] = handler
 
 
 def einsum_plan(subscripts: str, *operands: Any, dtype: Any = None,

@@ -1,0 +1,367 @@
+"""PyTorch front end: a TC definition as a PyTorch custom operator (``pip install polyopt[torch]``).
+
+``op(source, name=None, **compile_options)`` compiles def ``name`` with ``polyopt.compile``
+and registers it with ``torch.library`` as ``polyopt::<name>_<digest>`` (one operator per
+definition and options), so that it runs eagerly and inside ``torch.compile`` without graph
+breaks:
+
+- the implementation hands CPU tensors to the compiled kernel without copying (a
+  non-contiguous tensor is made contiguous first, which copies it) and returns the kernel's
+  output buffers as tensors, again without copying; sizes are bound at each call, and each
+  new set of shapes compiles (once) a kernel of its own;
+- the fake implementation, which ``torch.compile`` traces, infers the outputs' shapes and
+  dtypes by polyopt's own range inference at the inputs' shapes: nothing is compiled or run;
+- the backward is the definition's gradient, derived as TC source by ``polyopt.grad`` for the
+  inputs that need one and compiled as an operator of its own (see ``Op.backward_op``).
+
+CUDA tensors run with ``target="cuda"`` (PyCUDA): the kernels read and write the tensors'
+device memory in place.
+
+Only this module imports torch; ``import polyopt`` does not import it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import torch
+
+import polyopt  # for polyopt.grad, looked up at each derivation (see Op._derive)
+from polyopt import api, dtypes, ir, lang
+from polyopt.einsum import einsum as numpy_einsum
+from polyopt.einsum import use_array_type
+from polyopt.errors import InputTypeError, OptionError, PolyoptError, ShapeError
+from polyopt.lang import syntax
+
+__all__ = ["Op", "einsum", "op"]
+
+NAMESPACE = "polyopt"
+
+# TC scalar type -> torch dtype. torch's unsigned types past uint8 have few operators but
+# hold data, which is all a kernel's arguments need.
+TORCH_DTYPES: dict[str, torch.dtype] = {
+    "bool": torch.bool, "uint8": torch.uint8, "uint16": torch.uint16,
+    "uint32": torch.uint32, "uint64": torch.uint64, "int8": torch.int8,
+    "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
+    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+    "float64": torch.float64,
+}
+_TC_OF_TORCH = {v: k for k, v in TORCH_DTYPES.items()}
+
+_ops: dict[str, Op] = {}  # by qualified name: torch.library registers a name only once
+_ops_lock = threading.Lock()
+
+
+def op(source: str, name: str | None = None, **compile_options: Any) -> Op:
+    """The PyTorch operator computing def ``name`` of ``source`` (TC language).
+
+    ``compile_options`` are ``polyopt.compile``'s (``target``, ``sizes``, ``parametric``,
+    ``schedule``, ``options``). The same definition with the same options gives the same
+    ``Op`` (torch registers an operator name once per process).
+    """
+    if not isinstance(source, str):
+        raise OptionError(f"source must be a string of TC definitions, not {type(source).__name__}")
+    definition = lang.define(source, name)
+    qualname = f"{NAMESPACE}::{definition.name}_{_digest(definition, compile_options)}"
+    with _ops_lock:
+        if qualname not in _ops:
+            _ops[qualname] = Op(definition, qualname, compile_options)
+        return _ops[qualname]
+
+
+def _digest(definition: lang.Definition, options: Mapping[str, Any]) -> str:
+    """A short digest of what the operator computes: the source, the def and the options
+    (a Schedule object by identity: its text is not a stable key)."""
+    shown = sorted((k, repr(v) if k != "schedule" or isinstance(v, str | None)
+                    else f"schedule@{id(v)}") for k, v in options.items())
+    text = f"{definition.source}\0{definition.name}\0{shown}"
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class _Output:
+    """What the fake implementation promises of one output."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+class Op:
+    """A TC definition registered as a PyTorch custom operator; call it with tensors in the
+    definition's input order (Python numbers for rank-0 inputs). Returns a tensor, or a tuple
+    of tensors for a def with several outputs."""
+
+    def __init__(self, definition: lang.Definition, qualname: str,
+                 compile_options: Mapping[str, Any]) -> None:
+        self.definition = definition
+        self.name = definition.name
+        self.qualname = qualname
+        self.compile_options = dict(compile_options)
+        self.kernel = api.compile(definition.source, definition.name, **compile_options)
+        self._inputs = definition.syntax.inputs
+        self._outputs = definition.syntax.outputs
+        self._sizes = dict(compile_options.get("sizes") or {})
+        self._target = str(compile_options.get("target", "c"))
+        self._backward: dict[tuple[str, ...], Op] = {}
+        self._lock = threading.Lock()
+        self.custom_op = torch.library.custom_op(qualname, self._forward, mutates_args=(),
+                                                 schema=self._schema())
+        self.custom_op.register_fake(self._fake)
+        self.custom_op.register_autograd(self._backward_of, setup_context=_save_inputs)
+
+    def __call__(self, *inputs: Any) -> Any:
+        if len(inputs) != len(self._inputs):
+            names = ", ".join(d.name for d in self._inputs)
+            raise ShapeError(f"def '{self.name}' takes {len(self._inputs)} input(s) ({names}), "
+                             f"got {len(inputs)}")
+        args = [x if isinstance(x, torch.Tensor) else self._scalar(x, d)
+                for x, d in zip(inputs, self._inputs, strict=True)]
+        return self.custom_op(*args)
+
+    def __repr__(self) -> str:
+        return f"<polyopt.torch.Op {self.qualname} target={self._target!r}>"
+
+    # -- registration ----------------------------------------------------------------------
+    def _schema(self) -> str:
+        params = ", ".join(f"Tensor {d.name}" for d in self._inputs)
+        outs = ", ".join("Tensor" for _ in self._outputs)
+        return f"({params}) -> " + (outs if len(self._outputs) == 1 else f"({outs})")
+
+    def _scalar(self, x: Any, decl: syntax.TensorDecl) -> torch.Tensor:
+        """A Python number given for a rank-0 input, as a tensor of the declared type."""
+        assert decl.type is not None
+        if decl.type.dims or not isinstance(x, int | float | bool):
+            raise InputTypeError(f"def '{self.name}': input {decl.name} must be a torch.Tensor"
+                                 f"{' (or a Python number)' if not decl.type.dims else ''}, "
+                                 f"not {type(x).__module__}.{type(x).__name__}")
+        return torch.tensor(x, dtype=TORCH_DTYPES[dtypes.get(decl.type.name).name])
+
+    # -- forward ---------------------------------------------------------------------------
+    def _forward(self, *inputs: torch.Tensor) -> Any:
+        """The real implementation: the compiled kernel on the tensors' memory."""
+        self._check(inputs)
+        if any(t.device.type == "cuda" for t in inputs):
+            outs = self._on_cuda(inputs)
+        else:
+            result = self.kernel(*(_as_array(t) for t in inputs))
+            outs = [_as_tensor(a) for a in (result if isinstance(result, tuple) else (result,))]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _on_cuda(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Run a ``target="cuda"`` kernel in place on CUDA tensors (device 0's context)."""
+        device = inputs[0].device
+        if self._target != "cuda" or any(t.device != device for t in inputs) \
+                or device.index not in (0, None):
+            where = ", ".join(str(t.device) for t in inputs)
+            raise InputTypeError(f"def '{self.name}': CUDA tensors need target='cuda' (this op "
+                                 f"has target={self._target!r}), all on device cuda:0; got "
+                                 f"tensors on {where}")
+        outs = [torch.empty(o.shape, dtype=o.dtype, device=device)
+                for o in self.output_specs([tuple(t.shape) for t in inputs])]
+        # PyCUDA launches on the legacy default stream: wait for torch's work on its stream.
+        torch.cuda.current_stream(device).synchronize()
+        buffers = [_DeviceBuffer(t.detach().contiguous()) for t in inputs]
+        self.kernel(*buffers, outputs=[_DeviceBuffer(t) for t in outs])  # type: ignore[misc]
+        return outs
+
+    def _check(self, inputs: Sequence[torch.Tensor]) -> None:
+        """Each input's dtype against its declaration, with torch's names in the message."""
+        for t, d in zip(inputs, self._inputs, strict=True):
+            assert d.type is not None
+            want = TORCH_DTYPES[dtypes.get(d.type.name).name]
+            if t.dtype != want:
+                raise ShapeError(f"def '{self.name}': input {d.name} must have dtype {want}, "
+                                 f"got {t.dtype}")
+            if t.dim() != len(d.type.dims):
+                raise ShapeError(f"def '{self.name}': input {d.name} must have rank "
+                                 f"{len(d.type.dims)}, got shape {tuple(t.shape)}")
+
+    # -- shapes (the fake implementation) ------------------------------------------------------
+    def _fake(self, *inputs: torch.Tensor) -> Any:
+        """Empty outputs of the right shapes and dtypes, for tracing: computed by range
+        inference at the inputs' shapes (a symbolic size is specialized to its hint)."""
+        self._check(inputs)
+        shapes = [tuple(int(n) for n in t.shape) for t in inputs]
+        outs = [inputs[0].new_empty(o.shape, dtype=o.dtype) for o in self.output_specs(shapes)]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def output_specs(self, shapes: Sequence[tuple[int, ...]]) -> list[_Output]:
+        """Each output's name, shape and dtype when the inputs have ``shapes``."""
+        sizes = {**self._sizes, **_bind_sizes(self.name, self._inputs, self._sizes, shapes)}
+        program = lang.build_program(self.definition, sizes=sizes)
+        return [_Output(t.name, tuple(ir.extent_value(e, sizes) for e in t.shape),
+                        TORCH_DTYPES[t.dtype]) for t in program.outputs]
+
+    # -- backward --------------------------------------------------------------------------
+    def _backward_of(self, ctx: Any, *grads: torch.Tensor | None) -> tuple[Any, ...]:
+        """The gradients of the inputs that need one, by the derived gradient's operator."""
+        inputs = ctx.saved_tensors
+        wrt = tuple(d.name for d, need in zip(self._inputs, ctx.needs_input_grad, strict=True)
+                    if need)
+        if not wrt:
+            return tuple(None for _ in inputs)
+        full = [g if g is not None else torch.zeros(shape, dtype=dt, device=inputs[0].device)
+                for g, (shape, dt) in zip(grads, ctx.polyopt_outputs, strict=True)]
+        result = self.backward_op(wrt)(*inputs, *full)
+        by_name = dict(zip(wrt, result if isinstance(result, tuple) else (result,),
+                           strict=True))
+        return tuple(by_name.get(d.name) for d in self._inputs)
+
+    def backward_op(self, wrt: Sequence[str] | None = None) -> Op:
+        """The operator of the gradient of the inputs ``wrt`` (default: every floating-point
+        input): ``polyopt.grad``'s definition, compiled with this op's options (but not its
+        schedule, which is the forward's). It takes the forward's inputs, then one gradient per
+        output, and returns the gradients of ``wrt`` in that order. Derived at the first
+        backward that needs it; a definition that cannot be differentiated raises here, so
+        the forward op works all the same."""
+        key = tuple(wrt) if wrt is not None else ()
+        with self._lock:
+            if key not in self._backward:
+                text = self._derive(list(wrt) if wrt is not None else None)
+                options = {k: v for k, v in self.compile_options.items() if k != "schedule"}
+                self._backward[key] = op(text, f"{self.name}_grad", **options)
+            return self._backward[key]
+
+    def _derive(self, wrt: list[str] | None) -> str:
+        # polyopt.grad lives in a module of its own (polyopt.autodiff); looked up on the
+        # package so that this front end does not pin where it lives.
+        derive = getattr(polyopt, "grad", None)
+        if derive is None:
+            raise PolyoptError(f"def '{self.name}': no gradient: this polyopt has no "
+                               "polyopt.grad to derive it")
+        text = derive(self.definition.source, self.name, wrt)
+        if not isinstance(text, str):
+            raise PolyoptError(f"polyopt.grad returned {type(text).__name__}, not TC source")
+        return text
+
+
+def _save_inputs(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    """What a backward needs: the forward's inputs, and the outputs' shapes and dtypes (an
+    unused output's gradient may come as None)."""
+    ctx.save_for_backward(*inputs)
+    outs = output if isinstance(output, tuple) else (output,)
+    ctx.polyopt_outputs = [(tuple(o.shape), o.dtype) for o in outs]
+
+
+def _bind_sizes(def_name: str, decls: Sequence[syntax.TensorDecl], fixed: Mapping[str, int],
+                shapes: Sequence[tuple[int, ...]]) -> dict[str, int]:
+    """The size names' values given by the inputs' shapes, checked against each other and
+    the compile-time ``fixed`` sizes (``Kernel`` checks a call's arguments the same way)."""
+    sizes: dict[str, int] = {}
+    where: dict[str, str] = {}
+    for shape, d in zip(shapes, decls, strict=True):
+        assert d.type is not None
+        for k, dim in enumerate(d.type.dims):
+            extent, here = shape[k], f"{d.name} dim {k}"
+            if dim.name is None:
+                if extent != dim.value:
+                    raise ShapeError(f"def '{def_name}': input {d.name} dim {k} must have "
+                                     f"extent {dim.value}, got {extent}")
+                continue
+            bound = fixed.get(dim.name, sizes.get(dim.name))
+            if bound is not None and bound != extent:
+                seen = where.get(dim.name, "the compile-time sizes")
+                raise ShapeError(f"def '{def_name}': size {dim.name} is {bound} from {seen} "
+                                 f"but {extent} from {here}")
+            sizes[dim.name] = extent
+            where.setdefault(dim.name, here)
+    return sizes
+
+
+# -- zero-copy conversions -------------------------------------------------------------------
+def _as_array(t: torch.Tensor) -> np.ndarray:
+    """A numpy array on a CPU tensor's memory (a contiguous copy of a strided tensor: the
+    kernels read dense row-major buffers). numpy has no bfloat16: ml_dtypes' shares the bits."""
+    t = t.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def _as_tensor(a: np.ndarray) -> torch.Tensor:
+    """A tensor on a numpy array's memory."""
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+class _DeviceBuffer:
+    """A contiguous CUDA tensor as the runtime's device arrays look (PyCUDA's GPUArray):
+    ``gpudata`` (an address PyCUDA passes as a kernel argument), shape, dtype, nbytes, flags."""
+
+    class _Flags:
+        c_contiguous = True
+        aligned = True
+        writeable = True
+
+    flags = _Flags()
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.tensor = t  # keeps the memory alive while the kernel runs
+        self.gpudata = np.uintp(t.data_ptr())
+        self.shape = tuple(t.shape)
+        self.dtype = dtypes.get(_TC_OF_TORCH[t.dtype]).np
+        self.nbytes = t.numel() * t.element_size()
+
+
+# -- einsum ----------------------------------------------------------------------------------
+@torch.library.custom_op(f"{NAMESPACE}::einsum", mutates_args=())
+def _einsum_op(subscripts: str, operands: list[torch.Tensor]) -> torch.Tensor:
+    result = numpy_einsum(subscripts, *(_as_array(t) for t in operands))
+    return _as_tensor(np.require(np.asarray(result), requirements="C"))
+
+
+@_einsum_op.register_fake
+def _einsum_fake(subscripts: str, operands: list[torch.Tensor]) -> torch.Tensor:
+    # numpy's subscripts are torch's; the dtype is numpy's promotion, as polyopt.einsum's.
+    dtype = TORCH_DTYPES[_result_type(operands)]
+    return torch.einsum(subscripts, *(t.to(dtype) for t in operands))
+
+
+def _result_type(operands: Sequence[torch.Tensor]) -> str:
+    kinds = []
+    for t in operands:
+        if t.dtype not in _TC_OF_TORCH:
+            raise OptionError(f"einsum does not support dtype {t.dtype}")
+        kinds.append(dtypes.get(_TC_OF_TORCH[t.dtype]).np)
+    found = dtypes.from_numpy(np.result_type(*kinds))
+    if found is None:
+        raise OptionError(f"einsum does not support the operands' dtypes {kinds}")
+    return found.name
+
+
+def einsum(subscripts: str, *operands: torch.Tensor) -> torch.Tensor:
+    """``polyopt.einsum`` on CPU tensors, returning a tensor (the subscripts string form; no
+    ``out=``/``dtype=``). An operator of its own, ``polyopt::einsum``, so it runs under
+    ``torch.compile``; it has no gradient (``op`` on the same contraction written in TC has)."""
+    if not isinstance(subscripts, str):
+        raise OptionError("polyopt.torch.einsum takes the subscripts as a string "
+                          f"('ij,jk->ik'), not {type(subscripts).__name__}")
+    bad = [type(x).__name__ for x in operands if not isinstance(x, torch.Tensor)]
+    if bad:
+        raise InputTypeError(f"polyopt.torch.einsum takes torch tensors, got {bad[0]}")
+    return _einsum_op(subscripts, list(operands))  # type: ignore[no-any-return]
+
+
+def _einsum_hook(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None,
+                 casting: str = "safe", optimize: Any = None, **unsupported: Any) -> Any:
+    """``polyopt.einsum`` given torch tensors: computed by ``einsum``, returned as a tensor.
+    ``optimize`` is left to ``polyopt.einsum``'s default, whatever was asked."""
+    given = {"out": out, "dtype": dtype, **unsupported}
+    refused = [k for k, v in given.items() if v is not None]
+    if refused or casting != "safe":
+        raise OptionError(f"polyopt.einsum on torch tensors does not take "
+                          f"{', '.join(refused or ['casting'])}")
+    return einsum(subscripts, *operands)
+
+
+use_array_type(torch.Tensor, _einsum_hook)
