@@ -32,12 +32,16 @@ import ml_dtypes
 import numpy as np
 import torch
 
-import polyopt  # for polyopt.grad, looked up at each derivation (see Op._derive)
 from polyopt import api, dtypes, ir, lang
 from polyopt.einsum import einsum as numpy_einsum
 from polyopt.einsum import use_array_type
 from polyopt.errors import InputTypeError, OptionError, PolyoptError, ShapeError
 from polyopt.lang import syntax
+
+try:  # polyopt.grad's module; without it (a polyopt before derived gradients) no backward
+    from polyopt import autodiff  # type: ignore[attr-defined,unused-ignore]
+except ImportError:
+    autodiff = None  # type: ignore[assignment]
 
 __all__ = ["Op", "einsum", "op"]
 
@@ -230,13 +234,10 @@ class Op:
             return self._backward[key]
 
     def _derive(self, wrt: list[str] | None) -> str:
-        # polyopt.grad lives in a module of its own (polyopt.autodiff); looked up on the
-        # package so that this front end does not pin where it lives.
-        derive = getattr(polyopt, "grad", None)
-        if derive is None:
+        if autodiff is None:
             raise PolyoptError(f"def '{self.name}': no gradient: this polyopt has no "
-                               "polyopt.grad to derive it")
-        text = derive(self.definition.source, self.name, wrt)
+                               "polyopt.grad (polyopt.autodiff) to derive it")
+        text = autodiff.grad(self.definition.source, self.name, wrt)
         if not isinstance(text, str):
             raise PolyoptError(f"polyopt.grad returned {type(text).__name__}, not TC source")
         return text

@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("polyopt.runtime",)),
     ("driver", ("polyopt.driver",)),
     ("api", ("polyopt.api", "polyopt.einsum")),
+    ("torch", ("polyopt.torch",)),  # PyTorch operators: the one module that imports torch
     ("tune", ("polyopt.tune",)),
     ("bench", ("polyopt.bench",)),
     ("cli", ("polyopt.cli",)),

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -268,8 +269,9 @@ def test_einsum_runs_under_torch_compile() -> None:
 
 
 # -- gradients -------------------------------------------------------------------------------
-# SCAFFOLDING (this test only): polyopt.grad is written in parallel; this hand-written matmul
-# gradient stands in for its output so that the autograd wiring is tested now.
+# SCAFFOLDING (this test only): polyopt.grad (polyopt.autodiff.grad) is written in parallel;
+# this hand-written matmul gradient stands in for it so that the autograd wiring is tested
+# now. It replaces the module polyopt.torch derives gradients through.
 _MATMUL64 = "def matmul(double(M,K) A, double(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 _MATMUL64_GRAD = {
     "A": "d_A(m,k) +=! d_C(m,r_n) * B(k,r_n)",
@@ -291,7 +293,7 @@ def _scaffold_grad(calls: list[Any]) -> Any:
 
 def test_autograd_wiring_with_a_stand_in_gradient(monkeypatch: Any) -> None:
     calls: list[Any] = []
-    monkeypatch.setattr(polyopt, "grad", _scaffold_grad(calls), raising=False)
+    monkeypatch.setattr(pt, "autodiff", SimpleNamespace(grad=_scaffold_grad(calls)))
     mm = pt.op(_MATMUL64)
     a, b = randn(4, 3, dtype=torch.float64, grad=True), randn(3, 5, dtype=torch.float64,
                                                              seed=1, grad=True)
@@ -308,7 +310,7 @@ def test_autograd_wiring_with_a_stand_in_gradient(monkeypatch: Any) -> None:
     close(b.grad, want_b, 3 * 4, 8)
 
 
-@pytest.mark.skipif(hasattr(polyopt, "grad"), reason="polyopt.grad exists in this tree")
+@pytest.mark.skipif(pt.autodiff is not None, reason="polyopt.grad exists in this tree")
 def test_backward_without_polyopt_grad_says_so() -> None:
     c = pt.op(kernels.get("matmul"))(randn(2, 3, grad=True), randn(3, 2))
     with pytest.raises(PolyoptError, match=r"no polyopt\.grad"):
