@@ -10,7 +10,8 @@ breaks:
   output buffers as tensors, again without copying; sizes are bound at each call, and each
   new set of shapes compiles (once) a kernel of its own;
 - the fake implementation, which ``torch.compile`` traces, infers the outputs' shapes and
-  dtypes by polyopt's own range inference at the inputs' shapes: nothing is compiled or run;
+  dtypes by polyopt's own range inference at the inputs' shapes (symbolic ones included):
+  nothing is compiled or run;
 - the backward is the definition's gradient, derived as TC source by ``polyopt.grad`` for the
   inputs that need one and compiled as an operator of its own (see ``Op.backward_op``).
 
@@ -23,11 +24,14 @@ Only this module imports torch; ``import polyopt`` does not import it.
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
+import islpy as isl
 import ml_dtypes
 import numpy as np
 import torch
@@ -35,7 +39,13 @@ import torch
 from polyopt import api, dtypes, ir, lang
 from polyopt.einsum import einsum as numpy_einsum
 from polyopt.einsum import use_array_type
-from polyopt.errors import InputTypeError, OptionError, PolyoptError, ShapeError
+from polyopt.errors import (
+    InputTypeError,
+    OptionError,
+    PolyoptError,
+    ShapeError,
+    SizesRequiredError,
+)
 from polyopt.lang import syntax
 
 try:  # polyopt.grad's module; without it (a polyopt before derived gradients) no backward
@@ -190,11 +200,35 @@ class Op:
     # -- shapes (the fake implementation) ------------------------------------------------------
     def _fake(self, *inputs: torch.Tensor) -> Any:
         """Empty outputs of the right shapes and dtypes, for tracing: computed by range
-        inference at the inputs' shapes (a symbolic size is specialized to its hint)."""
+        inference at the inputs' shapes, symbolic ones included (see ``symbolic_specs``)."""
         self._check(inputs)
-        shapes = [tuple(int(n) for n in t.shape) for t in inputs]
-        outs = [inputs[0].new_empty(o.shape, dtype=o.dtype) for o in self.output_specs(shapes)]
+        shapes = [tuple(t.shape) for t in inputs]
+        if all(type(n) is int for shape in shapes for n in shape):
+            specs = self.output_specs(shapes)
+        else:
+            specs = self.symbolic_specs(shapes)
+        outs = [inputs[0].new_empty(o.shape, dtype=o.dtype) for o in specs]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def symbolic_specs(self, shapes: Sequence[tuple[Any, ...]]) -> list[_Output]:
+        """``output_specs`` at symbolic shapes (torch's SymInts, under ``dynamic=True``): the
+        size-generic program's output extents, affine in the sizes, evaluated on them. Where
+        an extent is not one affine piece, or the def needs its sizes to be affine, the
+        sizes are specialized to their values (torch then traces each shape on its own)."""
+        bound = _bind_sizes(self.name, self._inputs, self._sizes, shapes)
+        sizes = {**self._sizes, **bound}
+        try:
+            program = lang.build_program(self.definition, sizes=self._sizes)
+        except SizesRequiredError:
+            program = None
+        if program is not None and set(program.sizes) <= set(sizes):
+            specs = []
+            for t in program.outputs:
+                shape = [_affine_value(e, program.sizes, sizes) for e in t.shape]
+                specs.append(_Output(t.name, tuple(shape), TORCH_DTYPES[t.dtype]))
+            if all(n is not None for o in specs for n in o.shape):
+                return specs
+        return self.output_specs([tuple(int(n) for n in shape) for shape in shapes])
 
     def output_specs(self, shapes: Sequence[tuple[int, ...]]) -> list[_Output]:
         """Each output's name, shape and dtype when the inputs have ``shapes``."""
@@ -274,6 +308,37 @@ def _bind_sizes(def_name: str, decls: Sequence[syntax.TensorDecl], fixed: Mappin
             sizes[dim.name] = extent
             where.setdefault(dim.name, here)
     return sizes
+
+
+def _affine_value(extent: str, names: Sequence[str], sizes: Mapping[str, Any]) -> Any:
+    """``extent`` (isl affine text over ``names``) at ``sizes``, which may be SymInts: its
+    one affine piece evaluated term by term, floor divisions included; None for several
+    pieces."""
+    pa = isl.PwAff(f"[{', '.join(names)}] -> {{ [({extent})] }}")
+    pieces = pa.get_pieces()
+    return _floor_of(pieces[0][1], sizes) if len(pieces) == 1 else None
+
+
+def _floor_of(aff: isl.Aff, sizes: Mapping[str, Any]) -> Any:
+    """floor(``aff``) at ``sizes``. isl's coefficients may be fractions: scaled to integers
+    by their common denominator, the sum is floor-divided by it (exact for an integer aff)."""
+    param, div = isl.dim_type.param, isl.dim_type.div
+    terms: list[tuple[Fraction, Any]] = [(_fraction(aff.get_constant_val()), 1)]
+    for i in range(aff.dim(param)):
+        c = _fraction(aff.get_coefficient_val(param, i))
+        if c:
+            terms.append((c, sizes[str(aff.get_dim_name(param, i))]))
+    for i in range(aff.dim(div)):  # a div's own expression shares the local space: skip 0s
+        c = _fraction(aff.get_coefficient_val(div, i))
+        if c:
+            terms.append((c, _floor_of(aff.get_div(i), sizes)))
+    den = math.lcm(*(c.denominator for c, _ in terms))
+    total = sum(int(c * den) * v for c, v in terms)
+    return total // den if den != 1 else total
+
+
+def _fraction(v: isl.Val) -> Fraction:
+    return Fraction(str(v))
 
 
 # -- zero-copy conversions -------------------------------------------------------------------

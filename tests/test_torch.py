@@ -197,13 +197,31 @@ def test_runs_under_torch_compile_with_inductor() -> None:
     close(compiled(a, b), torch.tanh(a @ b) * 2, 5, 4)
 
 
-def test_dynamic_shapes_are_specialized_per_shape() -> None:
-    mm = pt.op(kernels.get("matmul"))
-    compiled = torch.compile(lambda a, b: mm(a, b) + 1, fullgraph=True, backend="aot_eager",
+def test_dynamic_shapes_trace_once() -> None:
+    """Symbolic sizes: the output extents are affine in them (floor divisions included), so
+    one graph serves every shape; polyopt still compiles a kernel per shape at run time."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    conv = pt.op(kernels.get("conv2d", stride=2, padding=1, dilation=2))
+    pool = pt.op(kernels.get("avgpool2d", kernel_size=3, stride=2, padding=1))
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(lambda x, w: pool(conv(x, w)) + 1, fullgraph=True,
+                             backend=counter, dynamic=True)
+    for n, h, w in [(3, 9, 8), (6, 12, 7)]:  # no two sizes alike (torch would tie them)
+        x, wt = randn(n, 4, h, w, seed=h), randn(5, 4, 2, 2, seed=w)
+        want = F.avg_pool2d(F.conv2d(x, wt, stride=2, padding=1, dilation=2), 3, 2, 1) + 1
+        close(compiled(x, wt), want, 16, 4)
+    assert counter.frame_count == 1
+
+
+def test_dynamic_shapes_specialize_where_sizes_must_be_known() -> None:
+    """x(S*i) is affine only once S is known: each shape is traced on its own."""
+    sub = pt.op("def sub(float(N) x, float(S) s) -> (y) { y(i) = x(S*i) }")
+    compiled = torch.compile(lambda x, s: sub(x, s) * 2, fullgraph=True, backend="aot_eager",
                              dynamic=True)
-    for m in (3, 8):
-        a, b = randn(m, 4), randn(4, 2)
-        close(compiled(a, b), a @ b + 1, 4, 2)
+    for n, step in [(10, 3), (13, 4)]:
+        x = torch.arange(float(n))
+        close(compiled(x, torch.zeros(step)), 2 * x[::step], 1)
 
 
 # -- dtypes ----------------------------------------------------------------------------------
