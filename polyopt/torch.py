@@ -120,6 +120,8 @@ class Op:
         self.compile_options = dict(compile_options)
         self.kernel = api.compile(definition.source, definition.name, **compile_options)
         self._inputs = definition.syntax.inputs
+        self._wanted = tuple((TORCH_DTYPES[dtypes.get(d.type.name).name], len(d.type.dims))
+                             for d in self._inputs if d.type is not None)
         self._outputs = definition.syntax.outputs
         self._sizes = dict(compile_options.get("sizes") or {})
         self._target = str(compile_options.get("target", "c"))
@@ -137,6 +139,8 @@ class Op:
                              f"got {len(inputs)}")
         args = [x if isinstance(x, torch.Tensor) else self._scalar(x, d)
                 for x, d in zip(inputs, self._inputs, strict=True)]
+        if _plain_call(args):
+            return self._forward(*args)
         return self.custom_op(*args)
 
     def __repr__(self) -> str:
@@ -161,11 +165,15 @@ class Op:
     def _forward(self, *inputs: torch.Tensor) -> Any:
         """The real implementation: the compiled kernel on the tensors' memory."""
         self._check(inputs)
-        if any(t.device.type == "cuda" for t in inputs):
-            outs = self._on_cuda(inputs)
-        else:
+        if all(t.is_cpu for t in inputs):
             result = self.kernel(*(_as_array(t) for t in inputs))
             outs = [_as_tensor(a) for a in (result if isinstance(result, tuple) else (result,))]
+        elif any(t.is_cuda for t in inputs):
+            outs = self._on_cuda(inputs)
+        else:
+            devices = ", ".join(sorted({t.device.type for t in inputs}))
+            raise InputTypeError(f"def '{self.name}' runs on CPU tensors (and CUDA tensors "
+                                 f"with target='cuda'), not on {devices}")
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _on_cuda(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -186,10 +194,12 @@ class Op:
         return outs
 
     def _check(self, inputs: Sequence[torch.Tensor]) -> None:
-        """Each input's dtype against its declaration, with torch's names in the message."""
-        for t, d in zip(inputs, self._inputs, strict=True):
+        """Each input's dtype and rank against its declaration, with torch's names in the
+        message."""
+        for t, (want, rank), d in zip(inputs, self._wanted, self._inputs, strict=True):
+            if t.dtype == want and t.dim() == rank:
+                continue
             assert d.type is not None
-            want = TORCH_DTYPES[dtypes.get(d.type.name).name]
             if t.dtype != want:
                 raise ShapeError(f"def '{self.name}': input {d.name} must have dtype {want}, "
                                  f"got {t.dtype}")
@@ -207,7 +217,8 @@ class Op:
             specs = self.output_specs(shapes)
         else:
             specs = self.symbolic_specs(shapes)
-        outs = [inputs[0].new_empty(o.shape, dtype=o.dtype) for o in specs]
+        device = inputs[0].device if inputs else None
+        outs = [torch.empty(o.shape, dtype=o.dtype, device=device) for o in specs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def symbolic_specs(self, shapes: Sequence[tuple[Any, ...]]) -> list[_Output]:
@@ -275,6 +286,21 @@ class Op:
         if not isinstance(text, str):
             raise PolyoptError(f"polyopt.grad returned {type(text).__name__}, not TC source")
         return text
+
+
+def _plain_call(args: Sequence[torch.Tensor]) -> bool:
+    """Whether a call can skip the custom operator's dispatch, which costs about 60 us in
+    torch's Python machinery (an op that does nothing takes as long): eager, no mode or
+    transform active, plain CPU tensors none of which needs a gradient. Its result is the
+    same: the operator would run the same implementation and record nothing."""
+    if torch.compiler.is_compiling():  # first: dynamo reads no further, and traces the op
+        return False
+    if torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled() \
+            or torch._C._are_functorch_transforms_active():
+        return False
+    grad = torch.is_grad_enabled()
+    return all(type(t) is torch.Tensor and t.is_cpu and not (grad and t.requires_grad)
+               for t in args)
 
 
 def _save_inputs(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -345,9 +371,10 @@ def _fraction(v: isl.Val) -> Fraction:
 def _as_array(t: torch.Tensor) -> np.ndarray:
     """A numpy array on a CPU tensor's memory (a contiguous copy of a strided tensor: the
     kernels read dense row-major buffers). numpy has no bfloat16: ml_dtypes' shares the bits."""
-    t = t.detach()
-    if not t.is_contiguous():
-        t = t.contiguous()
+    if t.requires_grad:
+        t = t.detach()
+    if not t.is_contiguous() or t.is_neg():  # a lazily negated view is made real too
+        t = t.resolve_neg().contiguous()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     return t.numpy()
@@ -415,6 +442,9 @@ def einsum(subscripts: str, *operands: torch.Tensor) -> torch.Tensor:
     bad = [type(x).__name__ for x in operands if not isinstance(x, torch.Tensor)]
     if bad:
         raise InputTypeError(f"polyopt.torch.einsum takes torch tensors, got {bad[0]}")
+    devices = sorted({x.device.type for x in operands} - {"cpu"})
+    if devices:
+        raise InputTypeError(f"polyopt.torch.einsum runs on CPU tensors, not {devices[0]}")
     return _einsum_op(subscripts, list(operands))  # type: ignore[no-any-return]
 
 

@@ -119,6 +119,20 @@ def test_non_contiguous_inputs_are_made_contiguous() -> None:
     close(pt.op(kernels.get("matmul"))(a, b), a @ b, 7)
 
 
+def test_eager_calls_skip_the_dispatcher_with_the_same_result(monkeypatch: Any) -> None:
+    """Plain CPU tensors needing no gradient go straight to the implementation; anything
+    else (a gradient, a mode, tracing) goes through the registered operator."""
+    mm = pt.op(kernels.get("matmul"))
+    a, b = randn(4, 3), randn(3, 2)
+    want = mm.custom_op(a, b)
+    dispatched: list[int] = []
+    monkeypatch.setattr(mm, "custom_op", lambda *args: dispatched.append(1) or want)
+    torch.testing.assert_close(mm(a, b), want, rtol=0, atol=0)
+    assert not dispatched
+    mm(a.requires_grad_(), b)
+    assert dispatched
+
+
 def test_requires_grad_inputs_run_forward() -> None:
     a, b = randn(3, 4, grad=True), randn(4, 2)
     c = pt.op(kernels.get("matmul"))(a, b)
