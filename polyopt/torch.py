@@ -265,8 +265,8 @@ class Op:
 
     def backward_op(self, wrt: Sequence[str] | None = None) -> Op:
         """The operator of the gradient of the inputs ``wrt`` (default: every floating-point
-        input): ``polyopt.grad``'s definition, compiled with this op's options (but not its
-        schedule, which is the forward's). It takes the forward's inputs, then one gradient per
+        input): ``polyopt.grad``'s definition, compiled with this op's options (a ``Schedule``
+        object aside: it is the forward's). It takes the forward's inputs, then one gradient per
         output, and returns the gradients of ``wrt`` in that order. Derived at the first
         backward that needs it; a definition that cannot be differentiated raises here, so
         the forward op works all the same."""
@@ -274,7 +274,8 @@ class Op:
         with self._lock:
             if key not in self._backward:
                 text = self._derive(list(wrt) if wrt is not None else None)
-                options = {k: v for k, v in self.compile_options.items() if k != "schedule"}
+                options = {k: v for k, v in self.compile_options.items()
+                           if k != "schedule" or isinstance(v, str)}
                 self._backward[key] = op(text, f"{self.name}_grad", **options)
             return self._backward[key]
 
