@@ -412,6 +412,30 @@ def test_gradient_under_torch_compile() -> None:
     close(b.grad, want[1], 4 * 3, 4)
 
 
+@needs_grad
+def test_gradients_of_several_outputs_and_of_an_unused_one() -> None:
+    bicg = pt.op(double(kernels.get("polybench_bicg")))
+    a, r, p = (randn(*s, seed=k, dtype=torch.float64, grad=True)
+               for k, s in enumerate([(4, 3), (4,), (3,)]))
+    assert torch.autograd.gradcheck(bicg, (a, r, p), fast_mode=True)
+    s, _ = bicg(a, r, p)  # q unused: its gradient comes as zeros (or None)
+    s.square().sum().backward()
+    want = torch.autograd.grad((r @ a).square().sum(), (a, r))
+    close(a.grad, want[0], 4, 4)
+    close(r.grad, want[1], 3, 4)
+    assert p.grad is None or not p.grad.any()
+
+
+@needs_grad
+def test_a_definition_without_gradient_runs_forward_and_its_backward_says_why() -> None:
+    gather = pt.op("def gather(float(N) x, int64(M) idx) -> (y) { y(i) = x(idx(i)) }")
+    x, idx = randn(5, grad=True), torch.tensor([4, 0, 2])
+    y = gather(x, idx)
+    close(y.detach(), x.detach()[idx], 1)
+    with pytest.raises(PolyoptError, match="gather"):
+        y.sum().backward()
+
+
 @pytest.mark.gpu
 def test_cuda_tensors_run_in_place() -> None:
     if not torch.cuda.is_available():
