@@ -414,6 +414,17 @@ def test_gradient_under_torch_compile() -> None:
 
 
 @needs_grad
+def test_opcheck_with_gradients() -> None:
+    """opcheck's AOT test traces and runs the backward at dynamic shapes."""
+    conv = pt.op(double(kernels.get("conv2d", stride=2, padding=1)))
+    x, w = randn(2, 3, 7, 6, dtype=torch.float64, grad=True), randn(4, 3, 3, 3, seed=1,
+                                                                     dtype=torch.float64,
+                                                                     grad=True)
+    result = torch.library.opcheck(conv.custom_op, (x, w))
+    assert set(result.values()) == {"SUCCESS"}
+
+
+@needs_grad
 def test_gradients_of_several_outputs_and_of_an_unused_one() -> None:
     bicg = pt.op(double(kernels.get("polybench_bicg")))
     a, r, p = (randn(*s, seed=k, dtype=torch.float64, grad=True)
