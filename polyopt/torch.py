@@ -408,10 +408,12 @@ class _DeviceBuffer:
 
 
 # -- einsum ----------------------------------------------------------------------------------
-@torch.library.custom_op(f"{NAMESPACE}::einsum", mutates_args=())
-def _einsum_op(subscripts: str, operands: list[torch.Tensor]) -> torch.Tensor:
+def _einsum_run(subscripts: str, operands: list[torch.Tensor]) -> torch.Tensor:
     result = numpy_einsum(subscripts, *(_as_array(t) for t in operands))
     return _as_tensor(np.require(np.asarray(result), requirements="C"))
+
+
+_einsum_op = torch.library.custom_op(f"{NAMESPACE}::einsum", _einsum_run, mutates_args=())
 
 
 @_einsum_op.register_fake
@@ -443,9 +445,11 @@ def einsum(subscripts: str, *operands: torch.Tensor) -> torch.Tensor:
     bad = [type(x).__name__ for x in operands if not isinstance(x, torch.Tensor)]
     if bad:
         raise InputTypeError(f"polyopt.torch.einsum takes torch tensors, got {bad[0]}")
-    devices = sorted({x.device.type for x in operands} - {"cpu"})
-    if devices:
+    if not all(x.is_cpu for x in operands):
+        devices = sorted({x.device.type for x in operands} - {"cpu"})
         raise InputTypeError(f"polyopt.torch.einsum runs on CPU tensors, not {devices[0]}")
+    if _plain_call(operands):  # as Op.__call__: the dispatch would add nothing but time
+        return _einsum_run(subscripts, list(operands))
     return _einsum_op(subscripts, list(operands))  # type: ignore[no-any-return]
 
 
