@@ -45,7 +45,7 @@ def close(got: Any, want: Any, reduction: int, scale: float = 1.0) -> None:
     assert got.shape == want.shape and got.dtype == want.dtype
     eps = torch.finfo(got.dtype).eps
     tol = 4 * eps * (reduction + 1) * scale
-    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)
+    torch.testing.assert_close(got.double(), want.double(), rtol=tol, atol=tol)
 
 
 def double(source: str) -> str:
