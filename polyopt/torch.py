@@ -15,8 +15,10 @@ breaks:
 - the backward is the definition's gradient, derived as TC source by ``polyopt.grad`` for the
   inputs that need one and compiled as an operator of its own (see ``Op.backward_op``).
 
-CUDA tensors run with ``target="cuda"`` (PyCUDA): the kernels read and write the tensors'
-device memory in place.
+An eager call on plain CPU tensors that need no gradient skips the operator's dispatch
+(``_plain_call``). CUDA tensors run with ``target="cuda"`` (PyCUDA): the kernels read and
+write the tensors' device memory in place. ``einsum`` is ``polyopt.einsum`` as the operator
+``polyopt::einsum``; ``polyopt.einsum`` given tensors comes here once this module is imported.
 
 Only this module imports torch; ``import polyopt`` does not import it.
 """
