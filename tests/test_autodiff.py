@@ -1,0 +1,285 @@
+"""polyopt.grad: derived gradients, compiled by polyopt and checked against central finite
+differences of the forward kernel (also compiled by polyopt), in float64.
+
+Each case compiles the forward def and its gradient def at small shapes; the loss is
+``sum(dO * O)`` over the outputs with seeded random ``dO``, so the gradient def's outputs must
+equal its partial derivatives, which ``_numeric`` takes element by element.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import polyopt
+import polyopt.lang
+from polyopt import kernels
+from polyopt.errors import NotDifferentiableError, OptionError
+
+pytestmark = pytest.mark.cc
+
+EPS = 1e-6
+
+
+def _f64(source: str) -> str:
+    """The def in float64 (the bundled kernels are float32), for finite differences."""
+    return re.sub(r"\bfloat(32)?\b", "float64", source)
+
+
+def _numeric(fwd: polyopt.Kernel, args: list[np.ndarray], seeds: list[np.ndarray],
+             k: int) -> np.ndarray:
+    def loss() -> float:
+        outs = fwd(*args)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return sum(float(np.sum(s * o)) for s, o in zip(seeds, outs, strict=True))
+
+    x = args[k]
+    out = np.empty_like(x)
+    for i in np.ndindex(*x.shape):
+        keep = x[i]
+        x[i] = keep + EPS
+        up = loss()
+        x[i] = keep - EPS
+        down = loss()
+        x[i] = keep
+        out[i] = (up - down) / (2 * EPS)
+    return out
+
+
+def check(source: str, name: str, shapes: list[tuple[int, ...]],
+          wrt: list[str] | None = None, reduce: int = 1, seed: int = 0) -> str:
+    """Compile ``name`` and its gradient; compare with finite differences. ``reduce``: the
+    longest reduction feeding an output, to scale the tolerance."""
+    source = _f64(source)
+    text = polyopt.grad(source, name, wrt=wrt)
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s) for s in shapes]
+    fwd = polyopt.compile(source, name)
+    outs = fwd(*args)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    seeds = [rng.standard_normal(o.shape) for o in outs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the derived def must not need any warning
+        back = polyopt.compile(text, f"{name}_grad")
+    got = back(*args, *seeds)
+    got = got if isinstance(got, tuple) else (got,)
+    inputs = [t.name for t in polyopt.lang.build_program(source, name).inputs]
+    names = wrt if wrt is not None else [n for n, a in zip(inputs, args, strict=True)
+                                         if a.dtype.kind == "f"]
+    assert len(got) == len(names)
+    for g, n in zip(got, names, strict=True):
+        k = inputs.index(n)
+        want = _numeric(fwd, args, seeds, k)
+        assert g.shape == args[k].shape
+        np.testing.assert_allclose(g, want, rtol=1e-6 * reduce, atol=1e-6 * reduce,
+                                   err_msg=f"d_{n} of {name}\n{text}")
+    return text
+
+
+# ---------------------------------------------------------------- bundled kernels
+
+@pytest.mark.parametrize("name, shapes", [
+    ("matmul", [(3, 4), (4, 5)]),
+    ("matmul_nt", [(3, 4), (5, 4)]),
+    ("matmul_tn", [(4, 3), (4, 5)]),
+    ("batch_matmul", [(2, 3, 4), (2, 4, 3)]),
+    ("matvec", [(3, 4), (4,)]),
+])
+def test_products(name: str, shapes: list[tuple[int, ...]]) -> None:
+    check(kernels.get(name), name, shapes, reduce=5)
+
+
+@pytest.mark.parametrize("params", [
+    {"stride": 2, "padding": 1},
+    {"dilation": 2, "padding": 2},
+    {"groups": 2, "in_channels": 4, "out_channels": 2},
+    pytest.param({"groups": 2, "in_channels": 4, "out_channels": 6}, marks=pytest.mark.slow),
+])
+def test_conv2d(params: dict[str, int]) -> None:
+    c = params.get("in_channels", 2)
+    f = params.get("out_channels", 3)
+    cg = c // params.get("groups", 1)
+    check(kernels.get("conv2d", **params), "conv2d", [(2, c, 6, 7), (f, cg, 3, 2)],
+          reduce=20)
+
+
+def test_depthwise_strided() -> None:
+    check(kernels.get("depthwise_conv2d", stride=2, padding=1), "depthwise_conv2d",
+          [(2, 3, 7, 6), (3, 1, 3, 3)], reduce=10)
+
+
+def test_conv2d_bias_relu() -> None:
+    check(kernels.get("conv2d_bias_relu"), "conv2d_bias_relu",
+          [(1, 2, 5, 5), (3, 2, 2, 2), (3,)], reduce=10)
+
+
+@pytest.mark.parametrize("params", [{}, {"kernel_size": 3, "stride": 2, "padding": 1}])
+def test_maxpool(params: dict[str, int]) -> None:
+    check(kernels.get("maxpool2d", **params), "maxpool2d", [(2, 2, 7, 6)])
+
+
+def test_avgpool() -> None:
+    check(kernels.get("avgpool2d", kernel_size=3, stride=2, padding=1), "avgpool2d",
+          [(2, 2, 7, 6)], reduce=9)
+
+
+def test_softmax() -> None:
+    check(kernels.get("softmax"), "softmax", [(3, 5)], reduce=5)
+
+
+def test_layernorm() -> None:
+    check(kernels.get("layernorm"), "layernorm", [(3, 6), (6,), (6,)], reduce=6)
+
+
+def test_bias_relu_epilogue() -> None:
+    check(kernels.get("matmul_bias_relu"), "matmul_bias_relu", [(3, 4), (4, 5), (5,)],
+          reduce=5)
+
+
+def test_polybench_gemver_versions() -> None:
+    """Ah is read, then xo is written three times and read by wo: intermediate versions."""
+    check(kernels.get("polybench_gemver"), "polybench_gemver",
+          [(), (), (4, 4), (4,), (4,), (4,), (4,), (4,), (4,), (4,), (4,)], reduce=8)
+
+
+def test_polybench_gemm_accumulates() -> None:
+    check(kernels.get("polybench_gemm"), "polybench_gemm",
+          [(), (), (3, 4), (4, 5), (3, 5)], reduce=5)
+
+
+# ---------------------------------------------------------------- written here
+
+MLP = """
+def mlp2(float(B,I) X, float(J,I) W1, float(J) b1, float(O,J) W2, float(O) b2) -> (Y, H) {
+    H(b,j) +=! X(b,r_i) * W1(j,r_i)
+    H(b,j)  = fmax(H(b,j) + b1(j), 0)
+    Y(b,o) +=! H(b,r_j) * W2(o,r_j)
+    Y(b,o)  = Y(b,o) + b2(o)
+}
+"""
+
+GELU = """
+def gelu(float(M,N) X) -> (Y) {
+    Y(m,n) = 0.5 * X(m,n) * (1.0 + tanh(0.7978845608 * (X(m,n) + 0.044715 * x3)))
+        where x3 = X(m,n) * X(m,n) * X(m,n)
+}
+def gelu_erf(float(M,N) X) -> (Y) {
+    Y(m,n) = 0.5 * X(m,n) * (1.0 + erf(X(m,n) * 0.7071067811865476))
+}
+"""
+
+CHAIN = """
+def chain(float(N) x, float(N) y) -> (z) {
+    z(i) = log(1.0 + exp(x(i))) * sqrt(y(i) * y(i) + 1.0) / (1.0 + exp(-y(i)))
+         + pow(fabs(x(i)) + 1.0, y(i)) - fmin(x(i), y(i)) + rsqrt(x(i) * x(i) + 2.0)
+}
+"""
+
+SUMS = """
+def rowsum(float(N,K) X) -> (s) { s(n) +=! X(n,r_k) }
+def trace(float(N,N) A) -> (t) { t +=! A(r_i, r_i) }
+def moments(float(N,K) X) -> (mean, var) {
+    mean(n) +=! X(n,r_k)
+    mean(n)  = mean(n) / K
+    var(n)  +=! (X(n,r_k) - mean(n)) * (X(n,r_k) - mean(n))
+    var(n)   = var(n) / K
+}
+"""
+
+
+def test_mlp_two_statements() -> None:
+    check(MLP, "mlp2", [(3, 4), (5, 4), (5,), (2, 5), (2,)], reduce=5)
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_erf"])
+def test_gelu(name: str) -> None:
+    check(GELU, name, [(3, 4)])
+
+
+def test_elementwise_chain() -> None:
+    check(CHAIN, "chain", [(6,), (6,)])
+
+
+@pytest.mark.parametrize("name, shapes", [("rowsum", [(3, 4)]), ("trace", [(4, 4)]),
+                                          ("moments", [(3, 5)])])
+def test_reductions(name: str, shapes: list[tuple[int, ...]]) -> None:
+    check(SUMS, name, shapes, reduce=5)
+
+
+def test_wrt_subset_and_order() -> None:
+    text = check(kernels.get("matmul"), "matmul", [(3, 4), (4, 5)], wrt=["B", "A"])
+    assert "-> (d_B, d_A)" in text
+
+
+# ---------------------------------------------------------------- readable output
+
+def test_matmul_gradient_text() -> None:
+    text = polyopt.grad(kernels.get("matmul"), "matmul")
+    body = [ln.strip() for ln in text.splitlines() if ln.strip() and not
+            ln.lstrip().startswith("#")]
+    assert body == [
+        "def matmul_grad(float32(M, K) A, float32(K, N) B, float32(M, N) d_C) -> (d_A, d_B) {",
+        "d_A(m, k) +=! d_C(m, r_n) * B(k, r_n)",
+        "d_B(k, n) +=! d_C(r_m, n) * A(r_m, k)",
+        "}",
+    ]
+
+
+def test_relu_epilogue_text() -> None:
+    text = polyopt.grad(kernels.get("matmul_bias_relu"), "matmul_bias_relu")
+    # the pre-activation gets a tensor of its own: relu overwrites Y
+    assert "Y_0(m, n) +=! A(m, r_k) * B(r_k, n)" in text
+    assert "d_Y_0(m, n) = Y_0(m, n) + bias(n) >= 0 ? d_Y(m, n) : 0.0" in text
+    assert "d_bias(n) +=! Y_0(r_m, n) + bias(n) >= 0 ? d_Y(r_m, n) : 0.0" in text
+
+
+def test_strided_conv_text() -> None:
+    text = polyopt.grad(kernels.get("conv2d", stride=2), "conv2d")
+    # the stride is a divisibility condition; the output's border, zero padding of d_O
+    assert "(h - r_kh) % 2 == 0 && (w - r_kw) % 2 == 0 ?" in text
+    assert "d_O(n, r_f, (h - r_kh) / 2, (w - r_kw) / 2) * Wt(r_f, c, r_kh, r_kw)" in text
+    assert "float32(N, F, H_O, W_O) d_O" in text
+
+
+# ---------------------------------------------------------------- refusals
+
+def test_gather_into_differentiated_input() -> None:
+    src = "def embed(float(V,E) Tab, int32(B,L) Idx) -> (Out) { Out(b,l,e) = Tab(Idx(b,l), e) }"
+    with pytest.raises(NotDifferentiableError, match=r"data-dependent index.*'Tab'"):
+        polyopt.grad(src)
+
+
+def test_integer_wrt() -> None:
+    src = "def embed(float(V,E) Tab, int32(B,L) Idx) -> (Out) { Out(b,l,e) = Tab(Idx(b,l), e) }"
+    with pytest.raises(NotDifferentiableError, match=r"'Idx' .* is int32"):
+        polyopt.grad(src, wrt=["Idx"])
+
+
+def test_unknown_wrt() -> None:
+    with pytest.raises(OptionError, match=r"wrt='Z'.*inputs are A, B"):
+        polyopt.grad(kernels.get("matmul"), wrt=["Z"])
+
+
+def test_product_reduction() -> None:
+    src = "def prod(float(N,K) X) -> (P) { P(n) *=! X(n,r_k) }"
+    with pytest.raises(NotDifferentiableError, match="product reduction"):
+        polyopt.grad(src)
+
+
+def test_builtin_without_derivative() -> None:
+    src = "def lg(float(N) x) -> (y) { y(i) = lgamma(x(i)) }"
+    with pytest.raises(NotDifferentiableError, match="'lgamma' has no derivative"):
+        polyopt.grad(src)
+
+
+def test_partial_overwrite() -> None:
+    with pytest.raises(NotDifferentiableError, match=r"non-rectangular|only part"):
+        polyopt.grad(kernels.get("polybench_syrk"), "polybench_syrk")
+
+
+def test_several_defs_need_a_name() -> None:
+    with pytest.raises(polyopt.PolyoptError, match="several defs"):
+        polyopt.grad(SUMS)
