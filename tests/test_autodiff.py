@@ -16,7 +16,7 @@ import pytest
 
 import polyopt
 import polyopt.lang
-from polyopt import kernels
+from polyopt import cli, kernels
 from polyopt.errors import NotDifferentiableError, OptionError
 
 pytestmark = pytest.mark.cc
@@ -56,17 +56,22 @@ def check(source: str, name: str, shapes: list[tuple[int, ...]],
     source = _f64(source)
     text = polyopt.grad(source, name, wrt=wrt)
     rng = np.random.default_rng(seed)
-    args = [rng.standard_normal(s) for s in shapes]
+    program = polyopt.lang.build_program(source, name)
+    args = [rng.standard_normal(s) if t.dtype.startswith("float") else
+            rng.integers(-3, 4, s).astype(t.dtype)
+            for s, t in zip(shapes, program.inputs, strict=True)]
     fwd = polyopt.compile(source, name)
     outs = fwd(*args)
     outs = outs if isinstance(outs, tuple) else (outs,)
-    seeds = [rng.standard_normal(o.shape) for o in outs]
+    # an integer output (an argmax) has a gradient input too, which the gradient ignores
+    seeds = [rng.standard_normal(o.shape) if o.dtype.kind == "f" else np.zeros_like(o)
+             for o in outs]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the derived def must not need any warning
         back = polyopt.compile(text, f"{name}_grad")
     got = back(*args, *seeds)
     got = got if isinstance(got, tuple) else (got,)
-    inputs = [t.name for t in polyopt.lang.build_program(source, name).inputs]
+    inputs = [t.name for t in program.inputs]
     names = wrt if wrt is not None else [n for n, a in zip(inputs, args, strict=True)
                                          if a.dtype.kind == "f"]
     assert len(got) == len(names)
@@ -190,6 +195,49 @@ def moments(float(N,K) X) -> (mean, var) {
 """
 
 
+CORNERS = """
+def gemv(float(M,K) A, float(K) x, float alpha) -> (y) { y(m) +=! alpha * A(m,r_k) * x(r_k) }
+def flip(float(N) x) -> (y) { y(i) = x(N - 1 - i) }
+def argmax(float(N,D) X) -> (mx, idx) {
+    mx(n)  max=! X(n,r_d)
+    idx(n) min=! (X(n,r_d) == mx(n)) ? r_d : D
+}
+def kron2(float(P0,Q0) W0, float(P1,Q1) W1, float(M,Q0,Q1) X) -> (Y, T) {
+    T(m,q0,p1) +=! X(m,q0,r_q1) * W1(p1,r_q1)
+    Y(m,p0,p1) +=! T(m,r_q0,p1) * W0(p0,r_q0)
+}
+def minpool(float(N) x) -> (y) { y(i) min=! x(2*i + r) where r in 0:3 }
+def diff(float(N) x) -> (y) { y(i) = x(i + 1) - x(i) where i in 0:N-1 }
+def scaled(float(N) x, int32(N) k) -> (y) { y(i) = x(i) * float(k(i)) }
+"""
+
+
+@pytest.mark.parametrize("name, shapes", [
+    ("gemv", [(3, 4), (4,), ()]),  # a 0-d input
+    ("flip", [(5,)]),  # an index with coefficient -1
+    ("argmax", [(3, 5)]),  # an integer output beside a float one
+    ("kron2", [(2, 3), (2, 2), (2, 3, 2)]),  # an output read by a later statement
+    ("minpool", [(9,)]),  # min=! through a stride
+    ("diff", [(6,)]),  # two reads of one input, one shifted
+    ("scaled", [(5,), (5,)]),  # an integer input: not differentiated by default
+])
+def test_language_corners(name: str, shapes: list[tuple[int, ...]]) -> None:
+    if name == "scaled":
+        text = check(CORNERS, name, shapes)
+        assert "-> (d_x)" in text
+        return
+    check(CORNERS, name, shapes, reduce=4)
+
+
+@pytest.mark.parametrize("name, shapes", [
+    ("polybench_2mm", [(), (), (2, 3), (3, 2), (2, 3), (2, 3)]),
+    ("polybench_atax", [(3, 4), (4,)]),
+    ("polybench_mvt", [(3, 3), (3,), (3,), (3,), (3,)]),
+])
+def test_polybench(name: str, shapes: list[tuple[int, ...]]) -> None:
+    check(kernels.get(name), name, shapes, reduce=4)
+
+
 def test_mlp_two_statements() -> None:
     check(MLP, "mlp2", [(3, 4), (5, 4), (5,), (2, 5), (2,)], reduce=5)
 
@@ -283,3 +331,18 @@ def test_partial_overwrite() -> None:
 def test_several_defs_need_a_name() -> None:
     with pytest.raises(polyopt.PolyoptError, match="several defs"):
         polyopt.grad(SUMS)
+
+
+def test_cli_grad(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["grad", "matmul", "--wrt", "B"]) == 0
+    out = capsys.readouterr().out
+    assert "-> (d_B)" in out and "d_B(k, n) +=! d_C(r_m, n) * A(r_m, k)" in out
+    assert cli.main(["grad", "matmul", "--wrt", "Z"]) == 2
+    assert "wrt='Z'" in capsys.readouterr().err
+
+
+def test_nothing_to_differentiate() -> None:
+    with pytest.raises(OptionError, match="wrt is empty"):
+        polyopt.grad(kernels.get("matmul"), wrt=[])
+    with pytest.raises(NotDifferentiableError, match="no floating-point input"):
+        polyopt.grad("def cnt(int32(N) k) -> (s) { s +=! k(r_i) }")

@@ -54,9 +54,14 @@ def grad(source: str, name: str | None = None, wrt: Sequence[str] | None = None)
 def _wrt(program: ir.Program, wrt: Sequence[str] | None) -> list[str]:
     inputs = {t.name: t for t in program.inputs}
     if wrt is None:
-        return [t.name for t in program.inputs if dtypes.get(t.dtype).is_float]
+        wrt = [t.name for t in program.inputs if dtypes.get(t.dtype).is_float]
+        if not wrt:
+            raise NotDifferentiableError(f"def '{program.name}' has no floating-point input "
+                                         "to differentiate")
     if isinstance(wrt, str):
         wrt = [wrt]
+    if not wrt:
+        raise OptionError("wrt is empty: name at least one input to differentiate")
     out: list[str] = []
     for w in wrt:
         if w not in inputs:

@@ -16,6 +16,7 @@ The gradient def has three parts:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from polyopt import dtypes, ir
@@ -135,9 +136,10 @@ class Planner:
             self.pending.setdefault(self.fw.seen(i, tensor), []).append(Pending(stmt=i,
                                                                                 term=term))
 
-    def _check_gathers(self, i: int, rhs: ir.Expr, is_active: object) -> None:
+    def _check_gathers(self, i: int, rhs: ir.Expr,
+                       is_active: Callable[[ir.Read], bool]) -> None:
         for r in rhs.walk():
-            if (isinstance(r, ir.Read) and is_active(r)  # type: ignore[operator]
+            if (isinstance(r, ir.Read) and is_active(r)
                     and any(isinstance(x, ir.Read) for ix in r.indices for x in ix.walk())):
                 raise NotDifferentiableError(
                     f"{self.fw.where(i)}: the read {r} has a data-dependent index (a gather) "
