@@ -238,6 +238,26 @@ def test_polybench(name: str, shapes: list[tuple[int, ...]]) -> None:
     check(kernels.get(name), name, shapes, reduce=4)
 
 
+VERSIONS = """
+def versions(float(N) x, float(N,K) A) -> (y) {
+    y(i) = exp(x(i))
+    y(i) = y(i) * y(i)
+    y(i) += A(i,r_k) * x(i)
+    y(i) *= x(i)
+    y(i) = sin(y(i))
+}
+"""
+
+
+def test_intermediate_versions() -> None:
+    """Four versions of y before the last are read by adjoints: each gets a tensor of its
+    own; the one before ``*=`` starts as a copy."""
+    text = check(VERSIONS, "versions", [(4,), (4, 3)], reduce=3)
+    assert "y_0(i) = exp(x(i))" in text and "y_2(i) = y_0(i) * y_0(i)" in text
+    assert "y_3(n) = y_2(n)" in text and "y_3(i) *= x(i)" in text
+    assert "y(i) = sin(y_3(i))" not in text  # the last value itself is not needed
+
+
 def test_mlp_two_statements() -> None:
     check(MLP, "mlp2", [(3, 4), (5, 4), (5,), (2, 5), (2,)], reduce=5)
 

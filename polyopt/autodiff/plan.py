@@ -275,18 +275,21 @@ def recompute(pl: Planner) -> list[GStmt]:
         seg, prev = _segment(pl, s.tensor, k), _segment(pl, s.tensor, k - 1)
         rhs = tidy_indices(s.rhs)
         starts = k > 0 and seg != prev
+        note = ""
+        if seg != s.tensor and (k == 0 or starts):
+            note = (f"{seg}: '{s.tensor}' as {_last(pl, s.tensor, k)} leaves it (a later "
+                    "statement overwrites it)")
         if starts:
             if not (s.op == "=" or s.init) or not fw.covers(j):
                 lhs = pl._dims(s.tensor)
                 read = ir.Read(pl.p.tensors[s.tensor].dtype, prev, tuple(map(ivar, lhs)))
+                start = f"{note}, from {prev}" if note else f"'{s.tensor}' from {prev}"
                 out.append(finish(pl.frame, seg, lhs, "=", read, pl._full(s.tensor, lhs),
-                                  f"{seg} starts from {prev}"))
+                                  start))
+                note = ""
             else:
                 rhs = _rename(rhs, s.tensor, prev)
         op = "=" if s.op == "=" else f"{s.op}={'!' if s.init else ''}"
-        first = seg != s.tensor and (k == 0 or starts)
-        note = (f"{seg}: '{s.tensor}' up to {s.name}, kept apart because a later statement "
-                f"overwrites '{s.tensor}'") if first else ""
         rhs = _rename(rhs, s.tensor, seg)
         same = frozenset(r for r in rhs.walk() if isinstance(r, ir.Read))
         out.append(finish(pl.frame, seg, s.lhs, op, rhs, fw.box(j), note, same))
@@ -305,6 +308,14 @@ def _needed(pl: Planner) -> set[int]:
             reads = {r.tensor for r in fw.p.stmts[j].rhs.walk() if isinstance(r, ir.Read)}
             work += [u for u in (fw.seen(j, t) for t in reads) if u.k >= 0]
     return need
+
+
+def _last(pl: Planner, tensor: str, k: int) -> str:
+    """The statement that ends the segment holding version ``k``."""
+    for j in range(k, pl.fw.final(tensor)):
+        if Version(tensor, j) in pl.snapshots:
+            return pl.p.stmts[pl.fw.writers[tensor][j]].name
+    return pl.p.stmts[pl.fw.writers[tensor][-1]].name
 
 
 def _segment(pl: Planner, tensor: str, k: int) -> str:
