@@ -14,6 +14,7 @@ its result is ordinary TC that ``polyopt.compile`` schedules like any definition
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Sequence
 
 import islpy as isl
@@ -42,6 +43,13 @@ def grad(source: str, name: str | None = None, wrt: Sequence[str] | None = None)
     floating-point input, in parameter order). Names are made unique where they clash.
     Raises ``NotDifferentiableError`` for what cannot be differentiated as written and
     ``OptionError`` for an unknown or repeated ``wrt`` name.
+
+    An output whose extent is an expression (a convolution's ``H - KH + 1``) declares its
+    gradient input with new size names (``H_O``): pass it with the output's shape. An integer
+    output's gradient input has the output's type and is not read. A ``max=!``/``min=!``
+    reduction sends the gradient to the first point, in lexicographic order of its reduction
+    indices, that attains the result; ``fmax``/``max`` pass it to their first argument on a
+    tie, ``fabs`` counts 0 as positive.
     """
     program = lang.build_program(source, name)
     try:
@@ -90,11 +98,13 @@ def _derive(program: ir.Program, wrt: list[str]) -> str:
     stmts = [*recompute(planner), *planner.argmax, *planner.backward]
     inputs = tuple((t.name, t.dtype, t.shape) for t in program.inputs) + seed_decls
     written = list(dict.fromkeys(s.tensor for s in stmts))
-    header = (f"Gradient of {program.name} (polyopt.grad): given d_T = dL/dT for each output "
-              f"T, computes d_X = dL/dX for X in {', '.join(wrt) or '(none)'}.")
+    given = ", ".join(f"{d} = dL/d{t}" for t, d in seeds.items())
+    wanted = ", ".join(f"{d} = dL/d{x}" for x, d in grads.items())
+    header = f"Gradient of {program.name} (polyopt.grad). Given {given}; computes {wanted}."
     if planner.argmax:
-        header += ("\nmax/min reductions send the gradient to the first point (lexicographic "
-                   "in the reduction indices) that attains the result.")
+        header += (" A max/min reduction sends the gradient to the first point (in "
+                   "lexicographic order of its reduction indices) that attains the result.")
+    header = "\n".join(textwrap.wrap(header, 96))
     text = str(GradDef(f"{program.name}_grad", inputs, tuple(grads.values()),
                        tuple(t for t in written if t not in grads.values()), tuple(stmts),
                        header))

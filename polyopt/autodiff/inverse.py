@@ -270,7 +270,11 @@ def finish(frame: Frame, tensor: str, lhs: tuple[str, ...], op: str, rhs: ir.Exp
     """The statement with the pads its reads need and the ``where`` ranges that range
     inference would not find by itself. ``inherited`` reads are the forward's, over its box:
     they keep the forward's padding, no more."""
-    pads = pads_for(frame, rhs, ranges, inherited)
+    try:
+        pads = pads_for(frame, rhs, ranges, inherited)
+    except NotDifferentiableError as e:
+        raise NotDifferentiableError(f"{e}, in the gradient statement writing '{tensor}' "
+                                     f"({comment or expr_text(rhs)})") from None
     padded = {p.tensor for p in pads}
     implicit = _implicit(frame, rhs, ranges, padded)
     order = [v for v in lhs] + [v for v in _order(rhs) if v in ranges and v not in lhs]
