@@ -70,12 +70,20 @@ def _int(v: isl.Val) -> int:
 
 
 def pw_expr(pa: isl.PwAff, context: isl.Set, what: str, nonneg: bool = False) -> ir.Expr:
-    """One affine expression for ``pa`` on ``context``: its piece, or (several pieces) a
-    piece raised by a constant until it bounds them all from above; ``nonneg``: raised
-    until it is also >= 0 wherever ``pa`` is defined (pad widths)."""
+    """One affine expression for ``pa`` on ``context``: a piece equal to it everywhere
+    (``min(floor((H-1)/3), floor((H-2)/3))`` is the second); with ``nonneg`` (pad widths),
+    one that bounds it from above, a piece raised by a constant until it bounds them all
+    and is >= 0 wherever ``pa`` is defined."""
     dom = pa.domain().intersect_params(context)
     pieces: list[isl.Aff] = []
     pa.foreach_piece(lambda _s, a: pieces.append(a))
+    for a in pieces:
+        whole = isl.PwAff.from_aff(a)
+        exact = len(pieces) == 1 or dom.is_subset(pa.eq_set(whole))
+        if exact and (not nonneg or dom.is_subset(whole.nonneg_set())):
+            return aff_expr(a)
+    if not nonneg:
+        raise NotDifferentiableError(f"cannot write {what} ({pa}) as one affine expression")
     for a in pieces:
         whole = isl.PwAff.from_aff(a)
         shift = 0
@@ -84,11 +92,10 @@ def pw_expr(pa: isl.PwAff, context: isl.Set, what: str, nonneg: bool = False) ->
             if not gap.is_int():
                 continue
             shift = max(0, int(gap.to_python()))
-        if nonneg:
-            low = whole.intersect_params(dom).min_val()
-            if not low.is_int():
-                continue
-            shift = max(shift, -int(low.to_python()))
+        low = whole.intersect_params(dom).min_val()
+        if not low.is_int():
+            continue
+        shift = max(shift, -int(low.to_python()))
         expr = aff_expr(a)
         return expr if shift == 0 else tidy(ir.Binary("int32", "+", expr, icst(shift)))
     raise NotDifferentiableError(f"cannot write {what} ({pa}) as one affine expression")

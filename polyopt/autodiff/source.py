@@ -122,7 +122,8 @@ def _text(e: ir.Expr) -> tuple[str, int]:
         right = _wrap(e.b, p if flat else p + 1)
         return f"{left} {e.op} {right}", p
     if isinstance(e, ir.Select):
-        return f"{_wrap(e.cond, 2)} ? {expr_text(e.a)} : {expr_text(e.b)}", 1
+        # a ? (b ? c : d) : e parses without the parentheses, but reads better with them
+        return f"{_wrap(e.cond, 2)} ? {_wrap(e.a, 2)} : {_wrap(e.b, 2)}", 1
     if isinstance(e, ir.Call):
         return f"{e.fn}({', '.join(expr_text(a) for a in e.args)})", _ATOM
     if isinstance(e, ir.Cast):
