@@ -207,6 +207,7 @@ def kron2(float(P0,Q0) W0, float(P1,Q1) W1, float(M,Q0,Q1) X) -> (Y, T) {
     Y(m,p0,p1) +=! T(m,r_q0,p1) * W0(p0,r_q0)
 }
 def minpool(float(N) x) -> (y) { y(i) min=! x(2*i + r) where r in 0:3 }
+def trmv(float(N,N) L, float(N) x) -> (y) { y(i) +=! L(i,r_j) * x(r_j) where r_j in 0:i+1 }
 def diff(float(N) x) -> (y) { y(i) = x(i + 1) - x(i) where i in 0:N-1 }
 def scaled(float(N) x, int32(N) k) -> (y) { y(i) = x(i) * float(k(i)) }
 """
@@ -218,6 +219,7 @@ def scaled(float(N) x, int32(N) k) -> (y) { y(i) = x(i) * float(k(i)) }
     ("argmax", [(3, 5)]),  # an integer output beside a float one
     ("kron2", [(2, 3), (2, 2), (2, 3, 2)]),  # an output read by a later statement
     ("minpool", [(9,)]),  # min=! through a stride
+    ("trmv", [(4, 4), (4,)]),  # a triangular reduction
     ("diff", [(6,)]),  # two reads of one input, one shifted
     ("scaled", [(5,), (5,)]),  # an integer input: not differentiated by default
 ])
@@ -230,6 +232,7 @@ def test_language_corners(name: str, shapes: list[tuple[int, ...]]) -> None:
 
 
 @pytest.mark.parametrize("name, shapes", [
+    ("polybench_syrk", [(), (), (4, 3), (4, 4)]),  # a triangle, written over part of Co
     ("polybench_2mm", [(), (), (2, 3), (3, 2), (2, 3), (2, 3)]),
     ("polybench_atax", [(3, 4), (4,)]),
     ("polybench_mvt", [(3, 3), (3,), (3,), (3,), (3,)]),
@@ -296,6 +299,13 @@ def test_matmul_gradient_text() -> None:
     ]
 
 
+def test_syrk_text() -> None:
+    text = polyopt.grad(kernels.get("polybench_syrk"), "polybench_syrk")
+    # Co_1 overwrites the lower triangle of Co_0 = C: the rest keeps C's gradient
+    assert "d_Co_0(n, n2) = !(n2 < n + 1) ? d_Co(n, n2) : 0.0" in text
+    assert "d_A(i, k) +=! d_Co(i, r_j) * alpha * A(r_j, k) where r_j in 0:i + 1" in text
+
+
 def test_relu_epilogue_text() -> None:
     text = polyopt.grad(kernels.get("matmul_bias_relu"), "matmul_bias_relu")
     # the pre-activation gets a tensor of its own: relu overwrites Y
@@ -343,9 +353,10 @@ def test_builtin_without_derivative() -> None:
         polyopt.grad(src)
 
 
-def test_partial_overwrite() -> None:
-    with pytest.raises(NotDifferentiableError, match=r"non-rectangular|only part"):
-        polyopt.grad(kernels.get("polybench_syrk"), "polybench_syrk")
+def test_max_over_a_triangle() -> None:
+    src = "def tmax(float(N,N) L) -> (m) { m(i) max=! L(i,r_j) where r_j in 0:i+1 }"
+    with pytest.raises(NotDifferentiableError, match="non-rectangular domain"):
+        polyopt.grad(src)
 
 
 def test_several_defs_need_a_name() -> None:

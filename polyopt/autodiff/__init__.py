@@ -21,7 +21,7 @@ import islpy as isl
 
 from polyopt import dtypes, ir, lang
 from polyopt.autodiff.forward import Forward
-from polyopt.autodiff.inverse import Frame, pw_expr
+from polyopt.autodiff.inverse import Frame, set_range
 from polyopt.autodiff.plan import Planner, recompute
 from polyopt.autodiff.source import GradDef
 from polyopt.errors import NotDifferentiableError, OptionError, PolyoptError
@@ -113,8 +113,8 @@ def _derive(program: ir.Program, wrt: list[str]) -> str:
 
 
 def _extent(program: ir.Program, context: isl.Set, text: str) -> ir.Expr:
-    pa = isl.PwAff(f"{program.params} -> {{ [({text})] }}")
-    return pw_expr(pa, context, f"the extent {text}")
+    dims = isl.Set(f"{program.params} -> {{ [x] : 0 <= x < {text} }}")
+    return set_range(dims, context, f"an index of extent {text}")[1]
 
 
 def _seeds(program: ir.Program, frame: Frame

@@ -12,8 +12,9 @@ Each statement is brought to one of three normal forms:
   through);
 - ``max`` / ``min``: ``T_k(lhs) = max R`` over the reduction (``max=!``, ``min=!``).
 
-Product reductions, ``max=``/``min=`` combining a reduction with an earlier value, a first
-write that reads the caller's buffer and a later ``=`` over part of a tensor are refused.
+Product reductions, ``max=``/``min=`` combining a reduction with an earlier value and a first
+write that reads the caller's buffer are refused. A later write over part of a tensor passes
+the gradient of the elements it leaves to the earlier version.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polyopt import dtypes, ir
-from polyopt.autodiff.inverse import Range, icst, ivar, pw_expr, tidy
+from polyopt.autodiff.inverse import Range, ivar, set_range
 from polyopt.errors import NotDifferentiableError
 from polyopt.poly import affine_text
 
@@ -106,16 +107,6 @@ class Forward:
                                      "earlier value is not differentiable as written; reduce "
                                      "into a new tensor with '" + s.op + "=!' first")
 
-    def check_cover(self, i: int) -> None:
-        """A later non-accumulating write must cover its whole tensor."""
-        s = self.p.stmts[i]
-        if self.writers[s.tensor][0] == i or self.normal(i).passthrough or self.covers(i):
-            return
-        raise NotDifferentiableError(
-            f"{self.where(i)} overwrites only part of '{s.tensor}' ({s.domain}); "
-            "polyopt.grad needs every later write of a tensor to cover it or to "
-            "accumulate into it")
-
     def covers(self, i: int) -> bool:
         """Does statement ``i`` write every element of its tensor?"""
         s = self.p.stmts[i]
@@ -131,18 +122,34 @@ class Forward:
         return isl.Set(self.p.stmts[i].domain).intersect_params(self.context)
 
     def box(self, i: int) -> dict[str, Range]:
-        """Each iterator's range ``[lo, hi)``; the domain must be that box."""
+        """Each iterator's range ``[lo, hi)``, affine in the sizes and the iterators before it
+        (``0 <= r_j < i + 1``); the domain must be exactly these ranges."""
         if i in self.boxes:
             return self.boxes[i]
         s, dom = self.p.stmts[i], self.domain(i)
         out: dict[str, Range] = {}
+        iters = set(s.iters)
+
+        def index(e: ir.Expr) -> ir.Expr:
+            if isinstance(e, ir.Var) and e.name in iters:
+                return ivar(e.name)
+            return e
+
+        nparam = dom.dim(isl.dim_type.param)
         for k, v in enumerate(s.iters):
-            lo = pw_expr(dom.dim_min(k), self.context, f"the lower bound of {v}")
-            hi = pw_expr(dom.dim_max(k), self.context, f"the upper bound of {v}")
-            out[v] = (lo, tidy(ir.Binary("int32", "+", hi, icst(1))))
+            part = dom.move_dims(isl.dim_type.param, nparam, isl.dim_type.set, 0, k)
+            part = part.project_out(isl.dim_type.set, 1, len(s.iters) - k - 1)
+            lo, hi = set_range(part, self.context, f"{v} in {s.name}")
+            out[v] = (ir.rewrite(lo, index), ir.rewrite(hi, index))
         self._check_box(i, dom, out)
         self.boxes[i] = out
         return out
+
+    def is_box(self, i: int) -> bool:
+        """Are the ranges of statement ``i`` independent of its iterators?"""
+        iters = set(self.p.stmts[i].iters)
+        return not any(isinstance(x, ir.Var) and x.name in iters
+                       for lo, hi in self.box(i).values() for x in (*lo.walk(), *hi.walk()))
 
     def _check_box(self, i: int, dom: isl.Set, box: Mapping[str, Range]) -> None:
         s = self.p.stmts[i]
@@ -152,5 +159,6 @@ class Forward:
                        f"{cons or '0 = 0'} }}").intersect_params(self.context)
         if not rect.is_equal(dom):
             raise NotDifferentiableError(
-                f"{self.where(i)} runs over a non-rectangular domain ({s.domain}); "
-                "polyopt.grad differentiates statements over boxes only")
+                f"{self.where(i)} runs over a domain ({s.domain}) that is not a range per "
+                "iterator (affine in the sizes and earlier iterators); polyopt.grad cannot "
+                "differentiate it")

@@ -63,6 +63,13 @@ def aff_expr(aff: isl.Aff) -> ir.Expr:
     return lin.plus(Lin(const=_int(aff.get_constant_val()))).expr()
 
 
+def set_range(s: isl.Set, context: isl.Set, what: str) -> Range:
+    """``[lo, hi)`` of the one set dimension of ``s`` over its parameters."""
+    lo = pw_expr(s.dim_min(0), context, f"the lower bound of {what}")
+    hi = pw_expr(s.dim_max(0), context, f"the upper bound of {what}")
+    return lo, tidy(ir.Binary("int32", "+", hi, icst(1)))
+
+
 def _int(v: isl.Val) -> int:
     if not v.is_int():
         raise NotDifferentiableError(f"a range or extent is not integral ({v})")
@@ -232,9 +239,9 @@ def adjoint_stmt(frame: Frame, stmt: ir.Stmt, box: Mapping[str, Range], term: Te
     ranges: dict[str, Range] = {
         names[m]: (icst(0), ext)
         for m, ext in zip(marks, frame.extents[read.tensor], strict=True)}
-    ranges |= {names[v]: box[v] for v in kept}
+    ranges |= {names[v]: _moved(box[v], subst, rename) for v in kept}
     bounds = [tidy_indices(substitute(c, rename)) for c in _range_conds(box, subst)]
-    bounds = [c for c in bounds if not _implied(frame, ranges, c)]
+    bounds = [c for c in bounds if not implied(frame, ranges, c)]
     if bounds and _enforced(frame, term.factor, subst, box):
         bounds = []
     conds += [substitute(c, subst) for c in term.conds]
@@ -353,17 +360,23 @@ def _isl(e: ir.Expr) -> str:
     return t
 
 
+def _moved(r: Range, subst: Mapping[str, ir.Expr], rename: Mapping[str, ir.Expr]) -> Range:
+    """A kept iterator's range, in the new statement's indices."""
+    lo, hi = (tidy(substitute(substitute(e, subst), rename)) for e in r)
+    return lo, hi
+
+
 def _range_conds(box: Mapping[str, Range], subst: Mapping[str, ir.Expr]) -> list[ir.Expr]:
     """Conditions keeping each eliminated iterator in its range."""
     out = []
     for v, value in subst.items():
-        lo, hi = box[v]
+        lo, hi = (substitute(e, subst) for e in box[v])
         out.append(cmp("<=", lo, value))
         out.append(cmp("<", value, hi))
     return out
 
 
-def _implied(frame: Frame, ranges: Mapping[str, Range], cond: ir.Expr) -> bool:
+def implied(frame: Frame, ranges: Mapping[str, Range], cond: ir.Expr) -> bool:
     """Does the box ``ranges`` imply ``cond`` (a comparison of affine indices)?"""
     assert isinstance(cond, ir.Binary)
     a, b = affine_text(cond.a), affine_text(cond.b)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from polyopt import dtypes, ir
-from polyopt.autodiff.calculus import Partials, cmp, mul
+from polyopt.autodiff.calculus import Partials, cmp, mul, select
 from polyopt.autodiff.forward import Forward, Version
 from polyopt.autodiff.inverse import (
     Frame,
@@ -29,7 +29,9 @@ from polyopt.autodiff.inverse import (
     adjoint_stmt,
     finish,
     icst,
+    implied,
     ivar,
+    substitute,
     tidy,
     tidy_indices,
 )
@@ -44,6 +46,7 @@ class Pending:
     seed: str | None = None
     stmt: int = -1
     term: Term | None = None
+    outside: int = -1  # a seed only outside the elements this statement overwrites
 
 
 class Planner:
@@ -106,11 +109,13 @@ class Planner:
 
     def propagate(self, i: int, adj: str) -> None:
         s = self.p.stmts[i]
-        self.fw.check_cover(i)
         norm = self.fw.normal(i)
         prev = self.fw.seen(i, s.tensor)
         if norm.passthrough and prev in self.active:
             self.pending.setdefault(prev, []).append(Pending(seed=adj))
+        elif prev.k >= 0 and prev in self.active and not self.fw.covers(i):
+            # a partial overwrite: the elements it leaves keep the earlier value
+            self.pending.setdefault(prev, []).append(Pending(seed=adj, outside=i))
 
         def is_active(r: ir.Read) -> bool:
             return (self.fw.seen(i, r.tensor) in self.active
@@ -150,6 +155,10 @@ class Planner:
         """The argmax local of a max/min reduction, and the condition that routes to it."""
         s = self.p.stmts[i]
         box = self.fw.box(i)
+        if not self.fw.is_box(i):
+            raise NotDifferentiableError(
+                f"{self.fw.where(i)}: a {kind} reduction over a non-rectangular domain "
+                f"({s.domain}) has no argmax polyopt.grad can write")
         name = ir.fresh_name(f"{s.tensor}_arg", self.frame.taken)
         self.frame.extents[name] = self.frame.extents[s.tensor]
         self.locals.append(name)
@@ -181,7 +190,7 @@ class Planner:
         if name is None:
             if not items:
                 return None
-            if len(items) == 1 and items[0].seed is not None:
+            if len(items) == 1 and items[0].seed is not None and items[0].outside < 0:
                 return items[0].seed
             final = v.k == self.fw.final(v.tensor)
             name = ir.fresh_name(f"d_{v.tensor}" if final else f"d_{v.tensor}_{v.k}",
@@ -201,8 +210,16 @@ class Planner:
             lhs = self._dims(tensor)
             read = ir.Read(self.p.tensors[tensor].dtype, item.seed, tuple(map(ivar, lhs)))
             ranges = self._full(tensor, lhs)
-            return finish(self.frame, name, lhs, "+=!", read, ranges,
-                          f"{name} receives {item.seed}")
+            if item.outside < 0:
+                return finish(self.frame, name, lhs, "+=!", read, ranges,
+                              f"{name} receives {item.seed}")
+            over = self.p.stmts[item.outside].name
+            inside = self._inside(item.outside, lhs, ranges)
+            rhs = select(ir.Unary("bool", "!", inside), read, None)
+            assert rhs is not None
+            return finish(self.frame, name, lhs, "+=!", rhs, ranges,
+                          f"{name} receives {item.seed} where {over} leaves '{tensor}' "
+                          "as it was")
         s = self.p.stmts[item.stmt]
         term = replace(item.term, target=name,
                        comment=f"{name} {item.term.comment}: {_stmt_text(s)}")
@@ -211,6 +228,22 @@ class Planner:
         if st.rhs.dtype != want and tensor in self.wrt:
             st = replace(st, rhs=ir.Cast(want, st.rhs))
         return st
+
+    def _inside(self, i: int, lhs: tuple[str, ...], ranges: dict[str, Range]) -> ir.Expr:
+        """The elements statement ``i`` writes, over indices ``lhs`` of its tensor (less
+        what ``ranges`` imply)."""
+        s, box = self.p.stmts[i], self.fw.box(i)
+        to = {v: ivar(n) for v, n in zip(s.lhs, lhs, strict=True)}
+        conds = []
+        for v in s.lhs:
+            lo, hi = (substitute(e, to) for e in box[v])
+            conds += [cmp("<=", lo, to[v]), cmp("<", to[v], hi)]
+        conds = [c for c in conds if not implied(self.frame, ranges, c)] or [
+            ir.Const("bool", True)]
+        out = conds[0]
+        for c in conds[1:]:
+            out = ir.Binary("bool", "&&", out, c)
+        return out
 
     def _zero(self, name: str, tensor: str) -> GStmt:
         lhs = self._dims(tensor)
