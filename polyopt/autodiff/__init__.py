@@ -4,8 +4,10 @@ The derivation works on the checked, range-inferred ``ir.Program`` (``lang``), w
 (``poly``) for the access relations it inverts; it sits above ``poly`` and below ``api``, and
 its result is ordinary TC that ``polyopt.compile`` schedules like any definition.
 
-- ``forward``: versions of multiply-written tensors, statement normal forms, domains as boxes;
+- ``forward``: versions of multiply-written tensors, statement normal forms, domains as
+  ranges per iterator (affine in the sizes and earlier iterators);
 - ``calculus``: reverse mode through one right-hand side, with each builtin's derivative;
+- ``affine``: index expressions as linear forms, isl's ranges and extents as TC;
 - ``inverse``: one adjoint statement per read group, through the inverse of its access;
 - ``plan``: the reverse sweep, recomputation of forward values, argmax routing;
 - ``source``: the gradient def as data and its TC text.
@@ -20,8 +22,9 @@ from collections.abc import Sequence
 import islpy as isl
 
 from polyopt import dtypes, ir, lang
+from polyopt.autodiff.affine import set_range
 from polyopt.autodiff.forward import Forward
-from polyopt.autodiff.inverse import Frame, set_range
+from polyopt.autodiff.inverse import Frame
 from polyopt.autodiff.plan import Planner, recompute
 from polyopt.autodiff.source import GradDef
 from polyopt.errors import NotDifferentiableError, OptionError, PolyoptError

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polyopt import dtypes, ir
-from polyopt.autodiff.inverse import Range, ivar, set_range
+from polyopt.autodiff.affine import Range, ivar, set_range
 from polyopt.errors import NotDifferentiableError
 from polyopt.poly import affine_text
 

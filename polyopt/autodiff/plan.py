@@ -20,21 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from polyopt import dtypes, ir
+from polyopt.autodiff.affine import Range, icst, ivar, substitute, tidy, tidy_indices
 from polyopt.autodiff.calculus import Partials, cmp, mul, select
 from polyopt.autodiff.forward import Forward, Version
-from polyopt.autodiff.inverse import (
-    Frame,
-    Range,
-    Term,
-    adjoint_stmt,
-    finish,
-    icst,
-    implied,
-    ivar,
-    substitute,
-    tidy,
-    tidy_indices,
-)
+from polyopt.autodiff.inverse import Frame, Term, adjoint_stmt, finish, implied
 from polyopt.autodiff.source import GStmt, expr_text
 from polyopt.errors import NotDifferentiableError
 
