@@ -47,7 +47,9 @@ def grad(source: str, name: str | None = None, wrt: Sequence[str] | None = None)
     Raises ``NotDifferentiableError`` for what cannot be differentiated as written and
     ``OptionError`` for an unknown or repeated ``wrt`` name.
 
-    An output whose extent is an expression (a convolution's ``H - KH + 1``) declares its
+    ``<...>`` parameters (strides, padding) take their defaults and are written into the
+    gradient as numbers: pick them with ``polyopt.kernels.get(name, stride=2)`` or in the
+    source. An output whose extent is an expression (a convolution's ``H - KH + 1``) declares its
     gradient input with new size names (``H_O``): pass it with the output's shape. An integer
     output's gradient input has the output's type and is not read. A ``max=!``/``min=!``
     reduction sends the gradient to the first point, in lexicographic order of its reduction
