@@ -10,6 +10,7 @@ import importlib
 
 from polyopt import tune  # the package, callable as polyopt.tune(...)
 from polyopt.api import Kernel, compile
+from polyopt.autodiff import grad
 from polyopt.einsum import einsum
 from polyopt.errors import (
     BoundsError,
@@ -19,6 +20,7 @@ from polyopt.errors import (
     IllegalScheduleError,
     InputTypeError,
     LanguageError,
+    NotDifferentiableError,
     OptionError,
     PolyoptError,
     PolyoptWarning,
@@ -43,6 +45,7 @@ __all__ = [
     "InputTypeError",
     "Kernel",
     "LanguageError",
+    "NotDifferentiableError",
     "OptionError",
     "PolyoptError",
     "PolyoptWarning",
@@ -52,6 +55,7 @@ __all__ = [
     "SizesRequiredError",
     "compile",
     "einsum",
+    "grad",
     "kernels",
     "schedule",
     "tune",

@@ -51,6 +51,12 @@ class UnknownDefError(LanguageError, OptionError):
     of the source as much as of the ``name=`` argument, so both kinds of error."""
 
 
+class NotDifferentiableError(PolyoptError, ValueError):
+    """A definition ``polyopt.grad`` cannot differentiate as written: a data-dependent index
+    (gather) into a differentiated tensor, an integer-typed input asked for, a product
+    reduction, a builtin without a derivative; the message names the statement and access."""
+
+
 class ScheduleError(PolyoptError):
     """A schedule that cannot be built or applied."""
 

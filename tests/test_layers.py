@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "polyopt.version", "polyopt.ir", "polyopt.kernels")),
     ("lang", ("polyopt.lang",)),
     ("poly", ("polyopt.poly",)),
+    ("autodiff", ("polyopt.autodiff",)),  # derived gradients: TC source from the checked IR
     ("schedule", ("polyopt.schedule",)),
     ("codegen", ("polyopt.codegen",)),
     ("runtime", ("polyopt.runtime",)),
