@@ -28,8 +28,6 @@ pt = pytest.importorskip("polyopt.torch")
 
 pytestmark = pytest.mark.cc
 
-needs_grad = pytest.mark.skipif(not hasattr(polyopt, "grad"),
-                                reason="polyopt.grad (derived gradients) is not in this tree yet")
 kernels = polyopt.kernels
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -302,38 +300,30 @@ def test_einsum_runs_under_torch_compile() -> None:
 
 
 # -- gradients -------------------------------------------------------------------------------
-# SCAFFOLDING (this test only): polyopt.grad (polyopt.autodiff.grad) is written in parallel;
-# this hand-written matmul gradient stands in for it so that the autograd wiring is tested
-# now. It replaces the module polyopt.torch derives gradients through.
 _MATMUL64 = "def matmul(double(M,K) A, double(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
-_MATMUL64_GRAD = {
-    "A": "d_A(m,k) +=! d_C(m,r_n) * B(k,r_n)",
-    "B": "d_B(k,n) +=! A(r_m,k) * d_C(r_m,n)",
-}
 
 
-def _scaffold_grad(calls: list[Any]) -> Any:
+def _spy_grad(calls: list[Any]) -> Any:
+    real = pt.autodiff.grad
+
     def grad(source: str, name: str | None = None, wrt: Any = None) -> str:
         calls.append((name, wrt))
-        assert source == _MATMUL64 and name == "matmul"
-        wrt = list(wrt or ["A", "B"])
-        outs = ", ".join(f"d_{w}" for w in wrt)
-        body = "\n  ".join(_MATMUL64_GRAD[w] for w in wrt)
-        return (f"def matmul_grad(double(M,K) A, double(K,N) B, double(M,N) d_C) -> ({outs}) "
-                f"{{\n  {body}\n}}")
+        return real(source, name, wrt)
     return grad
 
 
-def test_autograd_wiring_with_a_stand_in_gradient(monkeypatch: Any) -> None:
+def test_autograd_derives_one_gradient_per_input_that_needs_one(monkeypatch: Any) -> None:
     calls: list[Any] = []
-    monkeypatch.setattr(pt, "autodiff", SimpleNamespace(grad=_scaffold_grad(calls)))
-    mm = pt.op(_MATMUL64)
+    monkeypatch.setattr(pt, "autodiff", SimpleNamespace(grad=_spy_grad(calls)))
+    mm = pt.op(_MATMUL64, options={"knobs": {"mr": 4}})  # an op of its own: nothing cached
     a, b = randn(4, 3, dtype=torch.float64, grad=True), randn(3, 5, dtype=torch.float64,
                                                              seed=1, grad=True)
     assert torch.autograd.gradcheck(mm, (a, b))
-    b2 = b.detach()  # only A needs a gradient: only d_A is derived and computed
+    assert sorted(calls) == [("matmul", ["A"]), ("matmul", ["B"])]
+    b2 = b.detach()  # only A needs a gradient: only d_A is computed (derived already)
+    a.grad = None
     mm(a, b2).sum().backward()
-    assert calls[-1] == ("matmul", ["A"])
+    assert len(calls) == 2 and b2.grad is None and a.grad is not None
     compiled = torch.compile(lambda x, y: (mm(x, y) ** 2).sum(), fullgraph=True,
                              backend="aot_eager")
     a.grad = b.grad = None
@@ -341,13 +331,6 @@ def test_autograd_wiring_with_a_stand_in_gradient(monkeypatch: Any) -> None:
     want_a, want_b = torch.autograd.grad(((a @ b) ** 2).sum(), (a, b))
     close(a.grad, want_a, 3 * 5, 8)
     close(b.grad, want_b, 3 * 4, 8)
-
-
-@pytest.mark.skipif(pt.autodiff is not None, reason="polyopt.grad exists in this tree")
-def test_backward_without_polyopt_grad_says_so() -> None:
-    c = pt.op(kernels.get("matmul"))(randn(2, 3, grad=True), randn(3, 2))
-    with pytest.raises(PolyoptError, match=r"no polyopt\.grad"):
-        c.sum().backward()
 
 
 _GELU = """def gelu(double(M,N) X) -> (Y) {
@@ -387,7 +370,6 @@ GRADCHECK = [
 ]
 
 
-@needs_grad
 @pytest.mark.parametrize("source, name, shapes", GRADCHECK,
                          ids=[f"{n}-{k}" for k, (_, n, _s) in enumerate(GRADCHECK)])
 def test_gradcheck(source: str, name: str, shapes: list[tuple[int, ...]]) -> None:
@@ -400,7 +382,6 @@ def test_gradcheck(source: str, name: str, shapes: list[tuple[int, ...]]) -> Non
     assert torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-5, fast_mode=True)
 
 
-@needs_grad
 def test_gradient_under_torch_compile() -> None:
     mm = pt.op(double(kernels.get("matmul")))
     a, b = randn(3, 4, dtype=torch.float64, grad=True), randn(4, 2, dtype=torch.float64,
@@ -413,7 +394,6 @@ def test_gradient_under_torch_compile() -> None:
     close(b.grad, want[1], 4 * 3, 4)
 
 
-@needs_grad
 def test_opcheck_with_gradients() -> None:
     """opcheck's AOT test traces and runs the backward at dynamic shapes."""
     conv = pt.op(double(kernels.get("conv2d", stride=2, padding=1)))
@@ -424,7 +404,6 @@ def test_opcheck_with_gradients() -> None:
     assert set(result.values()) == {"SUCCESS"}
 
 
-@needs_grad
 def test_gradients_of_several_outputs_and_of_an_unused_one() -> None:
     bicg = pt.op(double(kernels.get("polybench_bicg")))
     a, r, p = (randn(*s, seed=k, dtype=torch.float64, grad=True)
@@ -438,7 +417,6 @@ def test_gradients_of_several_outputs_and_of_an_unused_one() -> None:
     assert p.grad is None or not p.grad.any()
 
 
-@needs_grad
 def test_a_definition_without_gradient_runs_forward_and_its_backward_says_why() -> None:
     gather = pt.op("def gather(float(N) x, int64(M) idx) -> (y) { y(i) = x(idx(i)) }")
     x, idx = randn(5, grad=True), torch.tensor([4, 0, 2])
