@@ -10,11 +10,12 @@ import importlib
 
 from polyopt import tune  # the package, callable as polyopt.tune(...)
 from polyopt.api import Kernel, compile
-from polyopt.einsum import einsum
+from polyopt.einsum import einsum, einsum_path
 from polyopt.errors import (
     BoundsError,
     CodegenError,
     CompileError,
+    EinsumPathError,
     EmulationError,
     IllegalScheduleError,
     InputTypeError,
@@ -38,6 +39,7 @@ __all__ = [
     "BoundsError",
     "CodegenError",
     "CompileError",
+    "EinsumPathError",
     "EmulationError",
     "IllegalScheduleError",
     "InputTypeError",
@@ -52,6 +54,7 @@ __all__ = [
     "SizesRequiredError",
     "compile",
     "einsum",
+    "einsum_path",
     "kernels",
     "schedule",
     "tune",
