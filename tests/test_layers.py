@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("codegen", ("polyopt.codegen",)),
     ("runtime", ("polyopt.runtime",)),
     ("driver", ("polyopt.driver",)),
-    ("api", ("polyopt.api", "polyopt.einsum")),
+    ("api", ("polyopt.api", "polyopt.einsum", "polyopt.einsum_path")),
     ("tune", ("polyopt.tune",)),
     ("bench", ("polyopt.bench",)),
     ("cli", ("polyopt.cli",)),
