@@ -179,6 +179,7 @@ FOUR = [np.ones((2, 3)), np.ones((3, 4)), np.ones((4, 5)), np.ones((5, 2))]
     ("bogus", PathNameError, KeyError,
      "einsum optimize='bogus' is not a path method; the methods are 'greedy', 'optimal'"),
     (5, PathTypeError, TypeError, "einsum did not understand the path optimize=5"),
+    (1, PathTypeError, TypeError, "optimize=1"),  # not True, though equal to it
     ([(0, 1)], PathTypeError, TypeError, "einsum did not understand the path optimize=[(0, 1)]"),
     (("greedy", "big"), PathTypeError, TypeError, "did not understand the path"),
     (("bogus", 10), PathNameError, KeyError, "einsum optimize='bogus' is not a path method"),
