@@ -11,11 +11,12 @@ import importlib
 from polyopt import tune  # the package, callable as polyopt.tune(...)
 from polyopt.api import Kernel, compile
 from polyopt.autodiff import grad
-from polyopt.einsum import einsum
+from polyopt.einsum import einsum, einsum_path
 from polyopt.errors import (
     BoundsError,
     CodegenError,
     CompileError,
+    EinsumPathError,
     EmulationError,
     IllegalScheduleError,
     InputTypeError,
@@ -40,6 +41,7 @@ __all__ = [
     "BoundsError",
     "CodegenError",
     "CompileError",
+    "EinsumPathError",
     "EmulationError",
     "IllegalScheduleError",
     "InputTypeError",
@@ -55,6 +57,7 @@ __all__ = [
     "SizesRequiredError",
     "compile",
     "einsum",
+    "einsum_path",
     "grad",
     "kernels",
     "schedule",

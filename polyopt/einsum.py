@@ -25,9 +25,10 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from polyopt import api, dtypes
+from polyopt.einsum_path import ContractionPath, contraction_path
 from polyopt.errors import OptionError, ShapeError
 
-__all__ = ["EinsumPlan", "einsum", "einsum_plan", "use_array_type"]
+__all__ = ["EinsumPlan", "einsum", "einsum_path", "einsum_plan", "use_array_type"]
 
 _LETTERS = frozenset(string.ascii_letters)
 _SUBLIST_LETTERS = string.ascii_uppercase + string.ascii_lowercase  # numpy's int -> letter map
@@ -49,12 +50,15 @@ class EinsumPlan:
 
 
 def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
-           dtype: Any = None, casting: Casting = "safe", optimize: Any = False,
+           dtype: Any = None, casting: Casting = "safe", optimize: Any = True,
            **unsupported: Any) -> Any:
     """``numpy.einsum(subscripts, *operands, out=, dtype=, casting=)`` for real dtypes.
 
     Also accepts numpy's interleaved form ``einsum(op0, sublist0, op1, sublist1, ..., [out])``.
     Returns a numpy scalar for a 0-d result (as numpy does) unless ``out`` is given.
+    ``optimize`` takes numpy's values (see ``einsum_path``); the default, True, contracts
+    three or more operands pairwise along the greedy path, a kernel per step, where numpy's
+    default (False, one loop nest over every index) is kept for False or None.
     Raises ``ShapeError`` for operands that do not fit the subscripts and ``OptionError`` for
     malformed subscripts and unsupported dtypes or options.
     """
@@ -64,11 +68,15 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
                            optimize=optimize, **unsupported)
     if unsupported:
         raise OptionError(f"einsum does not support the option(s) {', '.join(unsupported)}")
-    if optimize is not False:
-        raise OptionError(f"einsum does not support optimize={optimize!r}: polyopt schedules "
-                          "the contraction itself")
     if not isinstance(subscripts, str):
         subscripts, operands = _from_sublists((subscripts, *operands))
+    # A path for three or more operands (numpy's default is one nest); for one or two,
+    # True's path is the one nest, known without asking.
+    one_nest = optimize is False or optimize is None or (optimize is True and len(operands) < 3)
+    if not one_nest:
+        path = contraction_path(subscripts, [np.shape(op) for op in operands], optimize)
+        if len(path.steps) > 1:
+            return _run_path(path, operands, out, dtype, casting)
     plan = einsum_plan(subscripts, *operands, dtype=dtype, casting=casting)
     if out is not None:
         _check_out(out, plan, casting)
@@ -262,3 +270,27 @@ def _check_out(out: Any, plan: EinsumPlan, casting: Casting) -> None:
 def _kernel(text: str, sizes: tuple[tuple[str, int], ...]) -> Any:
     """The compiled kernel of ``text`` at ``sizes``, compiled once per process."""
     return api.compile(text, "einsum", sizes=dict(sizes))
+
+
+def einsum_path(subscripts: Any, *operands: Any, optimize: Any = "greedy") -> tuple[list[Any], str]:
+    """``numpy.einsum_path``: the contraction path ``einsum`` takes for ``optimize`` as
+    ``['einsum_path', (i, j), ...]``, and numpy's printed report of it. See
+    ``polyopt.einsum_path`` (the module) for the methods; nothing is compiled."""
+    if not isinstance(subscripts, str):
+        subscripts, operands = _from_sublists((subscripts, *operands))
+    path = contraction_path(subscripts, [np.shape(op) for op in operands], optimize)
+    return path.as_list(), path.report()
+
+
+def _run_path(path: ContractionPath, operands: tuple[Any, ...], out: np.ndarray | None,
+              dtype: Any, casting: Casting) -> Any:
+    """``path``'s steps one after another, each an einsum of its own (one kernel), in the
+    dtype of the whole contraction; the last writes ``out``."""
+    ops = [np.asarray(op) for op in operands]
+    dt = np.result_type(*ops) if dtype is None else dtype  # each step's own would drift
+    for k, step in enumerate(path.steps):
+        args = [ops.pop(p) for p in step.operands]
+        last = k == len(path.steps) - 1
+        ops.append(einsum(step.subscripts, *args, out=out if last else None, dtype=dt,
+                          casting=casting, optimize=False))
+    return ops[0]

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("codegen", ("polyopt.codegen",)),
     ("runtime", ("polyopt.runtime",)),
     ("driver", ("polyopt.driver",)),
-    ("api", ("polyopt.api", "polyopt.einsum")),
+    ("api", ("polyopt.api", "polyopt.einsum", "polyopt.einsum_path")),
     ("torch", ("polyopt.torch",)),  # PyTorch operators: the one module that imports torch
     ("tune", ("polyopt.tune",)),
     ("bench", ("polyopt.bench",)),
