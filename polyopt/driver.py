@@ -162,10 +162,13 @@ def lower_or_load(program: ir.Program, options: Mapping[str, Any],
     found = warm.load(key) if key is not None else None
     if found is not None:
         return found, None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        lowered = lower_program(program, options, schedule())
-    _reemit(caught)
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lowered = lower_program(program, options, schedule())
+    finally:  # what the lowering said before it failed too
+        _reemit(caught)
     compiled = Compiled(Signature.of(lowered.program), lowered.source)
     if key is not None and not caught:  # a warm start would not say it again: lower again
         warm.save(key, compiled)

@@ -371,6 +371,17 @@ def test_a_lowering_that_warns_is_not_recorded(cache_dir: Path,
     assert not list(cache_dir.glob("kernels/*/*.json"))
 
 
+def test_what_a_failing_lowering_said_is_still_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        warnings.warn("said before failing", polyopt.PolyoptWarning, stacklevel=1)
+        raise polyopt.ScheduleError("the lowering failed")
+
+    monkeypatch.setattr(driver, "lower_program", failing)
+    with pytest.warns(polyopt.PolyoptWarning, match="before failing"), \
+            pytest.raises(polyopt.ScheduleError, match="lowering failed"):
+        polyopt.compile(MM, sizes={"M": 2, "K": 2, "N": 2})
+
+
 def test_a_user_schedule_is_lowered_every_time(cache_dir: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     sizes = {"M": 4, "K": 4, "N": 4}
