@@ -209,15 +209,18 @@ def locked(cache_dir: Path, key: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o600, *, sync: bool = True) -> None:
     """Write via a temp file in the same directory and ``os.replace`` it into place. The temp
-    file is created exclusively (``mkstemp``), so a planted symlink is never followed."""
+    file is created exclusively (``mkstemp``), so a planted symlink is never followed.
+    ``sync=False`` skips the ``fsync``, for what a crash may lose (a checksum catches a torn
+    file, and it is made again)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

@@ -59,7 +59,8 @@ def write(root: Path, kind: str, key: str, payload: Mapping[str, Any]) -> None:
     trust.make_private_dirs(Path(root), Path(kind, key[:2]))
     body = {"format": RECORD_FORMAT, "kind": kind, "key": key, "payload": payload,
             "sha256": _digest(payload)}
-    cache.atomic_write(record_path(root, kind, key), json.dumps(body).encode())
+    # No fsync: a record lost in a crash, or torn (its checksum fails), is only made again.
+    cache.atomic_write(record_path(root, kind, key), json.dumps(body).encode(), sync=False)
 
 
 def key_of(*parts: Any) -> str:
