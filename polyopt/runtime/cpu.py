@@ -75,7 +75,7 @@ class CpuKernel:
         tuple), or None when an input is not an exact C-contiguous, aligned ndarray of the
         dtype object and shape in ``inputs`` (the caller checks and explains). None where the
         trampoline was built without numpy."""
-        if self._prepare is None or self._run is None:
+        if self._prepare is None or self._run is None or not outputs:
             return None
         plan = self._prepare(self._address, tuple(int(d) for d in dims),
                              tuple((dt, tuple(shape)) for dt, shape in inputs),
