@@ -27,6 +27,8 @@ import contextlib
 import functools
 import importlib.machinery
 import importlib.util
+import os
+import sys
 import sysconfig
 from collections.abc import Sequence
 from types import ModuleType
@@ -272,7 +274,7 @@ PyMODINIT_FUNC PyInit_@NAME@(void) {
 def load() -> ModuleType | None:
     """The extension module (built on first use), or None where it cannot be built: with
     ``prepare``/``run`` where numpy's headers are found, else with ``call`` alone."""
-    include = sysconfig.get_paths().get("include")
+    include = _python_include()
     if not include:
         return None
     flags = ["-O2", "-fPIC", "-shared", f"-I{include}"]
@@ -280,6 +282,16 @@ def load() -> ModuleType | None:
     with_numpy = [*flags, "-DPO_NUMPY", f"-I{np.get_include()}",
                   f"-DPO_NUMPY_VERSION={np.__version__}"]
     return _build(with_numpy) or _build(flags)
+
+
+def _python_include() -> str | None:
+    """Where ``Python.h`` is: the posix_prefix scheme's place when it is there (one stat),
+    else what sysconfig says (which costs ~2 ms a process, a fifth of a warm start)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}{sys.abiflags}"
+    guess = os.path.join(sys.base_prefix, "include", version)
+    if os.path.isfile(os.path.join(guess, "Python.h")):
+        return guess
+    return sysconfig.get_paths().get("include")
 
 
 def _build(flags: Sequence[str]) -> ModuleType | None:
