@@ -6,7 +6,8 @@ one call of a tiny kernel costs.
   first ``polyopt.compile(MM)(a, b)`` (16x16x16 matmul), with a cold cache (a new, empty
   ``POLYOPT_CACHE_DIR`` each time) and with a warm one (a cache the same code filled
   before). Each is the median of ``--repeat`` processes (``--cold-repeat`` cold), the
-  checkouts taking turns. The import itself is reported too.
+  checkouts taking turns. The import itself is reported too, and for warm starts the
+  process's CPU time over the same span (less sensitive than wall time to a busy machine).
 - call overhead: in one process per checkout, batches of ``--batch`` calls of the 16x16x16
   matmul kernel and of ``numpy.matmul``, of the tiny einsum and of ``numpy.einsum``, taking
   turns for ``--rounds`` rounds; each figure is the median batch's time per call.
@@ -38,7 +39,7 @@ import json, sys, time
 t0 = time.perf_counter()
 import numpy as np
 import polyopt
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 rng = np.random.default_rng(0)
 if sys.argv[1] == "einsum":
     a, b = rng.random((8, 8), np.float32), rng.random((8, 8), np.float32)
@@ -46,9 +47,10 @@ if sys.argv[1] == "einsum":
 else:
     a, b = rng.random((16, 16), np.float32), rng.random((16, 16), np.float32)
     got = polyopt.compile(sys.argv[2])(a, b)
-t2 = time.perf_counter()
+t2, c2 = time.perf_counter(), time.process_time()
 assert np.allclose(got, a @ b, rtol=1e-5), "wrong result"
-print(json.dumps({"import": t1 - t0, "first": t2 - t1, "polyopt": polyopt.__file__}))
+print(json.dumps({"import": t1 - t0, "first": t2 - t1, "cpu": c2 - c1,
+                  "polyopt": polyopt.__file__}))
 """
 
 CALLS = """
@@ -113,6 +115,7 @@ def first_results(trees: dict[str, Path], scratch: Path, repeat: int,
                         dir=scratch))
                     got = _run(FIRST, tree, cache, mode, MM)
                     samples[name].setdefault(f"{mode} {kind}", []).append(got["first"])
+                    samples[name].setdefault(f"{mode} {kind} cpu", []).append(got["cpu"])
                     samples[name].setdefault("import", []).append(got["import"])
                     if kind == "cold":
                         shutil.rmtree(cache, ignore_errors=True)
@@ -130,8 +133,10 @@ def call_costs(trees: dict[str, Path], scratch: Path, batch: int,
 ROWS = [("import polyopt", "import", 1e3, "ms"),
         ("first einsum result, cold cache", "einsum cold", 1e3, "ms"),
         ("first einsum result, warm cache", "einsum warm", 1e3, "ms"),
+        ("  the same, CPU time of the process", "einsum warm cpu", 1e3, "ms"),
         ("first compile+call (mm 16^3), cold cache", "kernel cold", 1e3, "ms"),
         ("first compile+call (mm 16^3), warm cache", "kernel warm", 1e3, "ms"),
+        ("  the same, CPU time of the process", "kernel warm cpu", 1e3, "ms"),
         ("call: mm 16x16x16 kernel", "kernel", 1e6, "us"),
         ("call: numpy.matmul, same operands", "matmul", 1e6, "us"),
         ("call: einsum ij,jk->ik 8x8", "einsum", 1e6, "us"),
