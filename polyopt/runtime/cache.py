@@ -7,6 +7,8 @@ Layout under ``<cache_dir>``::
     c/<key[:2]>/<key>.json   metadata: format, key, size and sha256 of the .so, compiler, flags
     c/<key[:2]>/<key>.lock   flock target; serialises builds of one key across processes
     failed/<key>.c           sources the compiler rejected
+    objects/, kernels/, checked/   small JSON records that let a process skip work an
+                             earlier one did (:mod:`.records`, :mod:`.warm`)
 
 Every file is written to a temp file in its final directory and moved with ``os.replace``, and
 the ``.json`` is written last: an entry counts only when the metadata's checksum matches the
