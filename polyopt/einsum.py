@@ -26,7 +26,7 @@ import numpy as np
 
 from polyopt import api, dtypes
 from polyopt.einsum_path import ContractionPath, contraction_path
-from polyopt.errors import OptionError, ShapeError
+from polyopt.errors import OptionError, PolyoptError, ShapeError
 
 __all__ = ["EinsumPlan", "einsum", "einsum_path", "einsum_plan", "use_array_type"]
 
@@ -62,6 +62,12 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
     Raises ``ShapeError`` for operands that do not fit the subscripts and ``OptionError`` for
     malformed subscripts and unsupported dtypes or options.
     """
+    # One nest for one or two operands, or when asked (numpy's default); else a path.
+    one_nest = optimize is False or optimize is None or (optimize is True and len(operands) < 3)
+    if out is None and one_nest and not unsupported:  # see _fast_call
+        result = _fast_call(subscripts, operands, dtype, casting)
+        if result is not None:
+            return result
     for cls, handler in _array_types.items():  # torch tensors in, torch tensors out
         if any(isinstance(x, cls) for x in (subscripts, *operands)):
             return handler(subscripts, *operands, out=out, dtype=dtype, casting=casting,
@@ -264,6 +270,67 @@ def _check_out(out: Any, plan: EinsumPlan, casting: Casting) -> None:
     if not np.can_cast(plan.dtype, out.dtype, casting):
         raise ShapeError(f"einsum result of dtype {plan.dtype} cannot be written to out= of "
                          f"dtype {out.dtype} under casting={casting!r}")
+
+
+# -- the fast path: a call like one made before, planned once ------------------------------
+# Parsing the subscripts and building the plan cost ~30 us a call; the kernel call ~1 us.
+# A call is keyed by its subscripts, options and operands' types, shapes and dtypes, which
+# decide everything einsum_plan decides; the operands' layout does not (the kernel copies
+# what is not C-contiguous and aligned, as the plan's cast would). Calls that cannot be
+# keyed (operands that are not ndarrays, out=) take the full path above.
+
+
+@dataclass(frozen=True)
+class _FastPlan:
+    kernel: Any  # None when the result is empty (all zeros)
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    cast: tuple[bool, ...]  # per operand: not of the computation dtype itself
+
+    def __call__(self, operands: tuple[np.ndarray, ...]) -> Any:
+        if self.kernel is None:
+            result = np.zeros(self.shape, self.dtype)
+        else:
+            if any(self.cast):
+                operands = tuple(np.asarray(x, dtype=self.dtype, order="C") if c else x
+                                 for x, c in zip(operands, self.cast, strict=True))
+            result = self.kernel(*operands)
+            if result.shape != self.shape:
+                result = result.reshape(self.shape)
+        return result[()] if result.ndim == 0 else result
+
+
+_FAST: dict[tuple[Any, ...], _FastPlan | None] = {}
+
+
+def _fast_call(subscripts: Any, operands: tuple[Any, ...], dtype: Any, casting: Any) -> Any:
+    """The result by a plan made at an earlier call with this key, or None (not keyed)."""
+    try:
+        key = (subscripts, dtype, casting, *[(type(x), x.shape, x.dtype) for x in operands])
+        plan = _FAST.get(key, _FAST)
+    except (AttributeError, TypeError):  # operands without shapes, unhashable options
+        return None
+    if plan is _FAST:
+        plan = _fast_plan(subscripts, operands, dtype, casting)
+        if len(_FAST) >= 256:
+            _FAST.clear()
+        _FAST[key] = plan
+    return None if plan is None else plan(operands)  # type: ignore[operator]
+
+
+def _fast_plan(subscripts: Any, operands: tuple[Any, ...], dtype: Any,
+               casting: Any) -> _FastPlan | None:
+    """The plan of a call of string subscripts on ndarrays; None otherwise, or when the
+    call is refused (the full path raises the error)."""
+    if not isinstance(subscripts, str) or any(type(x) is not np.ndarray for x in operands):
+        return None
+    try:
+        plan = einsum_plan(subscripts, *operands, dtype=dtype, casting=casting)
+    except PolyoptError:
+        return None
+    kernel = None if plan.empty else _kernel(plan.text, tuple(plan.sizes.items()))
+    return _FastPlan(kernel, plan.shape, plan.dtype,
+                     tuple(x.dtype is not plan.dtype for x in operands))
 
 
 @lru_cache(maxsize=256)
