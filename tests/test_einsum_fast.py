@@ -75,5 +75,9 @@ def test_out_and_optimize_take_the_full_path() -> None:
     out = np.empty((4, 3), F32)
     assert einsum("ij,jk->ik", A, B, out=out) is out
     np.testing.assert_allclose(out, A @ B, rtol=1e-5)
-    with pytest.raises(Exception, match="optimize"):
-        einsum("ij,jk->ik", A, B, optimize=True)
+    C = np.arange(6, dtype=F32).reshape(3, 2)
+    want = A @ B @ C
+    np.testing.assert_allclose(einsum("ij,jk,kl->il", A, B, C, optimize="optimal"), want,
+                               rtol=1e-5)
+    np.testing.assert_allclose(einsum("ij,jk,kl->il", A, B, C, optimize=False), want,
+                               rtol=1e-5)
