@@ -83,6 +83,8 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
         path = contraction_path(subscripts, [np.shape(op) for op in operands], optimize)
         if len(path.steps) > 1:
             return _run_path(path, operands, out, dtype, casting)
+        return einsum(subscripts, *operands, out=out, dtype=dtype, casting=casting,
+                      optimize=False)  # one step: the one nest, by the fast path
     plan = einsum_plan(subscripts, *operands, dtype=dtype, casting=casting)
     if out is not None:
         _check_out(out, plan, casting)
@@ -358,6 +360,7 @@ def _run_path(path: ContractionPath, operands: tuple[Any, ...], out: np.ndarray 
     for k, step in enumerate(path.steps):
         args = [ops.pop(p) for p in step.operands]
         last = k == len(path.steps) - 1
-        ops.append(einsum(step.subscripts, *args, out=out if last else None, dtype=dt,
-                          casting=casting, optimize=False))
+        result = einsum(step.subscripts, *args, out=out if last else None, dtype=dt,
+                        casting=casting, optimize=False)
+        ops.append(result if last else np.asarray(result))  # a 0-d step: an array (fast path)
     return ops[0]
