@@ -313,6 +313,8 @@ class Emitter:
         c, cols_total = ctype(self.dtype), self.t.cols
         tmp = f"{pad}  {c} po_tile[{self.t.rows}][{cols_total}] = {{{{0}}}};"
         copy_in, copy_out = self._edge_copies(rows or "0L", cols or "0L")
+        if self._starts_at_zero():
+            copy_in = []  # the zeroed scratch tile is the start
         body = self._print(target, plan, pad + "  ", scratch=True)
         return [f"{pad}{{", tmp, *[f"{pad}  {x}" for x in copy_in], *body,
                 *[f"{pad}  {x}" for x in copy_out], f"{pad}}}"]
