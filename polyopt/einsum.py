@@ -1,142 +1,235 @@
-"""``einsum``: a drop-in for ``numpy.einsum`` on real dtypes, computed by a compiled TC kernel.
+"""``einsum``: a drop-in for ``numpy.einsum``, computed by compiled TC kernels.
 
-The subscripts are parsed and checked as numpy does them: implicit and explicit output,
-repeated subscripts in one operand (diagonals), ``...`` broadcasting, and size-1 dims that
-broadcast against larger ones. The contraction then becomes one TC statement; for
-``ij,jk->ik`` on float32 operands of shapes (2,3) and (3,4)::
+Every calling form numpy accepts (``polyopt.einsum_args``) and every dtype numpy computes
+but object: bool, integers, float16/32/64, longdouble (C's ``long double``) and
+complex64/128/clongdouble. The subscripts are parsed and checked as numpy does them:
+implicit and explicit output, repeated subscripts in one operand (diagonals), ``...``
+broadcasting, and size-1 dims that broadcast against larger ones. The contraction then
+becomes one TC definition (``polyopt.einsum_tc``; a complex one is lowered to real parts
+there); for ``ij,jk->ik`` on float32 operands of shapes (2,3) and (3,4)::
 
     def einsum(float32(N0,N1) T0, float32(N1,N2) T1) -> (O) { O(i_,k_) +=! T0(i_,j_) * T1(j_,k_) }
 
-with sizes ``{N0: 2, N1: 3, N2: 4}``. Letter ``x`` becomes the index ``x_`` and the k-th
-``...`` dim the index ``ek_``; a size-1 dim that broadcasts is declared ``1`` and read at
-``0``. ``polyopt.compile`` turns the text into a kernel, cached per (text, sizes), i.e. per
-normalized subscripts, shapes and dtype. Numpy only casts the operands; it never computes.
+with sizes ``{N0: 2, N1: 3, N2: 4}``. ``polyopt.compile`` turns the text into a kernel. A
+problem of at most ``GENERIC_POINTS`` iteration points gets one size-generic kernel per
+definition, which serves every such shape: compiling (a C compiler run, ~0.2 s) would
+dwarf the work of small contractions, and numpy's users call einsum on many small shapes.
+Larger problems get a kernel specialized to their sizes (faster code), cached per shape.
+
+The result is laid out as ``order=`` says (``polyopt.einsum_layout``): the kernel writes its
+dims in that memory order. One operand summed over nothing is returned as a view, as numpy
+does. numpy only casts the operands and copies results; it never computes.
 """
 
 from __future__ import annotations
 
 import string
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 
 from polyopt import api, dtypes
-from polyopt.errors import OptionError, ShapeError
+from polyopt.einsum_args import Casting, parse_args
+from polyopt.einsum_layout import memory_order, single_view
+from polyopt.einsum_tc import Form, kernel_form, points, tc_text
+from polyopt.errors import InputTypeError, OptionError, OptionTypeError, ShapeError
 
-__all__ = ["EinsumPlan", "einsum", "einsum_plan"]
+__all__ = ["GENERIC_POINTS", "Contraction", "EinsumPlan", "contraction", "einsum",
+           "einsum_plan"]
 
+GENERIC_POINTS = 1 << 16  # iteration points up to which a size-generic kernel is used
 _LETTERS = frozenset(string.ascii_letters)
-_SUBLIST_LETTERS = string.ascii_uppercase + string.ascii_lowercase  # numpy's int -> letter map
-Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
-_CASTINGS: tuple[str, ...] = get_args(Casting)
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """What one einsum call computes, derived from its subscripts, its operands' shapes,
+    dtypes and strides and its options, never from the data (so it can be reused for any
+    call that has the same)."""
+
+    labels: tuple[tuple[str, ...], ...]  # each operand's dim labels ('...k': a '...' dim)
+    out: tuple[str, ...]  # the result's dim labels
+    shape: tuple[int, ...]  # the result's shape
+    dtype: np.dtype  # the result's dtype
+    view: bool  # one operand summed over nothing: the result is a view of it
+    text: str = ""  # the TC definition (none for a view)
+    sizes: tuple[tuple[str, int], ...] = ()  # a value for every size name in ``text``
+    form: Form | None = None  # the canonical form ``text`` computes
+    cast: np.dtype | None = None  # the operands' values: ``dtype``, or its real part's
+    part: np.dtype | None = None  # the kernel's element type, of ``cast``'s size
+    order: tuple[int, ...] = ()  # the result's axes from outermost to innermost in memory
+    empty: bool = False  # some extent is 0: the result is all zeros, nothing is compiled
+    generic: bool = False  # computed by the definition's size-generic kernel
 
 
 @dataclass(frozen=True)
 class EinsumPlan:
-    """What one einsum call computes: the TC text, its sizes, and the cast operands."""
+    """A contraction with its operands prepared: what ``einsum`` hands the kernel."""
 
     text: str  # the TC definition, named "einsum"
     sizes: dict[str, int]  # a value for every size name in ``text``
     shape: tuple[int, ...]  # the result's shape
-    dtype: np.dtype  # the computation and result dtype
-    operands: tuple[np.ndarray, ...]  # cast to ``dtype``, C-contiguous, in signature order
+    dtype: np.dtype  # the result's dtype
+    operands: tuple[np.ndarray, ...]  # cast, C-contiguous, complex ones as (..., 2) parts
     empty: bool  # some extent is 0: the result is all zeros and nothing is compiled
 
 
-def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
-           dtype: Any = None, casting: Casting = "safe", optimize: Any = False,
-           **unsupported: Any) -> Any:
-    """``numpy.einsum(subscripts, *operands, out=, dtype=, casting=)`` for real dtypes.
+def einsum(*operands: Any, out: np.ndarray | None = None, dtype: Any = None,
+           order: str = "K", casting: Casting = "safe", optimize: Any = False,
+           **unknown: Any) -> Any:
+    """``numpy.einsum(subscripts, *operands, out=, dtype=, order=, casting=)``.
 
-    Also accepts numpy's interleaved form ``einsum(op0, sublist0, op1, sublist1, ..., [out])``.
+    Also numpy's interleaved form ``einsum(op0, sublist0, op1, sublist1, ..., [out])``.
     Returns a numpy scalar for a 0-d result (as numpy does) unless ``out`` is given.
-    Raises ``ShapeError`` for operands that do not fit the subscripts and ``OptionError`` for
-    malformed subscripts and unsupported dtypes or options.
+    Raises ``ShapeError`` (a ValueError) for operands that do not fit the subscripts,
+    ``OptionError`` (a ValueError) for malformed subscripts and options, and their
+    ``TypeError`` subclasses where numpy raises a TypeError (a cast that ``casting=``
+    forbids, an argument of the wrong kind).
     """
-    if unsupported:
-        raise OptionError(f"einsum does not support the option(s) {', '.join(unsupported)}")
+    _check_optimize(optimize)
+    args = parse_args(operands, out=out, dtype=dtype, order=order, casting=casting,
+                      unknown=unknown)
+    c = contraction(args.subscripts, args.operands, dtype=args.dtype, casting=args.casting,
+                    order=args.order, out=args.out)
+    result = (single_view(args.operands[0], c.labels[0], c.out) if c.view
+              else _compute(c, args.operands))
+    if args.out is None:
+        return result[()] if result.ndim == 0 else result
+    np.copyto(args.out, result, casting="unsafe")  # ``contraction`` checked ``casting``
+    return args.out
+
+
+def _check_optimize(optimize: Any) -> None:
+    """einsum's one use of ``optimize=``: polyopt computes the whole contraction as one
+    loop nest, so only ``False`` is accepted."""
     if optimize is not False:
         raise OptionError(f"einsum does not support optimize={optimize!r}: polyopt schedules "
                           "the contraction itself")
-    if not isinstance(subscripts, str):
-        subscripts, operands = _from_sublists((subscripts, *operands))
-    plan = einsum_plan(subscripts, *operands, dtype=dtype, casting=casting)
-    if out is not None:
-        _check_out(out, plan, casting)
-    if plan.empty:
-        result = np.zeros(plan.shape, plan.dtype)
-    else:
-        result = _kernel(plan.text, tuple(plan.sizes.items()))(*plan.operands)
-        if isinstance(result, (tuple, list)):
-            result = result[0]
-        result = np.asarray(result).reshape(plan.shape)
-    if out is None:
-        return result[()] if result.ndim == 0 else result
-    out[...] = result
-    return out
 
 
-def einsum_plan(subscripts: str, *operands: Any, dtype: Any = None,
-                casting: Casting = "safe") -> EinsumPlan:
-    """Parse and check ``subscripts`` against ``operands``; build the TC text and its sizes."""
+def einsum_plan(subscripts: str, *operands: Any, dtype: Any = None, casting: Casting = "safe",
+                order: str = "K") -> EinsumPlan:
+    """Parse and check ``subscripts`` against ``operands``; build the TC text and its sizes,
+    and cast the operands for the kernel (also for one operand that einsum would view)."""
+    args = parse_args((subscripts, *operands), dtype=dtype, casting=casting, order=order)
+    c = contraction(args.subscripts, args.operands, dtype=args.dtype, casting=args.casting,
+                    order=args.order, view=False)
+    return EinsumPlan(c.text, dict(c.sizes), c.shape, c.dtype, _operands(c, args.operands),
+                      c.empty)
+
+
+def contraction(subscripts: str, operands: Sequence[np.ndarray], *, dtype: np.dtype | None,
+                casting: Casting, order: str, out: np.ndarray | None = None,
+                view: bool = True) -> Contraction:
+    """Check ``subscripts`` against the operands (their shapes, dtypes and, for the layout of
+    ``order`` 'K' or 'A', strides) and derive the contraction. With ``out``, the result is
+    laid out as ``out`` is, so that the final copy runs through memory in order."""
     terms, out_term = _split(subscripts)
-    arrays = [np.asarray(op) for op in operands]
-    if len(terms) != len(arrays):
+    if len(terms) != len(operands):
         raise ShapeError(f"einsum subscripts {subscripts!r} name {len(terms)} operand(s) "
-                         f"but {len(arrays)} were given")
-    dt = _computation_dtype(arrays, dtype, casting)
-    shapes = [a.shape for a in arrays]
+                         f"but {len(operands)} were given")
+    shapes = [a.shape for a in operands]
     ins, out_labels = _labels(terms, out_term, shapes)
     ext = _extents(ins, shapes)
-    text, sizes = _tc_text(ins, out_labels, shapes, ext, dt.name)
-    cast = tuple(np.asarray(a, dtype=dt.np, order="C") for a in arrays)  # keeps 0-d as 0-d
-    return EinsumPlan(text, sizes, tuple(ext[lab] for lab in out_labels), dt.np, cast,
-                      0 in ext.values())
+    shape = tuple(ext[lab] for lab in out_labels)
+    dt = _result_dtype(operands, dtype, casting)
+    if out is not None:
+        _check_out(out, shape, dt, casting)
+    labels = tuple(map(tuple, ins))
+    if view and out is None and len(operands) == 1 and dt == operands[0].dtype \
+            and set(ins[0]) == set(out_labels):
+        return Contraction(labels, tuple(out_labels), shape, dt, view=True)
+    cast, part, pairs = _kernel_dtype(operands, dt)
+    mem = _out_order(out) if out is not None else memory_order(order, out_labels, ins, operands)
+    form = kernel_form(ins, [out_labels[j] for j in mem], shapes, ext, pairs)
+    text, sizes = tc_text(form, part.name)
+    return Contraction(labels, tuple(out_labels), shape, dt, False, text,
+                       tuple(sizes.items()), form, cast, part.np, mem, 0 in ext.values(),
+                       points(form) <= GENERIC_POINTS)
 
 
-def _computation_dtype(arrays: list[np.ndarray], dtype: Any, casting: Casting) -> dtypes.DType:
-    """``dtype`` or the operands' result type, after checking every operand can be cast to it."""
-    if casting not in _CASTINGS:
-        raise OptionError(f"einsum casting={casting!r} is not one of {', '.join(_CASTINGS)}")
-    for k, a in enumerate(arrays):
-        if dtypes.from_numpy(a.dtype.newbyteorder("=")) is None:
-            raise OptionError(f"einsum does not support dtype {a.dtype} (operand {k}); "
-                              "only bool, integer, bfloat16 and float16/32/64 operands are")
+def _result_dtype(arrays: Sequence[np.ndarray], dtype: np.dtype | None,
+                  casting: Casting) -> np.dtype:
+    """``dtype`` or the operands' result type, after checking every operand can be cast to
+    it under ``casting`` (a TypeError, as numpy's)."""
     try:
-        dt = np.dtype(dtype) if dtype is not None else np.result_type(*arrays)
-    except TypeError as e:
-        raise OptionError(f"einsum dtype={dtype!r} is not a numpy dtype") from e
-    tc = dtypes.from_numpy(dt.newbyteorder("="))
-    if tc is None:
-        raise OptionError(f"einsum does not support dtype={dt}; only bool, integer, bfloat16 and "
-                          "float16/32/64 are")
+        dt = dtype if dtype is not None else np.result_type(*arrays)
+    except TypeError as e:  # numpy's DTypePromotionError: strings with numbers, ...
+        kinds = ", ".join(str(a.dtype) for a in arrays)
+        raise OptionTypeError(f"einsum operands of dtypes {kinds} have no common dtype") from e
     for k, a in enumerate(arrays):
-        if not np.can_cast(a.dtype, tc.np, casting):
-            raise ShapeError(f"einsum operand {k} of dtype {a.dtype} cannot be cast to {tc.np} "
-                             f"under casting={casting!r}")
-    return tc
+        if not np.can_cast(a.dtype, dt, casting):
+            raise InputTypeError(f"einsum operand {k} of dtype {a.dtype} cannot be cast to "
+                                 f"{dt} under casting={casting!r}")
+    return dt
 
 
-def _from_sublists(args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
-    """numpy's interleaved form ``(op0, sublist0, op1, sublist1, ..., [out])`` as a string."""
-    def letter(s: Any) -> str:
-        if s is Ellipsis:
-            return "..."
-        if isinstance(s, int | np.integer) and not isinstance(s, bool) and 0 <= s < 52:
-            return _SUBLIST_LETTERS[s]
-        raise OptionError(f"einsum sublists must hold ints in [0, 52) and Ellipsis, not {s!r}")
+def _kernel_dtype(arrays: Sequence[np.ndarray],
+                  dt: np.dtype) -> tuple[np.dtype, dtypes.DType, tuple[bool, ...]]:
+    """What the operands are cast to, the kernel's element type, and which operands it takes
+    as (real, imaginary) pairs: a complex result is computed on real parts, and only
+    complex operands have an imaginary one."""
+    cast = (np.empty((), dt).real.dtype if dt.kind == "c" else dt).newbyteorder("=")
+    part = _SAME_BITS.get(cast.name) or dtypes.from_numpy(cast)
+    if part is None:
+        culprit = next((f" (operand {k})" for k, a in enumerate(arrays) if a.dtype == dt), "")
+        raise OptionError(f"einsum does not support dtype {dt}{culprit}; only bool, integer, "
+                          "float16/32/64, longdouble and complex operands are")
+    pairs = tuple(dt.kind == "c" and a.dtype.kind == "c" for a in arrays)
+    return cast, part, pairs
 
-    def term(sublist: Any) -> str:
-        if not isinstance(sublist, list | tuple):
-            raise OptionError(f"einsum expected a sublist (list of ints), not {sublist!r}")
-        return "".join(letter(s) for s in sublist)
 
-    pairs = args if len(args) % 2 == 0 else args[:-1]
-    ins = ",".join(term(s) for s in pairs[1::2])
-    return (ins if pairs is args else f"{ins}->{term(args[-1])}"), pairs[0::2]
+# Integers of one width share one kernel: + and * give the same bits in two's complement
+# whether the values are signed or not. Each width computes in the C type whose arithmetic
+# wraps without undefined behaviour: a 16-bit unsigned product promotes to int, where
+# 65535 * 65535 overflows; signed 32- and 64-bit overflow is undefined in C.
+_SAME_BITS = {f"{sign}int{bits}": dtypes.DTYPES[name] for bits, name in (
+    (8, "uint8"), (16, "int16"), (32, "uint32"), (64, "uint64")) for sign in ("", "u")}
+
+
+def _out_order(out: np.ndarray) -> tuple[int, ...]:
+    """``out``'s axes from the largest stride to the smallest (C order on ties)."""
+    return tuple(sorted(range(out.ndim), key=lambda j: -abs(out.strides[j])))
+
+
+def _operands(c: Contraction, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The operands as the kernel takes them, in its order: cast, C-contiguous, viewed as
+    its element type, a complex one as a real array of its parts (numpy's layout: a
+    trailing dim of 2, real then imaginary), reshaped to the form's merged dims."""
+    assert c.form is not None and c.cast is not None and c.part is not None
+    out = []
+    for k, shape, pair in zip(c.form.operands, c.form.shapes, c.form.pairs, strict=True):
+        a = arrays[k]
+        if pair:
+            z = np.asarray(a, dtype=c.dtype.newbyteorder("="), order="C")
+            out.append(z.reshape(-1).view(c.part).reshape(*shape, 2))
+        else:
+            x = np.asarray(a, dtype=c.cast, order="C")
+            out.append((x if c.part == c.cast else x.view(c.part)).reshape(shape))
+    return tuple(out)
+
+
+def _compute(c: Contraction, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """The result of a contraction that is not a view, laid out in ``c.order``."""
+    assert c.cast is not None
+    mem_shape = tuple(c.shape[j] for j in c.order)
+    if c.empty:
+        result = np.zeros(mem_shape, c.dtype)
+    else:
+        kernel = _generic_kernel(c.text) if c.generic else _kernel(c.text, c.sizes)
+        outs = kernel(*_operands(c, arrays))
+        parts = [np.asarray(o).view(c.cast).reshape(mem_shape)
+                 for o in (outs if isinstance(outs, tuple | list) else [outs])]
+        if len(parts) == 2:  # the real and imaginary parts of a complex result
+            result = np.empty(mem_shape, c.dtype)
+            result.real, result.imag = parts
+        else:  # a complex dtype= of real operands has no imaginary part
+            result = parts[0] if parts[0].dtype == c.dtype else parts[0].astype(c.dtype)
+    return result.transpose(np.argsort(c.order))
 
 
 def _split(subscripts: str) -> tuple[list[str], str | None]:
@@ -207,46 +300,31 @@ def _extents(ins: list[list[str]], shapes: list[tuple[int, ...]]) -> dict[str, i
     return ext
 
 
-def _tc_text(ins: list[list[str]], out: list[str], shapes: list[tuple[int, ...]],
-             ext: dict[str, int], tc_type: str) -> tuple[str, dict[str, int]]:
-    """The TC definition computing the contraction, and the value of each of its sizes."""
-    size = {lab: f"N{j}" for j, lab in enumerate(ext)}
-    params, factors = [], []
-    for k, (labels, shape) in enumerate(zip(ins, shapes, strict=True)):
-        # A dim of extent 1 where its label's extent is not broadcasts: declared 1, read at 0.
-        full = [(lab, n == ext[lab]) for lab, n in zip(labels, shape, strict=True)]
-        dims = ",".join(size[lab] if f else "1" for lab, f in full)
-        index = ",".join(_index(lab) if f else "0" for lab, f in full)
-        params.append(f"{tc_type}({dims}) T{k}" if labels else f"{tc_type} T{k}")
-        factors.append(f"T{k}({index})" if labels else f"T{k}")
-    lhs = f"O({','.join(map(_index, out))})" if out else "O"
-    # numpy's bool sum of products is OR of ANDs: max=! keeps every value 0 or 1.
-    op = ("max=!" if tc_type == "bool" else "+=!") if set(ext) - set(out) else "="
-    text = f"def einsum({', '.join(params)}) -> (O) {{ {lhs} {op} {' * '.join(factors)} }}"
-    return text, {size[lab]: n for lab, n in ext.items()}
-
-
-def _index(label: str) -> str:
-    """The TC index variable of a label: ``x_`` for letter ``x``, ``ek_`` for '...' dim k."""
-    return f"e{label[3:]}_" if label.startswith("...") else f"{label}_"
-
-
 def _show(label: str) -> str:
     return f"'...' dimension {label[3:]}" if label.startswith("...") else repr(label)
 
 
-def _check_out(out: Any, plan: EinsumPlan, casting: Casting) -> None:
-    if not isinstance(out, np.ndarray):
-        raise OptionError(f"einsum out= must be a numpy array, not {type(out).__name__}")
-    if out.shape != plan.shape:
-        raise ShapeError(f"einsum out= has shape {out.shape} but the result has shape "
-                         f"{plan.shape}")
-    if not np.can_cast(plan.dtype, out.dtype, casting):
-        raise ShapeError(f"einsum result of dtype {plan.dtype} cannot be written to out= of "
-                         f"dtype {out.dtype} under casting={casting!r}")
+def _check_out(out: np.ndarray, shape: tuple[int, ...], dt: np.dtype, casting: Casting) -> None:
+    if out.shape != shape:
+        raise ShapeError(f"einsum out= has shape {out.shape} but the result has shape {shape}")
+    if not np.can_cast(dt, out.dtype, casting):
+        raise InputTypeError(f"einsum result of dtype {dt} cannot be written to out= of "
+                             f"dtype {out.dtype} under casting={casting!r}")
+    if not out.flags.writeable:
+        raise ShapeError("einsum out= is read-only")
 
 
 @lru_cache(maxsize=256)
 def _kernel(text: str, sizes: tuple[tuple[str, int], ...]) -> Any:
-    """The compiled kernel of ``text`` at ``sizes``, compiled once per process."""
+    """The kernel of ``text`` specialized to ``sizes``, compiled once per process."""
     return api.compile(text, "einsum", sizes=dict(sizes))
+
+
+@lru_cache(maxsize=256)
+def _generic_kernel(text: str) -> Any:
+    """The size-generic kernel of ``text``, compiled once per process for every shape: its
+    loops in program order on one thread, since the work is small (scheduling and threads
+    pay off only on large problems) and the plain loop nest compiles several times faster."""
+    return api.compile(text, "einsum", parametric=True, schedule="program-order",
+                       options={"openmp": False})
+

@@ -46,6 +46,11 @@ class OptionError(PolyoptError, ValueError):
     """An unknown option, target or argument value given to the public API."""
 
 
+class OptionTypeError(OptionError, TypeError):
+    """An option or argument of the wrong kind (``dtype='bogus'``, an unknown keyword, an
+    einsum sublist that is not a sequence); also a ``TypeError``, as numpy raises for one."""
+
+
 class UnknownDefError(LanguageError, OptionError):
     """A def name the source does not define (or none given where it holds several): a fault
     of the source as much as of the ``name=`` argument, so both kinds of error."""
