@@ -177,8 +177,8 @@ def _kernel_dtype(arrays: Sequence[np.ndarray],
     part = _SAME_BITS.get(cast.name) or dtypes.from_numpy(cast)
     if part is None:
         culprit = next((f" (operand {k})" for k, a in enumerate(arrays) if a.dtype == dt), "")
-        raise OptionError(f"einsum does not support dtype {dt}{culprit}; only bool, integer, "
-                          "float16/32/64, longdouble and complex operands are")
+        raise OptionTypeError(f"einsum does not support dtype {dt}{culprit}; only bool, "
+                              "integer, float16/32/64, longdouble and complex operands are")
     pairs = tuple(dt.kind == "c" and a.dtype.kind == "c" for a in arrays)
     return cast, part, pairs
 
