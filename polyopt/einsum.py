@@ -140,9 +140,9 @@ def contraction(subscripts: str, operands: Sequence[np.ndarray], *, dtype: np.dt
     if out is not None:
         _check_out(out, shape, dt, casting)
     labels = tuple(map(tuple, ins))
-    if view and out is None and len(operands) == 1 and dt == operands[0].dtype \
-            and set(ins[0]) == set(out_labels):
-        return Contraction(labels, tuple(out_labels), shape, dt, view=True)
+    if view and out is None and len(operands) == 1 and dtype in (None, operands[0].dtype) \
+            and set(ins[0]) == set(out_labels):  # numpy's view: of the operand's own dtype
+        return Contraction(labels, tuple(out_labels), shape, operands[0].dtype, view=True)
     cast, part, pairs = _kernel_dtype(operands, dt)
     mem = _out_order(out) if out is not None else memory_order(order, out_labels, ins, operands)
     form = kernel_form(ins, [out_labels[j] for j in mem], shapes, ext, pairs)
