@@ -128,28 +128,49 @@ def contraction(subscripts: str, operands: Sequence[np.ndarray], *, dtype: np.dt
     """Check ``subscripts`` against the operands (their shapes, dtypes and, for the layout of
     ``order`` 'K' or 'A', strides) and derive the contraction. With ``out``, the result is
     laid out as ``out`` is, so that the final copy runs through memory in order."""
-    terms, out_term = _split(subscripts)
-    if len(terms) != len(operands):
-        raise ShapeError(f"einsum subscripts {subscripts!r} name {len(terms)} operand(s) "
-                         f"but {len(operands)} were given")
-    shapes = [a.shape for a in operands]
-    ins, out_labels = _labels(terms, out_term, shapes)
-    ext = _extents(ins, shapes)
+    shapes = tuple(a.shape for a in operands)
+    labels, out_labels, ext = _spec(subscripts, shapes)
+    ins = [list(labs) for labs in labels]
     shape = tuple(ext[lab] for lab in out_labels)
     dt = _result_dtype(operands, dtype, casting)
     if out is not None:
         _check_out(out, shape, dt, casting)
-    labels = tuple(map(tuple, ins))
-    if view and out is None and len(operands) == 1 and dtype in (None, operands[0].dtype) \
-            and set(ins[0]) == set(out_labels):  # numpy's view: of the operand's own dtype
-        return Contraction(labels, tuple(out_labels), shape, operands[0].dtype, view=True)
+    # numpy's view, of the operand's own dtype (``dtype == None`` holds for float64: numpy
+    # reads None as its default dtype)
+    own = dtype is None or dtype == operands[0].dtype
+    if view and out is None and len(operands) == 1 and own and set(ins[0]) == set(out_labels):
+        return Contraction(labels, out_labels, shape, operands[0].dtype, view=True)
     cast, part, pairs = _kernel_dtype(operands, dt)
     mem = _out_order(out) if out is not None else memory_order(order, out_labels, ins, operands)
-    form = kernel_form(ins, [out_labels[j] for j in mem], shapes, ext, pairs)
-    text, sizes = tc_text(form, part.name)
-    return Contraction(labels, tuple(out_labels), shape, dt, False, text,
-                       tuple(sizes.items()), form, cast, part.np, mem, 0 in ext.values(),
-                       points(form) <= GENERIC_POINTS)
+    form, text, sizes = _definition(labels, tuple(out_labels[j] for j in mem), tuple(shapes),
+                                    tuple(ext.items()), pairs, part.name)
+    return Contraction(labels, out_labels, shape, dt, False, text, sizes, form, cast,
+                       part.np, mem, 0 in ext.values(), points(form) <= GENERIC_POINTS)
+
+
+@lru_cache(maxsize=1024)
+def _spec(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[
+        tuple[tuple[str, ...], ...], tuple[str, ...], dict[str, int]]:
+    """Each operand's dim labels, the output's, and each label's extent, checked (once per
+    distinct subscripts and shapes: the callers only read the results)."""
+    terms, out_term = _split(subscripts)
+    if len(terms) != len(shapes):
+        raise ShapeError(f"einsum subscripts {subscripts!r} name {len(terms)} operand(s) "
+                         f"but {len(shapes)} were given")
+    ins, out_labels = _labels(terms, out_term, list(shapes))
+    return tuple(map(tuple, ins)), tuple(out_labels), _extents(ins, list(shapes))
+
+
+@lru_cache(maxsize=1024)
+def _definition(ins: tuple[tuple[str, ...], ...], out: tuple[str, ...],
+                shapes: tuple[tuple[int, ...], ...], ext: tuple[tuple[str, int], ...],
+                pairs: tuple[bool, ...],
+                tc_type: str) -> tuple[Form, str, tuple[tuple[str, int], ...]]:
+    """The canonical form and TC text of a contraction, made once per distinct call: the
+    text costs more than the rest of a small einsum call."""
+    form = kernel_form(ins, out, shapes, dict(ext), pairs)
+    text, sizes = tc_text(form, tc_type)
+    return form, text, tuple(sizes.items())
 
 
 def _result_dtype(arrays: Sequence[np.ndarray], dtype: np.dtype | None,
