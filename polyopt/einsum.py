@@ -5,16 +5,18 @@ but object: bool, integers, float16/32/64, longdouble (C's ``long double``) and
 complex64/128/clongdouble. The subscripts are parsed and checked as numpy does them:
 implicit and explicit output, repeated subscripts in one operand (diagonals), ``...``
 broadcasting, and size-1 dims that broadcast against larger ones. The contraction then
-becomes one TC definition (``polyopt.einsum_tc``; a complex one is lowered to real parts
-there); for ``ij,jk->ik`` on float32 operands of shapes (2,3) and (3,4)::
+becomes one TC definition in a canonical form (``polyopt.einsum_tc``; a complex one is
+lowered to real parts there); for ``ij,jk->ik`` on float32 operands of shapes (2,3), (3,4)::
 
-    def einsum(float32(N0,N1) T0, float32(N1,N2) T1) -> (O) { O(i_,k_) +=! T0(i_,j_) * T1(j_,k_) }
+    def einsum(float32(N0,N1) T0, float32(N1,N2) T1) -> (O) { O(a_,c_) +=! T0(a_,b_) * T1(b_,c_) }
 
 with sizes ``{N0: 2, N1: 3, N2: 4}``. ``polyopt.compile`` turns the text into a kernel. A
 problem of at most ``GENERIC_POINTS`` iteration points gets one size-generic kernel per
 definition, which serves every such shape: compiling (a C compiler run, ~0.2 s) would
 dwarf the work of small contractions, and numpy's users call einsum on many small shapes.
-Larger problems get a kernel specialized to their sizes (faster code), cached per shape.
+Larger problems get a kernel specialized to their sizes (scheduled, faster code), cached
+per shape. ``contraction`` derives everything from the call's metadata (subscripts,
+shapes, dtypes, strides, options), never from the data, so a caller may memoize it.
 
 The result is laid out as ``order=`` says (``polyopt.einsum_layout``): the kernel writes its
 dims in that memory order. One operand summed over nothing is returned as a view, as numpy
