@@ -10,15 +10,18 @@ import importlib
 
 from polyopt import tune  # the package, callable as polyopt.tune(...)
 from polyopt.api import Kernel, compile
-from polyopt.einsum import einsum
+from polyopt.autodiff import grad
+from polyopt.einsum import einsum, einsum_path
 from polyopt.errors import (
     BoundsError,
     CodegenError,
     CompileError,
+    EinsumPathError,
     EmulationError,
     IllegalScheduleError,
     InputTypeError,
     LanguageError,
+    NotDifferentiableError,
     OptionError,
     PolyoptError,
     PolyoptWarning,
@@ -38,11 +41,13 @@ __all__ = [
     "BoundsError",
     "CodegenError",
     "CompileError",
+    "EinsumPathError",
     "EmulationError",
     "IllegalScheduleError",
     "InputTypeError",
     "Kernel",
     "LanguageError",
+    "NotDifferentiableError",
     "OptionError",
     "PolyoptError",
     "PolyoptWarning",
@@ -52,6 +57,8 @@ __all__ = [
     "SizesRequiredError",
     "compile",
     "einsum",
+    "einsum_path",
+    "grad",
     "kernels",
     "schedule",
     "tune",

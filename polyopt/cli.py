@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from polyopt import api, dtypes, ir
+from polyopt.autodiff import grad
 from polyopt.bench import conv  # imports neither torch nor TVM
 from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime.interp import evaluate
@@ -51,7 +52,19 @@ def _parser() -> argparse.ArgumentParser:
     _bench_parser(sub)
     _db_parser(sub)
     _tune_parser(sub)
+    g = sub.add_parser("grad", help="print the gradient of a definition as TC source")
+    g.add_argument("file", help="a .tc file, or the name of a kernel in polyopt.kernels")
+    g.add_argument("--name", help="the def to differentiate (needed when the file has several)")
+    g.add_argument("--wrt", help="the inputs to differentiate, e.g. A,B (default: every "
+                   "floating-point input)")
+    g.set_defaults(func=_grad)
     return p
+
+
+def _grad(args: argparse.Namespace) -> int:
+    wrt = None if args.wrt is None else [w.strip() for w in args.wrt.split(",") if w.strip()]
+    print(grad(_read_source(args.file), args.name, wrt=wrt), end="")
+    return 0
 
 
 def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

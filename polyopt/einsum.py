@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import string
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -35,16 +35,18 @@ from typing import Any
 import numpy as np
 
 from polyopt import api, dtypes
-from polyopt.einsum_args import Casting, parse_args
+from polyopt.einsum_args import Casting, EinsumArgs, parse_args
 from polyopt.einsum_layout import memory_order, single_view
+from polyopt.einsum_path import ContractionPath, contraction_path
 from polyopt.einsum_tc import Form, kernel_form, points, tc_text
 from polyopt.errors import InputTypeError, OptionError, OptionTypeError, ShapeError
 
 __all__ = ["GENERIC_POINTS", "Contraction", "EinsumPlan", "contraction", "einsum",
-           "einsum_plan"]
+           "einsum_path", "einsum_plan", "use_array_type"]
 
 GENERIC_POINTS = 1 << 16  # iteration points up to which a size-generic kernel is used
 _LETTERS = frozenset(string.ascii_letters)
+_array_types: dict[type, Callable[..., Any]] = {}  # see use_array_type
 
 
 @dataclass(frozen=True)
@@ -81,20 +83,30 @@ class EinsumPlan:
 
 
 def einsum(*operands: Any, out: np.ndarray | None = None, dtype: Any = None,
-           order: str = "K", casting: Casting = "safe", optimize: Any = False,
+           order: str = "K", casting: Casting = "safe", optimize: Any = True,
            **unknown: Any) -> Any:
-    """``numpy.einsum(subscripts, *operands, out=, dtype=, order=, casting=)``.
+    """``numpy.einsum(subscripts, *operands, out=, dtype=, order=, casting=, optimize=)``.
 
     Also numpy's interleaved form ``einsum(op0, sublist0, op1, sublist1, ..., [out])``.
     Returns a numpy scalar for a 0-d result (as numpy does) unless ``out`` is given.
+    ``optimize`` takes numpy's values (see ``einsum_path``); the default, True, contracts
+    three or more operands pairwise along the greedy path, a kernel per step, where numpy's
+    default (False, one loop nest over every index) is kept for False or None.
     Raises ``ShapeError`` (a ValueError) for operands that do not fit the subscripts,
     ``OptionError`` (a ValueError) for malformed subscripts and options, and their
     ``TypeError`` subclasses where numpy raises a TypeError (a cast that ``casting=``
     forbids, an argument of the wrong kind).
     """
-    _check_optimize(optimize)
+    for cls, handler in _array_types.items():  # torch tensors in, torch tensors out
+        if any(isinstance(x, cls) for x in operands):
+            layout = {"order": order} if order != "K" else {}
+            return handler(*operands, out=out, dtype=dtype, casting=casting,
+                           optimize=optimize, **layout, **unknown)
     args = parse_args(operands, out=out, dtype=dtype, order=order, casting=casting,
                       unknown=unknown)
+    path = _path(args, optimize)
+    if path is not None:
+        return _run_path(path, args)
     c = contraction(args.subscripts, args.operands, dtype=args.dtype, casting=args.casting,
                     order=args.order, out=args.out)
     result = (single_view(args.operands[0], c.labels[0], c.out) if c.view
@@ -105,12 +117,42 @@ def einsum(*operands: Any, out: np.ndarray | None = None, dtype: Any = None,
     return args.out
 
 
-def _check_optimize(optimize: Any) -> None:
-    """einsum's one use of ``optimize=``: polyopt computes the whole contraction as one
-    loop nest, so only ``False`` is accepted."""
-    if optimize is not False:
-        raise OptionError(f"einsum does not support optimize={optimize!r}: polyopt schedules "
-                          "the contraction itself")
+def _path(args: EinsumArgs, optimize: Any) -> ContractionPath | None:
+    """einsum's one use of ``optimize=``: the pairwise path to run, or None for one loop
+    nest over every index (numpy's False; True's path for one or two operands)."""
+    if optimize is False or optimize is None or (optimize is True and len(args.operands) < 3):
+        return None
+    path = contraction_path(args.subscripts, [op.shape for op in args.operands], optimize)
+    return path if len(path.steps) > 1 else None
+
+
+def _run_path(path: ContractionPath, args: EinsumArgs) -> Any:
+    """``path``'s steps one after another, each an einsum of its own (one kernel), in the
+    dtype of the whole contraction; the last writes ``out`` in ``order``."""
+    ops = list(args.operands)
+    dt = _result_dtype(ops, args.dtype, args.casting)  # each step's own would drift
+    for k, step in enumerate(path.steps):
+        step_ops = [ops.pop(p) for p in step.operands]
+        last = k == len(path.steps) - 1
+        ops.append(einsum(step.subscripts, *step_ops, out=args.out if last else None,
+                          dtype=dt, order=args.order if last else "K",
+                          casting=args.casting, optimize=False))
+    return ops[0]
+
+
+def use_array_type(cls: type, handler: Callable[..., Any]) -> None:
+    """Make ``einsum`` hand operands of type ``cls`` to ``handler`` (called with einsum's
+    arguments): a front end for another array library (polyopt.torch) returns its own arrays."""
+    _array_types[cls] = handler
+
+
+def einsum_path(*operands: Any, optimize: Any = "greedy") -> tuple[list[Any], str]:
+    """``numpy.einsum_path``: the contraction path ``einsum`` takes for ``optimize`` as
+    ``['einsum_path', (i, j), ...]``, and numpy's printed report of it. See
+    ``polyopt.einsum_path`` (the module) for the methods; nothing is compiled."""
+    args = parse_args(operands)
+    path = contraction_path(args.subscripts, [op.shape for op in args.operands], optimize)
+    return path.as_list(), path.report()
 
 
 def einsum_plan(subscripts: str, *operands: Any, dtype: Any = None, casting: Casting = "safe",

@@ -51,9 +51,38 @@ class OptionTypeError(OptionError, TypeError):
     einsum sublist that is not a sequence); also a ``TypeError``, as numpy raises for one."""
 
 
+class EinsumPathError(OptionError):
+    """An einsum ``optimize=`` value that is no path method, or a path that does not contract
+    the operands given. The subclasses are also the builtin error numpy raises for each."""
+
+
+class PathTypeError(EinsumPathError, TypeError):
+    """``optimize=`` of a form numpy does not take, or a path step that is no tuple of ints."""
+
+
+class PathNameError(EinsumPathError, KeyError):
+    """A path method other than 'greedy' and 'optimal'."""
+
+    __str__ = Exception.__str__  # the message, not KeyError's repr of it
+
+
+class PathIndexError(EinsumPathError, IndexError):
+    """A path step naming a position that is not in the operand list at that step."""
+
+
+class IncompletePathError(EinsumPathError, RuntimeError):
+    """A path that leaves more than one operand uncontracted."""
+
+
 class UnknownDefError(LanguageError, OptionError):
     """A def name the source does not define (or none given where it holds several): a fault
     of the source as much as of the ``name=`` argument, so both kinds of error."""
+
+
+class NotDifferentiableError(PolyoptError, ValueError):
+    """A definition ``polyopt.grad`` cannot differentiate as written: a data-dependent index
+    (gather) into a differentiated tensor, an integer-typed input asked for, a product
+    reduction, a builtin without a derivative; the message names the statement and access."""
 
 
 class ScheduleError(PolyoptError):

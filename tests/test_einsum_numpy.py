@@ -7,11 +7,14 @@ einsum is made about polyopt's. Skipped, each with its reason:
 
 - the object-dtype tests: polyopt compiles C kernels, and object arrays hold Python objects
   whose ``+`` and ``*`` only Python can run;
-- while polyopt has no ``einsum_path`` and no ``optimize=`` (issue 16, item 2): the tests of
-  ``einsum_path``, and the one test whose assertion holds only on numpy's optimized path.
-  Until then the other tests' ``optimize=`` arguments are dropped: in numpy they choose an
-  order of pairwise contractions, which must give the result of the single contraction
-  polyopt computes, so every result is still checked.
+- ``test_einsum_0d_out``: it writes a float64 result into an int64 ``out=`` under the
+  default casting='safe', which numpy's own plain path refuses (TypeError) and its
+  optimized path lets through (its pairwise steps assign the result without the check);
+  polyopt applies ``casting=`` to ``out=`` whatever ``optimize=`` says;
+- (only in a checkout without polyopt's ``einsum_path``/``optimize=``) the tests of
+  ``einsum_path``; the other tests' ``optimize=`` arguments are then dropped: in numpy they
+  choose an order of pairwise contractions, which must give the result of the single
+  contraction, so every result is still checked.
 """
 
 from __future__ import annotations
@@ -30,11 +33,9 @@ numpy_tests = pytest.importorskip("numpy._core.tests.test_einsum",
 pytestmark = pytest.mark.cc
 
 OBJECT_DTYPE = {"test_einsum_object_errors", "test_object_loop", "test_einsum_sums_object"}
-NEEDS_OPTIMIZE = {
-    # np.einsum(..., out=<int64 0-d>, optimize='optimal') on float64 operands: numpy's
-    # optimized path skips the casting='safe' check of out= that its plain path makes.
-    "test_einsum_0d_out",
-}
+# np.einsum(..., out=<int64 0-d>, optimize='optimal') on float64 operands: numpy's optimized
+# path skips the casting='safe' check of out= that its plain path makes; polyopt's does not.
+UNCHECKED_OUT_CAST = {"test_einsum_0d_out"}
 
 
 def _has_optimize() -> bool:
@@ -59,8 +60,9 @@ def _polyopt_einsum(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     name = request.node.originalname
     if name in OBJECT_DTYPE:
         pytest.skip("object dtype: polyopt compiles C kernels for numeric dtypes")
-    if name in NEEDS_OPTIMIZE and EINSUM is not polyopt.einsum:
-        pytest.skip("needs polyopt's optimize= (issue 16, item 2)")
+    if name in UNCHECKED_OUT_CAST:
+        pytest.skip("numpy's optimize= path writes out= without the casting='safe' check "
+                    "its plain path makes; polyopt checks casting= on every path")
     monkeypatch.setattr(np, "einsum", EINSUM)
     if EINSUM_PATH is not None:
         monkeypatch.setattr(np, "einsum_path", EINSUM_PATH)

@@ -22,12 +22,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "polyopt.version", "polyopt.ir", "polyopt.kernels")),
     ("lang", ("polyopt.lang",)),
     ("poly", ("polyopt.poly",)),
+    ("autodiff", ("polyopt.autodiff",)),  # derived gradients: TC source from the checked IR
     ("schedule", ("polyopt.schedule",)),
     ("codegen", ("polyopt.codegen",)),
     ("runtime", ("polyopt.runtime",)),
     ("driver", ("polyopt.driver",)),
     ("api", ("polyopt.api", "polyopt.einsum", "polyopt.einsum_args", "polyopt.einsum_layout",
-             "polyopt.einsum_tc")),
+             "polyopt.einsum_path", "polyopt.einsum_tc")),
+    ("torch", ("polyopt.torch",)),  # PyTorch operators: the one module that imports torch
     ("tune", ("polyopt.tune",)),
     ("bench", ("polyopt.bench",)),
     ("cli", ("polyopt.cli",)),

@@ -3,9 +3,10 @@
 The schedule shape ``for k { for r (unroll) { for v (vectorize) { S } } }``, where S
 accumulates with ``+`` into an element that does not move with ``k``, is printed as the
 BLIS/Goto micro-kernel: ``MR x NR/lanes`` accumulators in vector registers (GCC/Clang
-vector extensions, sized from the machine's vector width), loaded before the ``k`` loop and
-stored after it; inside, each operand is loaded once per ``k`` step, as a vector when it
-is contiguous along ``v`` and as a broadcast scalar when it does not move with ``v``.
+vector extensions, sized from the machine's vector width), loaded before the ``k`` loop (or
+zeroed, when the tile runs every update of a ``+=!``) and stored after it; inside, each
+operand is loaded once per ``k`` step, as a vector when it is contiguous along ``v`` and as
+a broadcast scalar when it does not move with ``v``.
 
 It applies only where that is exact: full tiles (constant trip counts), affine accesses,
 the target written nowhere else in the tile, and a right-hand side of ``+ - * /``, reads
@@ -24,7 +25,7 @@ from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, ctype, literal
 from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, names_in, substitute, text
 from polyopt.dtypes import DTYPES
-from polyopt.poly.model import PolyStmt
+from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.marks import Marks, Tag, marked_loop
 from polyopt.schedule.policy import CAPS
 
@@ -206,7 +207,23 @@ class Emitter:
         if plan is None or target is None:
             return None
         self.plan, self.target = plan, target
-        return self._print(target, plan, pad)
+        return self._print(target, plan, pad, zero=self._starts_at_zero())
+
+    def _starts_at_zero(self) -> bool:
+        """Do the accumulators start at zero rather than at the target's contents? They do
+        when the statement is a ``+=!`` (its elements are zeroed before their first update,
+        and nothing else writes them in between) and this tile runs every update of each
+        element it holds: the reduction iterators move with the tile's own reduction loops
+        only (no outer block of the reduction), and no other piece of the statement (a
+        padded window's border) updates these elements. Then the tile never reads the
+        output: a pass over it saved where the reduction is short (1024 x 1024 x 16)."""
+        s = self.t.stmt
+        if not s.stmt.init or s.stmt.op != "+":
+            return False
+        mine = set(self.k_its) | {""}
+        if any(set(self.args[it]) - mine for it in s.stmt.reduction_iters):
+            return False
+        return whole_reductions(self.sp.ctx.poly, s)
 
     def _env(self, r: int, v: int) -> dict[str, Lin]:
         """The statement's iterators at row ``r`` of the tile, lane 0 of vector ``v``."""
@@ -317,7 +334,7 @@ class Emitter:
 
     def _print(self, target: dict[tuple[int, int], list[Lin]],
                plan: dict[int, dict[tuple[int, int], list[Lin]]], pad: str,
-               scratch: bool = False) -> list[str]:
+               scratch: bool = False, zero: bool = False) -> list[str]:
         t = self.t
         typedef, vec = vector_type(self.dtype, self.lanes)
         tensor = t.stmt.stmt.tensor
@@ -329,7 +346,8 @@ class Emitter:
                 return f"&po_tile[{r}][{v * self.lanes}]"
             return self._address(tensor, target[(r, v)])
         for r, v in accs:
-            out.append(f"{pad}  {vec} acc_{r}_{v}; __builtin_memcpy(&acc_{r}_{v}, "
+            out.append(f"{pad}  {vec} acc_{r}_{v} = {{0}};" if zero else
+                       f"{pad}  {vec} acc_{r}_{v}; __builtin_memcpy(&acc_{r}_{v}, "
                        f"{home(r, v)}, sizeof acc_{r}_{v});")
         ap = self.ast_expr
         inner = pad + "  "
@@ -371,6 +389,21 @@ class Emitter:
                                 if vector else f"const {c} {name} = *{addr};")
                 values[(rid, r, v)] = seen[addr + str(vector)]
         return body, values
+
+
+def whole_reductions(poly: PolyProgram, s: PolyStmt) -> bool:
+    """Does piece ``s`` hold every update of each element it updates: no other piece of
+    its statement (the border of a padded window) updates those elements too?"""
+    n_lhs, n_red = len(s.stmt.lhs), len(s.stmt.reduction_iters)
+    for other in poly.stmts:
+        if other is s or other.stmt is not s.stmt or other.kind != "update":
+            continue
+        theirs = other.domain.set_tuple_name(s.name).project_out(
+            isl.dim_type.set, n_lhs, n_red)
+        mine = s.domain.project_out(isl.dim_type.set, n_lhs, n_red)
+        if not theirs.intersect(mine).is_empty():
+            return False
+    return True
 
 
 def _has_lane(dims: list[Lin]) -> bool:

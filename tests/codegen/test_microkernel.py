@@ -90,3 +90,50 @@ def test_depthwise_register_tile_loads_vectors_through_a_pack_by_one() -> None:
     want = sum(xp[:, :, i:i + 56, j:j + 40] * w[None, :, 0, i, j, None, None]
                for i in range(3) for j in range(3))
     np.testing.assert_allclose(k(x, w), want, rtol=1e-5, atol=1e-5)
+
+
+# -- accumulators that start at zero ---------------------------------------------------------
+MM_ACC = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) += A(m,r_k) * B(r_k,n) }"
+
+
+def _zero_starts(source: str) -> int:
+    return source.count("acc_0_0 = {0};")
+
+
+def test_a_tile_that_runs_the_whole_reduction_starts_at_zero() -> None:
+    """+=! zeroes C before its first update, so a tile over all of K never reads C."""
+    kernel = polyopt.compile(MM, sizes={"M": 64, "K": 32, "N": 64})
+    assert _zero_starts(kernel.source) and "memcpy(&acc_0_0" not in kernel.source
+    a, b = operands(64, 32, 64)
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(32))
+
+
+def test_blocks_of_the_reduction_and_the_callers_buffer_load_the_accumulators() -> None:
+    """A tile over one block of K continues the previous block's sums; ``+=`` without ``!``
+    adds to what the caller's buffer holds."""
+    blocked = polyopt.compile(MM, sizes={"M": 64, "K": 64, "N": 64},
+                              options={"knobs": {"kc": 16}})
+    assert not _zero_starts(blocked.source) and "memcpy(&acc_0_0" in blocked.source
+    a, b = operands(64, 64, 64)
+    np.testing.assert_allclose(blocked(a, b), a @ b, rtol=1e-4, atol=1e-4 * 8)
+    acc = polyopt.compile(MM_ACC, sizes={"M": 64, "K": 32, "N": 64})
+    assert not _zero_starts(acc.source)
+    a, b = operands(64, 32, 64)
+    c = np.ones((64, 64), np.float32)
+    acc(a, b, outputs=[c])
+    np.testing.assert_allclose(c, 1 + a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(32))
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_a_padded_window_split_into_interior_and_border_sums_right(padding: int) -> None:
+    """The border piece of a padded window updates the same outputs as the interior's
+    tiles near the edge (the interior may start at zero only where it runs every tap)."""
+    sizes = {"N": 1, "C": 8, "H": 12, "W": 40, "F": 32, "KH": 3, "KW": 3}
+    kernel = polyopt.compile(kernels.get("conv2d", padding=padding), sizes=sizes)
+    rng = np.random.default_rng(padding)
+    x = rng.standard_normal((1, 8, 12, 40)).astype(np.float32)
+    w = rng.standard_normal((32, 8, 3, 3)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (0, 0), (padding,) * 2, (padding,) * 2))
+    windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+    want = np.einsum("nchwij,fcij->nfhw", windows, w)
+    np.testing.assert_allclose(kernel(x, w), want, rtol=1e-4, atol=1e-4 * 9)
