@@ -15,10 +15,11 @@ from polyopt import dtypes, ir, lang
 from polyopt.codegen.contract import KernelSource
 from polyopt.driver import (
     Lowered,
+    check_accesses,
     check_options,
     check_schedule,
     lower,
-    lower_program,
+    lower_or_load,
     schedule_of,
 )
 from polyopt.errors import (
@@ -29,22 +30,26 @@ from polyopt.errors import (
     SizesRequiredError,
 )
 from polyopt.lang import syntax
-from polyopt.poly import check_bounds, model_of
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.runtime.cuda import CudaKernel, is_device_array
 from polyopt.runtime.emulated import EmulatedKernel
+from polyopt.runtime.warm import Compiled, Signature
 from polyopt.schedule import Schedule
 
 # The tuning database's best schedule for (definition, sizes, target), or None. polyopt.tune
-# (a layer above this one) registers it when imported, as ``import polyopt`` does.
+# (a layer above this one) registers it when imported, as ``import polyopt`` does, with a
+# cheap summary of the database's state (a warm start's key: see _asked).
 TuningLookup = Callable[[lang.Definition, Mapping[str, int], str], "Schedule | None"]
 _tuning: TuningLookup | None = None
+_tuning_state: Callable[[], str] | None = None
 
 
-def use_tuning(lookup: TuningLookup | None) -> None:
-    """Make ``compile`` ask ``lookup`` for a tuned schedule (None: never)."""
-    global _tuning
-    _tuning = lookup
+def use_tuning(lookup: TuningLookup | None, state: Callable[[], str] | None = None) -> None:
+    """Make ``compile`` ask ``lookup`` for a tuned schedule (None: never). ``state()`` says
+    what the lookup's answers depend on (it changes whenever they may); without it, every
+    variant that may be tuned is lowered in each process."""
+    global _tuning, _tuning_state
+    _tuning, _tuning_state = lookup, state
 
 
 def compile(source: str, name: str | None = None, *, target: str = "c",
@@ -93,17 +98,20 @@ class Kernel:
         self._options = options
         self._decl = self._definition.syntax
         self.name = self._definition.name
-        self._variants: dict[tuple[tuple[str, int], ...], tuple[Lowered, Any]] = {}
+        self._variants: dict[tuple[tuple[str, int], ...], tuple[Compiled, Any]] = {}
         self._lock = threading.Lock()
         self._plans: dict[tuple[tuple[int, ...], ...], _CallPlan] = {}
+        self._hot: Callable[[tuple[Any, ...]], Any] | None = None  # the last plan's C call
         self._scratch = threading.local()
         # What a host call checks of each input on the fast path (``_host_call``).
         self._wanted = tuple((dtypes.get(d.type.name).np, len(d.type.dims))  # type: ignore
                              for d in self._decl.inputs)
         # Check now what can be checked now, so errors show at compile time; lower now only
         # what a call will use (a size-generic lowering is costly and per-shape calls
-        # lower their own specialized variants).
+        # lower their own specialized variants). What an earlier process lowered (or
+        # checked) with the same key is not lowered again: _static stays None until asked.
         self._static: Lowered | None = None
+        self._ready: Compiled | None = None  # what calls at the compile-time sizes run
         try:
             program = lang.build_program(self._definition, sizes=sizes)
         except SizesRequiredError:
@@ -111,10 +119,11 @@ class Kernel:
                 raise
             return
         if parametric or not program.sizes or isinstance(schedule, Schedule):
-            chosen = schedule if schedule is not None or parametric else self._tuned(sizes)
-            self._static = lower_program(program, options, chosen)  # a user's: check it
+            self._ready, self._static = lower_or_load(  # a user's Schedule is checked here
+                program, options, lambda: schedule if schedule is not None or parametric
+                else self._tuned(sizes), self._asked())
         else:
-            check_bounds(model_of(program))
+            check_accesses(program)
 
     # -- introspection -------------------------------------------------------------------
     @property
@@ -124,7 +133,8 @@ class Kernel:
     @property
     def source(self) -> str:
         """Generated code: specialized when all sizes were given, size-generic otherwise."""
-        return self._lowered().source.text
+        ready = self._ready  # the lowering's own source, recorded or just made
+        return ready.source.text if ready is not None else self._lowered().source.text
 
     @property
     def schedule(self) -> Schedule:
@@ -153,6 +163,11 @@ class Kernel:
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *inputs: Any, outputs: Sequence[np.ndarray] | None = None) -> Any:
         if outputs is None:
+            hot = self._hot  # checks, allocates and calls in C; None for other inputs
+            if hot is not None:
+                result = hot(inputs)
+                if result is not None:
+                    return result
             result = self._host_call(inputs)
             if result is not None:
                 return result
@@ -199,11 +214,12 @@ class Kernel:
         plan = self._plans.get(tuple(shapes))
         if plan is None or plan.host is None:
             return None
+        self._hot = plan.bound
         outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
         plan.host(*inputs, *outs, *self._locals(plan)[1])
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _unaliased(self, program: ir.Program, outs: list[Any], inputs: list[Any]) -> list[Any]:
+    def _unaliased(self, program: Signature, outs: list[Any], inputs: list[Any]) -> list[Any]:
         """``outs`` with a private copy for each buffer that overlaps an input (the kernel
         reads inputs while it writes outputs) or is not aligned for its dtype; the copy is
         stored back after the call. Two
@@ -224,17 +240,21 @@ class Kernel:
         """Everything a call at these input shapes needs besides the data, made once: the
         kernel, the output shapes and the dims[] argument."""
         sizes = {**self._sizes, **self._bind_sizes(arrays)}
-        lowered, kernel = self._variant(sizes)
-        program = lowered.program
-        dims = [sizes[n] for n in program.sizes]
-        dims += [d for t in program.tensors.values() for d in _shape(t, sizes)]
-        outs = tuple((_shape(t, sizes), dtypes.DTYPES[t.dtype].np) for t in program.outputs)
+        compiled, kernel = self._variant(sizes)
+        signature = compiled.signature
+        dims = [sizes[n] for n in signature.sizes]
+        dims += [d for t in signature.tensors.values() for d in _shape(t, sizes)]
+        outs = tuple((_shape(t, sizes), dtypes.DTYPES[t.dtype].np) for t in signature.outputs)
         slices = kernel.source.slices
         scratch = tuple((_shape(t, sizes) if t.name not in slices else (1,),
-                         dtypes.DTYPES[t.dtype].np) for t in program.locals)
+                         dtypes.DTYPES[t.dtype].np) for t in signature.locals)
         dims_arg = kernel.dims_array(dims)
         host = kernel.caller(dims_arg) if isinstance(kernel, CpuKernel) else None
-        plan = _CallPlan(sizes, program, kernel, outs, dims_arg, scratch, host)
+        bound = None
+        if host is not None and not scratch:  # scratch is per thread: passed by _host_call
+            bound = kernel.bind(dims, [(want, a.shape) for (want, _), a in
+                                       zip(self._wanted, arrays, strict=True)], outs)
+        plan = _CallPlan(sizes, signature, kernel, outs, dims_arg, scratch, host, bound)
         if len(self._plans) >= 64:  # a long-lived kernel may see many shapes
             self._plans.clear()
         self._plans[tuple(a.shape for a in arrays)] = plan
@@ -257,7 +277,7 @@ class Kernel:
             cache[key] = arrays, tuple(a.ctypes.data for a in arrays)
         return cache[key]  # type: ignore[no-any-return]
 
-    def _variant(self, sizes: dict[str, int]) -> tuple[Lowered, Any]:
+    def _variant(self, sizes: dict[str, int]) -> tuple[Compiled, Any]:
         key = () if self._parametric else tuple(sorted(sizes.items()))  # one kernel per shape
         hit = self._variants.get(key)
         if hit is not None:
@@ -265,29 +285,45 @@ class Kernel:
         with self._lock:
             if key not in self._variants:
                 if self._reuses_static(sizes):
-                    assert self._static is not None
-                    lowered = self._static
+                    assert self._ready is not None
+                    compiled = self._ready
                 else:
                     with warnings.catch_warnings():  # a def's warnings show at compile
                         warnings.simplefilter("ignore", PolyoptWarning)
-                        lowered = lower(self._definition, sizes, self._options,
-                                        self._schedule_arg or self._tuned(sizes))
-                self._variants[key] = (lowered, _load(lowered.source, self._options))
+                        program = lang.build_program(self._definition, sizes=sizes)
+                        compiled, _ = lower_or_load(
+                            program, self._options,
+                            lambda: self._schedule_arg or self._tuned(sizes), self._asked())
+                self._variants[key] = (compiled, _load(compiled.source, self._options))
             return self._variants[key]
 
     def _tuned(self, sizes: Mapping[str, int]) -> Schedule | None:
         """The tuning database's best schedule for these sizes, when there is one and the
         caller chose neither a schedule nor the size-generic kernel (``tuned`` option)."""
-        if not self._options.get("tuned", True) or self._parametric or _tuning is None:
+        if not self._may_tune() or _tuning is None:
             return None
         # Never raises: a record that cannot be used is a TuningWarning and the default.
         return _tuning(self._definition, sizes, self._options["target"])
 
+    def _may_tune(self) -> bool:
+        return _tuning is not None and self._options.get("tuned", True) and not self._parametric
+
+    def _asked(self) -> str | None:
+        """What a variant's schedule depends on besides its program and the options, for the
+        warm-start key: the schedule asked for and, when the tuning database may choose, its
+        state; None when that cannot be named (a Schedule object, a database without a
+        state)."""
+        if isinstance(self._schedule_arg, Schedule):
+            return None
+        if self._schedule_arg is not None or not self._may_tune():
+            return f"schedule={self._schedule_arg}"
+        return None if _tuning_state is None else f"tuning={_tuning_state()}"
+
     def _reuses_static(self, sizes: dict[str, int]) -> bool:
         """Does the compile-time lowering already serve a call at ``sizes``?"""
-        if self._static is None:
+        if self._ready is None:
             return False
-        return self._parametric or (not self._static.program.sizes and sizes == self._sizes)
+        return self._parametric or (not self._ready.signature.sizes and sizes == self._sizes)
 
     def _check_inputs(self, inputs: tuple[Any, ...]) -> list[np.ndarray]:
         decls = self._decl.inputs
@@ -318,7 +354,7 @@ class Kernel:
                 where.setdefault(dim.name, here)
         return sizes
 
-    def _outputs(self, program: ir.Program, sizes: dict[str, int],
+    def _outputs(self, program: Signature, sizes: dict[str, int],
                  given: Any) -> list[np.ndarray]:
         if given is None:
             return [np.empty(_shape(t, sizes), dtypes.DTYPES[t.dtype].np)
@@ -346,12 +382,13 @@ def _load(source: KernelSource, options: Mapping[str, Any]) -> Any:
 @dataclass(frozen=True, eq=False)
 class _CallPlan:
     sizes: dict[str, int]
-    program: ir.Program
+    program: Signature  # the lowered program's size names and tensors
     kernel: Any  # CpuKernel, EmulatedKernel or CudaKernel
     outputs: tuple[tuple[tuple[int, ...], np.dtype], ...]
     dims: Any  # the kernel's dims[] argument, built once
     locals: tuple[tuple[tuple[int, ...], np.dtype], ...]  # scratch shapes (slices: one element)
     host: Callable[..., None] | None = None  # a CPU kernel's call on buffers (the fast path)
+    bound: Callable[[tuple[Any, ...]], Any] | None = None  # the same, checked in C (the hot path)
 
 
 def _overlap(a: Any, b: Any) -> bool:

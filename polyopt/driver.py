@@ -3,12 +3,15 @@
 ``source → lang.build_program → poly.build_poly (+ check_bounds) → poly.compute_deps →
 schedule → codegen.build_ast → codegen.render``. ``lower`` runs them all and keeps every
 artifact, so each stage can be printed (``polyopt compile --emit``, ``POLYOPT_DEBUG``).
+``lower_or_load`` first asks the cache for what an earlier process lowered the same program
+to (``polyopt.runtime.warm``), and records what it lowers.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,8 +23,10 @@ from polyopt.codegen import Ast, KernelSource, build_ast, render
 from polyopt.codegen.cuda import render_cuda
 from polyopt.codegen.dialect import dialect_for
 from polyopt.errors import OptionError, PolyoptError, ScheduleError
-from polyopt.poly import Deps, PolyProgram, analyze, model_of
+from polyopt.poly import Deps, PolyProgram, analyze, check_bounds, model_of
 from polyopt.poly.relayout import Pack, relayout
+from polyopt.runtime import warm
+from polyopt.runtime.warm import Compiled, Signature
 from polyopt.schedule import FUSION, Schedule, Step, check_legal, compute_schedule, program_order
 from polyopt.schedule.blocked import layout_notes, plan_layout
 from polyopt.schedule.cpu import optimize
@@ -144,6 +149,50 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
     lowered = Lowered(pp.program, pp, deps, sched, ast, src)
     _debug_dump(lowered)
     return lowered
+
+
+def lower_or_load(program: ir.Program, options: Mapping[str, Any],
+                  schedule: Callable[[], Schedule | str | None],
+                  asked: str | None) -> tuple[Compiled, Lowered | None]:
+    """What ``program`` lowers to with ``options`` and the schedule ``schedule()`` gives: an
+    earlier process's record when there is one (then no Lowered: nothing was lowered), else
+    lowered now and recorded. ``asked`` names what ``schedule()`` depends on (the schedule
+    asked for, the tuning database's state); None keeps to lowering (a user's Schedule)."""
+    key = warm.variant_key(program, options, asked) if asked is not None else None
+    found = warm.load(key) if key is not None else None
+    if found is not None:
+        return found, None
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lowered = lower_program(program, options, schedule())
+    finally:  # what the lowering said before it failed too
+        _reemit(caught)
+    compiled = Compiled(Signature.of(lowered.program), lowered.source)
+    if key is not None and not caught:  # a warm start would not say it again: lower again
+        warm.save(key, compiled)
+    return compiled, lowered
+
+
+def check_accesses(program: ir.Program) -> None:
+    """``check_bounds`` of a size-generic program, once per program for this cache."""
+    if not warm.is_checked(program):
+        check_bounds(model_of(program))
+        warm.note_checked(program)
+
+
+def _reemit(caught: Sequence[warnings.WarningMessage]) -> None:
+    """Warn again, as the code that warned would have, what ``lower_or_load`` caught (to
+    tell whether the lowering warned): same module, filters and once-per-place registry."""
+    for w in caught:
+        module = next((m for m in list(sys.modules.values())
+                       if getattr(m, "__file__", None) == w.filename), None)
+        registry = None if module is None else vars(module).setdefault("__warningregistry__",
+                                                                          {})
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno,
+                               module=None if module is None else module.__name__,
+                               registry=registry, source=w.source)
 
 
 def base_schedule(program: ir.Program, options: Mapping[str, Any],

@@ -39,7 +39,13 @@ from polyopt.einsum_args import Casting, EinsumArgs, parse_args
 from polyopt.einsum_layout import memory_order, single_view
 from polyopt.einsum_path import ContractionPath, contraction_path
 from polyopt.einsum_tc import Form, kernel_form, points, tc_text
-from polyopt.errors import InputTypeError, OptionError, OptionTypeError, ShapeError
+from polyopt.errors import (
+    InputTypeError,
+    OptionError,
+    OptionTypeError,
+    PolyoptError,
+    ShapeError,
+)
 
 __all__ = ["GENERIC_POINTS", "Contraction", "EinsumPlan", "contraction", "einsum",
            "einsum_path", "einsum_plan", "use_array_type"]
@@ -97,6 +103,10 @@ def einsum(*operands: Any, out: np.ndarray | None = None, dtype: Any = None,
     ``TypeError`` subclasses where numpy raises a TypeError (a cast that ``casting=``
     forbids, an argument of the wrong kind).
     """
+    if out is None and not unknown and _one_nest(optimize, len(operands) - 1):
+        result = _fast_call(operands, dtype, order, casting)  # see _fast_call
+        if result is not None:
+            return result
     for cls, handler in _array_types.items():  # torch tensors in, torch tensors out
         if any(isinstance(x, cls) for x in operands):
             layout = {"order": order} if order != "K" else {}
@@ -120,10 +130,16 @@ def einsum(*operands: Any, out: np.ndarray | None = None, dtype: Any = None,
 def _path(args: EinsumArgs, optimize: Any) -> ContractionPath | None:
     """einsum's one use of ``optimize=``: the pairwise path to run, or None for one loop
     nest over every index (numpy's False; True's path for one or two operands)."""
-    if optimize is False or optimize is None or (optimize is True and len(args.operands) < 3):
+    if _one_nest(optimize, len(args.operands)):
         return None
     path = contraction_path(args.subscripts, [op.shape for op in args.operands], optimize)
     return path if len(path.steps) > 1 else None
+
+
+def _one_nest(optimize: Any, n: int) -> bool:
+    """One loop nest for ``n`` operands: asked (False, None: numpy's default), or True's
+    path for one or two operands."""
+    return optimize is False or optimize is None or (optimize is True and n < 3)
 
 
 def _run_path(path: ContractionPath, args: EinsumArgs) -> Any:
@@ -278,14 +294,14 @@ def _operands(c: Contraction, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray,
     return tuple(out)
 
 
-def _compute(c: Contraction, arrays: Sequence[np.ndarray]) -> np.ndarray:
+def _compute(c: Contraction, arrays: Sequence[np.ndarray], kernel: Any = None) -> np.ndarray:
     """The result of a contraction that is not a view, laid out in ``c.order``."""
     assert c.cast is not None
     mem_shape = tuple(c.shape[j] for j in c.order)
     if c.empty:
         result = np.zeros(mem_shape, c.dtype)
     else:
-        kernel = _generic_kernel(c.text) if c.generic else _kernel(c.text, c.sizes)
+        kernel = kernel or _kernel_of(c)
         outs = kernel(*_operands(c, arrays))
         parts = [np.asarray(o).view(c.cast).reshape(mem_shape)
                  for o in (outs if isinstance(outs, tuple | list) else [outs])]
@@ -377,6 +393,64 @@ def _check_out(out: np.ndarray, shape: tuple[int, ...], dt: np.dtype, casting: C
                              f"dtype {out.dtype} under casting={casting!r}")
     if not out.flags.writeable:
         raise ShapeError("einsum out= is read-only")
+
+
+def _kernel_of(c: Contraction) -> Any:
+    return _generic_kernel(c.text) if c.generic else _kernel(c.text, c.sizes)
+
+
+# -- the fast path: a call like one made before, planned once ------------------------------
+# Parsing and planning cost tens of us a call, the kernel call a few. A call is keyed by its
+# subscripts, options and operands' types, shapes, dtypes and strides, which decide
+# everything ``contraction`` decides (strides: the layout of order='K' and 'A'). Calls that
+# cannot be keyed (interleaved sublists, operands that are not ndarrays, out=) and calls
+# the full path refuses take the full path, which raises the error.
+
+
+@dataclass(frozen=True)
+class _FastPlan:
+    c: Contraction
+    kernel: Any  # None for a view or an empty result
+
+    def __call__(self, operands: tuple[np.ndarray, ...]) -> Any:
+        c = self.c
+        result = (single_view(operands[0], c.labels[0], c.out) if c.view
+                  else _compute(c, operands, self.kernel))
+        return result[()] if result.ndim == 0 else result
+
+
+_FAST: dict[tuple[Any, ...], _FastPlan | None] = {}
+
+
+def _fast_call(operands: tuple[Any, ...], dtype: Any, order: Any, casting: Any) -> Any:
+    """The result by a plan made at an earlier call with this key, or None (not keyed)."""
+    try:
+        key = (operands[0], dtype, order, casting,
+               *[(type(x), x.shape, x.dtype, x.strides) for x in operands[1:]])
+        plan = _FAST.get(key, _FAST)
+    except (AttributeError, TypeError, IndexError):  # no shapes, unhashable options
+        return None
+    if plan is _FAST:
+        plan = _fast_plan(operands, dtype, order, casting)
+        if len(_FAST) >= 256:
+            _FAST.clear()
+        _FAST[key] = plan
+    return None if plan is None else plan(operands[1:])  # type: ignore[operator]
+
+
+def _fast_plan(operands: tuple[Any, ...], dtype: Any, order: Any,
+               casting: Any) -> _FastPlan | None:
+    """The plan of a call of string subscripts on ndarrays; None otherwise, or when the
+    call is refused (the full path raises the error)."""
+    if not isinstance(operands[0], str) or any(type(x) is not np.ndarray for x in operands[1:]):
+        return None
+    try:
+        args = parse_args(operands, dtype=dtype, order=order, casting=casting)
+        c = contraction(args.subscripts, args.operands, dtype=args.dtype,
+                        casting=args.casting, order=args.order)
+    except PolyoptError:
+        return None
+    return _FastPlan(c, None if c.view or c.empty else _kernel_of(c))
 
 
 @lru_cache(maxsize=256)

@@ -221,8 +221,10 @@ class Emitter:
         if not s.stmt.init or s.stmt.op != "+":
             return False
         mine = set(self.k_its) | {""}
-        if any(set(self.args[it]) - mine for it in s.stmt.reduction_iters):
-            return False
+        for it in s.stmt.reduction_iters:
+            lin = self.args[it]
+            if lin is None or set(lin) - mine:
+                return False
         return whole_reductions(self.sp.ctx.poly, s)
 
     def _env(self, r: int, v: int) -> dict[str, Lin]:

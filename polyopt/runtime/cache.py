@@ -7,6 +7,8 @@ Layout under ``<cache_dir>``::
     c/<key[:2]>/<key>.json   metadata: format, key, size and sha256 of the .so, compiler, flags
     c/<key[:2]>/<key>.lock   flock target; serialises builds of one key across processes
     failed/<key>.c           sources the compiler rejected
+    objects/, kernels/, checked/   small JSON records that let a process skip work an
+                             earlier one did (:mod:`.records`, :mod:`.warm`)
 
 Every file is written to a temp file in its final directory and moved with ``os.replace``, and
 the ``.json`` is written last: an entry counts only when the metadata's checksum matches the
@@ -209,15 +211,18 @@ def locked(cache_dir: Path, key: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o600, *, sync: bool = True) -> None:
     """Write via a temp file in the same directory and ``os.replace`` it into place. The temp
-    file is created exclusively (``mkstemp``), so a planted symlink is never followed."""
+    file is created exclusively (``mkstemp``), so a planted symlink is never followed.
+    ``sync=False`` skips the ``fsync``, for what a crash may lose (a checksum catches a torn
+    file, and it is made again)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

@@ -7,6 +7,12 @@ Uncached objects live in a per-process temp dir removed at exit; ``load_library`
 them once loaded (the mapping stays valid).
 Compilers that reject ``-march=native`` (some clang and non-x86 gcc builds) are retried once
 without it, and remembered per process.
+
+An object's key names the compiler by its ``--version``, which costs a subprocess (5-10 ms)
+per process. So each cached object is also found by the compiler's *stamp* (its resolved
+path, size and modification time, as ccache checks compilers by default): an ``objects``
+record (:mod:`.records`) maps the stamp, flags and source to the object's key, and a process
+whose compiler is unchanged loads a cached object without running anything.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import ctypes.util
 import functools
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -29,7 +36,7 @@ from pathlib import Path
 from polyopt import config, host
 from polyopt.codegen import vmath
 from polyopt.errors import CompileError
-from polyopt.runtime import cache, tempdirs
+from polyopt.runtime import cache, records, tempdirs
 
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared",
                                   "-std=gnu11")
@@ -44,6 +51,7 @@ def _vector_math() -> tuple[str, ...]:
 LINK_FLAGS: tuple[str, ...] = (*_vector_math(), "-lm")
 _REQUIRED = ("-fPIC", "-shared")
 _NATIVE = "-march=native"
+_HEX_KEY = re.compile(r"[0-9a-f]{64}")
 
 _LIBS: dict[tuple[str, str], ctypes.CDLL] = {}
 _UNCACHED_LIBS: list[ctypes.CDLL] = []
@@ -69,13 +77,25 @@ def compile_shared(source: str, *, flags: Sequence[str] | None = None,
     needs them. Raises :class:`CompileError` with the compiler's log and the saved source on
     failure.
     """
-    return _compile(_prepare(source, flags, link_flags), source)[0]
+    cfg = config.current()
+    known = _known_object(cfg, source, flags, link_flags)
+    if known is not None:
+        return known[1]
+    job = _prepare(source, flags, link_flags, cfg)
+    path, root = _compile(job, source)
+    _note_object(cfg, source, flags, link_flags, job.key, root)
+    return path
 
 
 def load_library(source: str, *, flags: Sequence[str] | None = None,
                  link_flags: Sequence[str] = ()) -> ctypes.CDLL:
     """``compile_shared`` then ``ctypes.CDLL``; an object that fails to load is rebuilt once."""
-    job = _prepare(source, flags, link_flags)
+    cfg = config.current()
+    known = _known_object(cfg, source, flags, link_flags)
+    lib = None if known is None else _load_known(cfg, *known)
+    if lib is not None:
+        return lib
+    job = _prepare(source, flags, link_flags, cfg)
     mem = (str(job.cfg.cache_dir), job.key)
     if not job.cfg.no_cache and mem in _LIBS:
         return _LIBS[mem]
@@ -98,7 +118,18 @@ def load_library(source: str, *, flags: Sequence[str] | None = None,
         _UNCACHED_LIBS.append(lib)
     else:
         _LIBS[mem] = lib
+        _note_object(cfg, source, flags, link_flags, job.key, root)
     return lib
+
+
+def _load_known(cfg: config.Config, key: str, path: Path, root: Path) -> ctypes.CDLL | None:
+    """The library of a verified cached object, loaded once per process; None when it does
+    not load (the full path rebuilds it)."""
+    mem = (str(cfg.cache_dir), key)
+    if mem not in _LIBS:
+        with contextlib.suppress(OSError):
+            _LIBS[mem] = _load(path, root)
+    return _LIBS.get(mem)
 
 
 def _load(path: Path, root: Path | None) -> ctypes.CDLL:
@@ -139,18 +170,88 @@ def _missing(argv: Sequence[str], exc: Exception | None = None) -> CompileError:
                         "set CC to a working C compiler (e.g. CC=gcc)")
 
 
-def _prepare(source: str, flags: Sequence[str] | None, link_flags: Sequence[str] = ()) -> _Job:
+def _prepare(source: str, flags: Sequence[str] | None, link_flags: Sequence[str] = (),
+             cfg: config.Config | None = None) -> _Job:
     """Read the config, resolve the compiler and compute the key, all before any build."""
-    cfg = config.current()
+    cfg = cfg or config.current()
     identity = compiler_identity(cfg.cc)
+    final = _final_flags(cfg, flags)
+    link = tuple(link_flags)
+    key = cache.cache_key(source, f"{identity} | {_machine(final)}", (*final, *LINK_FLAGS, *link))
+    return _Job(cfg, identity, final, key, link)
+
+
+def _final_flags(cfg: config.Config, flags: Sequence[str] | None) -> tuple[str, ...]:
     chosen = list(DEFAULT_FLAGS if flags is None else flags)
     chosen += [f for f in _REQUIRED if f not in chosen]
-    final = (*chosen, *cfg.cflags)
+    return (*chosen, *cfg.cflags)
+
+
+def _machine(flags: Sequence[str]) -> str:
     # -march=native makes the object depend on this CPU: keep shared caches (NFS homes) apart.
-    machine = host.fingerprint() if any(f.endswith("=native") for f in final) else ""
-    link = tuple(link_flags)
-    key = cache.cache_key(source, f"{identity} | {machine}", (*final, *LINK_FLAGS, *link))
-    return _Job(cfg, identity, final, key, link)
+    return host.fingerprint() if any(f.endswith("=native") for f in flags) else ""
+
+
+@functools.cache
+def compiler_stamp(argv: tuple[str, ...]) -> str | None:
+    """The compiler command found without running it: each word that names a program,
+    resolved, with its size and modification time (what ccache checks by default); None when
+    the compiler is not found (the full path then says why)."""
+    parts = []
+    for k, word in enumerate(argv):
+        found = shutil.which(word)
+        if found is None:
+            if k == 0:
+                return None
+            parts.append(word)
+            continue
+        real = os.path.realpath(found)
+        try:
+            st = os.stat(real)
+        except OSError:
+            return None
+        parts.append(f"{real}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}")
+    return " ".join(parts)
+
+
+def _stamp_key(cfg: config.Config, source: str, flags: Sequence[str] | None,
+               link_flags: Sequence[str]) -> str | None:
+    """The key of the ``objects`` record for this compile, or None without a disk cache or
+    when the compiler is not found."""
+    stamp = None if cfg.no_cache else compiler_stamp(cfg.cc)
+    if stamp is None:
+        return None
+    final = _final_flags(cfg, flags)
+    return records.key_of(cache.CACHE_FORMAT, stamp, final, LINK_FLAGS, tuple(link_flags),
+                          _machine(final), source)
+
+
+def _known_object(cfg: config.Config, source: str, flags: Sequence[str] | None,
+                  link_flags: Sequence[str]) -> tuple[str, Path, Path] | None:
+    """(key, path, root) of the verified cached object an earlier process built from this
+    source with this compiler (unchanged since), found without running the compiler."""
+    stamp_key = _stamp_key(cfg, source, flags, link_flags)
+    if stamp_key is None:
+        return None
+    try:
+        root = cache.usable_root(cfg.cache_dir)
+        found = records.read(root, "objects", stamp_key)
+        key = found.get("object") if found else None
+        if not isinstance(key, str) or not _HEX_KEY.fullmatch(key):
+            return None
+        path = cache.lookup(root, key)
+    except OSError:  # an unusable cache dir: the full path warns and compiles uncached
+        return None
+    return None if path is None else (key, path, root)
+
+
+def _note_object(cfg: config.Config, source: str, flags: Sequence[str] | None,
+                 link_flags: Sequence[str], key: str, root: Path | None) -> None:
+    """Record which cached object this compile gave, for :func:`_known_object`."""
+    stamp_key = None if root is None else _stamp_key(cfg, source, flags, link_flags)
+    if stamp_key is not None and root is not None:
+        with contextlib.suppress(OSError):  # a record that cannot be written only costs time
+            records.write(root, "objects", stamp_key, {"object": key})
 
 
 def _compile(job: _Job, source: str) -> tuple[Path, Path | None]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +42,10 @@ class CpuKernel:
         self._pointers = ctypes.c_void_p * max(1, len(source.buffers))
         # The extension call (trampoline.py) when it builds; ctypes otherwise.
         tramp = trampoline.load()
-        self._call = None if tramp is None or len(source.buffers) > trampoline.MAX_BUFFERS \
-            else tramp.call
+        fits = tramp is not None and len(source.buffers) <= trampoline.MAX_BUFFERS
+        self._call = tramp.call if fits else None  # type: ignore[union-attr]
+        self._prepare = getattr(tramp, "prepare", None) if fits else None
+        self._run = getattr(tramp, "run", None)
         self._address = ctypes.cast(fn, ctypes.c_void_p).value
 
     @staticmethod
@@ -62,6 +66,21 @@ class CpuKernel:
             if failure is not None:
                 self._raise(failure)
         return run
+
+    def bind(self, dims: Sequence[int], inputs: Sequence[tuple[np.dtype, tuple[int, ...]]],
+             outputs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> Callable[[tuple[Any, ...]],
+                                                                             Any] | None:
+        """A call at fixed ``dims`` of a kernel without scratch, made in C (the trampoline's
+        ``run``): given the inputs as a tuple, it returns the new outputs (one array or a
+        tuple), or None when an input is not an exact C-contiguous, aligned ndarray of the
+        dtype object and shape in ``inputs`` (the caller checks and explains). None where the
+        trampoline was built without numpy."""
+        if self._prepare is None or self._run is None or not outputs:
+            return None
+        plan = self._prepare(self._address, tuple(int(d) for d in dims),
+                             tuple((dt, tuple(shape)) for dt, shape in inputs),
+                             tuple((dt, tuple(shape)) for shape, dt in outputs), self._raise)
+        return functools.partial(self._run, plan)
 
     def run(self, buffers: Sequence[np.ndarray], dims: Sequence[int] | ctypes.Array,
             addresses: Sequence[int] = ()) -> None:

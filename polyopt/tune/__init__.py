@@ -12,12 +12,12 @@ import types
 from typing import Any
 
 from polyopt import api
-from polyopt.tune.db import Database, Record, default_path
+from polyopt.tune.db import Database, Record, default_path, state
 from polyopt.tune.key import Key, canonical_hash, machine_id
 from polyopt.tune.replay import TuningWarning, tuned_schedule
 from polyopt.tune.tuner import TuneResult, tune
 
-api.use_tuning(tuned_schedule)  # compile() asks the database through this
+api.use_tuning(tuned_schedule, state)  # compile() asks the database through these
 
 __all__ = ["Database", "Key", "Record", "TuneResult", "TuningWarning", "canonical_hash",
            "default_path", "machine_id", "tune"]

@@ -160,6 +160,26 @@ def default_path() -> Path:
         return config.cache_dir() / "tuning.sqlite"
 
 
+def state(path: str | Path | None = None) -> str:
+    """A summary of the database at ``path`` (default: the user's) that changes whenever its
+    contents may have: for the file and its write-ahead log, the size, modification time,
+    inode and header (SQLite's counts commits, the log's checkpoints). Compile keys its warm
+    starts on it (``polyopt.api.use_tuning``): a few system calls, where a lookup costs ms."""
+    db = Path(path) if path is not None else default_path()
+    parts = [str(db)]
+    for file in (db, db.with_name(f"{db.name}-wal")):
+        try:
+            with open(file, "rb") as handle:
+                st, head = os.fstat(handle.fileno()), handle.read(100)
+        except FileNotFoundError:
+            parts.append("-")
+            continue
+        except OSError as exc:  # a lookup would fail and warn: no warm start records that
+            return f"unreadable: {exc}"
+        parts.append(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}:{head.hex()}")
+    return " | ".join(parts)
+
+
 @dataclass(frozen=True)
 class Summary:
     """One key of the database, for ``polyopt db list``."""
