@@ -290,7 +290,8 @@ def _operands(c: Contraction, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray,
             out.append(z.reshape(-1).view(c.part).reshape(*shape, 2))
         else:
             x = np.asarray(a, dtype=c.cast, order="C")
-            out.append((x if c.part == c.cast else x.view(c.part)).reshape(shape))
+            x = x if c.part is c.cast else x.view(c.part)
+            out.append(x if x.shape == shape else x.reshape(shape))  # a new view costs
     return tuple(out)
 
 
@@ -303,14 +304,23 @@ def _compute(c: Contraction, arrays: Sequence[np.ndarray], kernel: Any = None) -
     else:
         kernel = kernel or _kernel_of(c)
         outs = kernel(*_operands(c, arrays))
-        parts = [np.asarray(o).view(c.cast).reshape(mem_shape)
+        parts = [_as_result(o, c.cast, mem_shape)
                  for o in (outs if isinstance(outs, tuple | list) else [outs])]
         if len(parts) == 2:  # the real and imaginary parts of a complex result
             result = np.empty(mem_shape, c.dtype)
             result.real, result.imag = parts
         else:  # a complex dtype= of real operands has no imaginary part
             result = parts[0] if parts[0].dtype == c.dtype else parts[0].astype(c.dtype)
+    if c.order == tuple(range(len(c.order))):
+        return result
     return result.transpose(np.argsort(c.order))
+
+
+def _as_result(o: Any, cast: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A kernel output as the result's values (the signedness ``cast`` says) and shape."""
+    o = np.asarray(o)
+    o = o if o.dtype is cast else o.view(cast)
+    return o if o.shape == shape else o.reshape(shape)
 
 
 def _split(subscripts: str) -> tuple[list[str], str | None]:
