@@ -31,6 +31,12 @@ def _dt(name: str, c: str, kind: str, bits: int) -> DType:
     return DType(name, dtype, c, kind, bits)
 
 
+# numpy's longdouble is C's long double on every platform (x86-64: the 80-bit x87 format in
+# 16 bytes), so a kernel computes it exactly as numpy stores it. Its bits are its storage's.
+_LONGDOUBLE = DType("longdouble", np.dtype(np.longdouble), "long double", "f",
+                    8 * np.dtype(np.longdouble).itemsize)
+
+
 DTYPES: dict[str, DType] = {d.name: d for d in (
     _dt("bool", "bool", "b", 1),
     _dt("uint8", "uint8_t", "u", 8), _dt("uint16", "uint16_t", "u", 16),
@@ -41,6 +47,7 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
     _dt("float16", "_Float16", "f", 16), _dt("bfloat16", "float", "f", 16),
     _dt("float32", "float", "f", 32),
     _dt("float64", "double", "f", 64),
+    _LONGDOUBLE,
 )}
 
 # Type names the language accepts, with their canonical name.

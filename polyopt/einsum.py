@@ -1,104 +1,163 @@
-"""``einsum``: a drop-in for ``numpy.einsum`` on real dtypes, computed by a compiled TC kernel.
+"""``einsum``: a drop-in for ``numpy.einsum``, computed by compiled TC kernels.
 
-The subscripts are parsed and checked as numpy does them: implicit and explicit output,
-repeated subscripts in one operand (diagonals), ``...`` broadcasting, and size-1 dims that
-broadcast against larger ones. The contraction then becomes one TC statement; for
-``ij,jk->ik`` on float32 operands of shapes (2,3) and (3,4)::
+Every calling form numpy accepts (``polyopt.einsum_args``) and every dtype numpy computes
+but object: bool, integers, float16/32/64, longdouble (C's ``long double``) and
+complex64/128/clongdouble. The subscripts are parsed and checked as numpy does them:
+implicit and explicit output, repeated subscripts in one operand (diagonals), ``...``
+broadcasting, and size-1 dims that broadcast against larger ones. The contraction then
+becomes one TC definition in a canonical form (``polyopt.einsum_tc``; a complex one is
+lowered to real parts there); for ``ij,jk->ik`` on float32 operands of shapes (2,3), (3,4)::
 
-    def einsum(float32(N0,N1) T0, float32(N1,N2) T1) -> (O) { O(i_,k_) +=! T0(i_,j_) * T1(j_,k_) }
+    def einsum(float32(N0,N1) T0, float32(N1,N2) T1) -> (O) { O(a_,c_) +=! T0(a_,b_) * T1(b_,c_) }
 
-with sizes ``{N0: 2, N1: 3, N2: 4}``. Letter ``x`` becomes the index ``x_`` and the k-th
-``...`` dim the index ``ek_``; a size-1 dim that broadcasts is declared ``1`` and read at
-``0``. ``polyopt.compile`` turns the text into a kernel, cached per (text, sizes), i.e. per
-normalized subscripts, shapes and dtype. Numpy only casts the operands; it never computes.
+with sizes ``{N0: 2, N1: 3, N2: 4}``. ``polyopt.compile`` turns the text into a kernel. A
+problem of at most ``GENERIC_POINTS`` iteration points gets one size-generic kernel per
+definition, which serves every such shape: compiling (a C compiler run, ~0.2 s) would
+dwarf the work of small contractions, and numpy's users call einsum on many small shapes.
+Larger problems get a kernel specialized to their sizes (scheduled, faster code), cached
+per shape. ``contraction`` derives everything from the call's metadata (subscripts,
+shapes, dtypes, strides, options), never from the data, so a caller may memoize it.
+
+The result is laid out as ``order=`` says (``polyopt.einsum_layout``): the kernel writes its
+dims in that memory order. One operand summed over nothing is returned as a view, as numpy
+does. numpy only casts the operands and copies results; it never computes.
 """
 
 from __future__ import annotations
 
 import string
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 
 from polyopt import api, dtypes
+from polyopt.einsum_args import Casting, EinsumArgs, parse_args
+from polyopt.einsum_layout import memory_order, single_view
 from polyopt.einsum_path import ContractionPath, contraction_path
-from polyopt.errors import OptionError, PolyoptError, ShapeError
+from polyopt.einsum_tc import Form, kernel_form, points, tc_text
+from polyopt.errors import (
+    InputTypeError,
+    OptionError,
+    OptionTypeError,
+    PolyoptError,
+    ShapeError,
+)
 
-__all__ = ["EinsumPlan", "einsum", "einsum_path", "einsum_plan", "use_array_type"]
+__all__ = ["GENERIC_POINTS", "Contraction", "EinsumPlan", "contraction", "einsum",
+           "einsum_path", "einsum_plan", "use_array_type"]
 
+GENERIC_POINTS = 1 << 16  # iteration points up to which a size-generic kernel is used
 _LETTERS = frozenset(string.ascii_letters)
-_SUBLIST_LETTERS = string.ascii_uppercase + string.ascii_lowercase  # numpy's int -> letter map
-Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
-_CASTINGS: tuple[str, ...] = get_args(Casting)
 _array_types: dict[type, Callable[..., Any]] = {}  # see use_array_type
 
 
 @dataclass(frozen=True)
+class Contraction:
+    """What one einsum call computes, derived from its subscripts, its operands' shapes,
+    dtypes and strides and its options, never from the data (so it can be reused for any
+    call that has the same)."""
+
+    labels: tuple[tuple[str, ...], ...]  # each operand's dim labels ('...k': a '...' dim)
+    out: tuple[str, ...]  # the result's dim labels
+    shape: tuple[int, ...]  # the result's shape
+    dtype: np.dtype  # the result's dtype
+    view: bool  # one operand summed over nothing: the result is a view of it
+    text: str = ""  # the TC definition (none for a view)
+    sizes: tuple[tuple[str, int], ...] = ()  # a value for every size name in ``text``
+    form: Form | None = None  # the canonical form ``text`` computes
+    cast: np.dtype | None = None  # the operands' values: ``dtype``, or its real part's
+    part: np.dtype | None = None  # the kernel's element type, of ``cast``'s size
+    order: tuple[int, ...] = ()  # the result's axes from outermost to innermost in memory
+    empty: bool = False  # some extent is 0: the result is all zeros, nothing is compiled
+    generic: bool = False  # computed by the definition's size-generic kernel
+
+
+@dataclass(frozen=True)
 class EinsumPlan:
-    """What one einsum call computes: the TC text, its sizes, and the cast operands."""
+    """A contraction with its operands prepared: what ``einsum`` hands the kernel."""
 
     text: str  # the TC definition, named "einsum"
     sizes: dict[str, int]  # a value for every size name in ``text``
     shape: tuple[int, ...]  # the result's shape
-    dtype: np.dtype  # the computation and result dtype
-    operands: tuple[np.ndarray, ...]  # cast to ``dtype``, C-contiguous, in signature order
+    dtype: np.dtype  # the result's dtype
+    operands: tuple[np.ndarray, ...]  # cast, C-contiguous, complex ones as (..., 2) parts
     empty: bool  # some extent is 0: the result is all zeros and nothing is compiled
 
 
-def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
-           dtype: Any = None, casting: Casting = "safe", optimize: Any = True,
-           **unsupported: Any) -> Any:
-    """``numpy.einsum(subscripts, *operands, out=, dtype=, casting=)`` for real dtypes.
+def einsum(*operands: Any, out: np.ndarray | None = None, dtype: Any = None,
+           order: str = "K", casting: Casting = "safe", optimize: Any = True,
+           **unknown: Any) -> Any:
+    """``numpy.einsum(subscripts, *operands, out=, dtype=, order=, casting=, optimize=)``.
 
-    Also accepts numpy's interleaved form ``einsum(op0, sublist0, op1, sublist1, ..., [out])``.
+    Also numpy's interleaved form ``einsum(op0, sublist0, op1, sublist1, ..., [out])``.
     Returns a numpy scalar for a 0-d result (as numpy does) unless ``out`` is given.
     ``optimize`` takes numpy's values (see ``einsum_path``); the default, True, contracts
     three or more operands pairwise along the greedy path, a kernel per step, where numpy's
     default (False, one loop nest over every index) is kept for False or None.
-    Raises ``ShapeError`` for operands that do not fit the subscripts and ``OptionError`` for
-    malformed subscripts and unsupported dtypes or options.
+    Raises ``ShapeError`` (a ValueError) for operands that do not fit the subscripts,
+    ``OptionError`` (a ValueError) for malformed subscripts and options, and their
+    ``TypeError`` subclasses where numpy raises a TypeError (a cast that ``casting=``
+    forbids, an argument of the wrong kind).
     """
-    # One nest for one or two operands, or when asked (numpy's default); else a path.
-    one_nest = optimize is False or optimize is None or (optimize is True and len(operands) < 3)
-    if out is None and one_nest and not unsupported:  # see _fast_call
-        result = _fast_call(subscripts, operands, dtype, casting)
+    if out is None and not unknown and _one_nest(optimize, len(operands) - 1):
+        result = _fast_call(operands, dtype, order, casting)  # see _fast_call
         if result is not None:
             return result
     for cls, handler in _array_types.items():  # torch tensors in, torch tensors out
-        if any(isinstance(x, cls) for x in (subscripts, *operands)):
-            return handler(subscripts, *operands, out=out, dtype=dtype, casting=casting,
-                           optimize=optimize, **unsupported)
-    if unsupported:
-        raise OptionError(f"einsum does not support the option(s) {', '.join(unsupported)}")
-    if not isinstance(subscripts, str):
-        subscripts, operands = _from_sublists((subscripts, *operands))
-    # A path for three or more operands (numpy's default is one nest); for one or two,
-    # True's path is the one nest, known without asking.
-    one_nest = optimize is False or optimize is None or (optimize is True and len(operands) < 3)
-    if not one_nest:
-        path = contraction_path(subscripts, [np.shape(op) for op in operands], optimize)
-        if len(path.steps) > 1:
-            return _run_path(path, operands, out, dtype, casting)
-        return einsum(subscripts, *operands, out=out, dtype=dtype, casting=casting,
-                      optimize=False)  # one step: the one nest, by the fast path
-    plan = einsum_plan(subscripts, *operands, dtype=dtype, casting=casting)
-    if out is not None:
-        _check_out(out, plan, casting)
-    if plan.empty:
-        result = np.zeros(plan.shape, plan.dtype)
-    else:
-        result = _kernel(plan.text, tuple(plan.sizes.items()))(*plan.operands)
-        if isinstance(result, (tuple, list)):
-            result = result[0]
-        result = np.asarray(result).reshape(plan.shape)
-    if out is None:
+        if any(isinstance(x, cls) for x in operands):
+            layout = {"order": order} if order != "K" else {}
+            return handler(*operands, out=out, dtype=dtype, casting=casting,
+                           optimize=optimize, **layout, **unknown)
+    args = parse_args(operands, out=out, dtype=dtype, order=order, casting=casting,
+                      unknown=unknown)
+    path = _path(args, optimize)
+    if path is not None and len(path.steps) > 1:
+        return _run_path(path, args)
+    if path is not None:  # one step: the one nest, by the fast path from the next call on
+        return einsum(args.subscripts, *args.operands, out=args.out, dtype=args.dtype,
+                      order=args.order, casting=args.casting, optimize=False)
+    c = contraction(args.subscripts, args.operands, dtype=args.dtype, casting=args.casting,
+                    order=args.order, out=args.out)
+    result = (single_view(args.operands[0], c.labels[0], c.out) if c.view
+              else _compute(c, args.operands))
+    if args.out is None:
         return result[()] if result.ndim == 0 else result
-    out[...] = result
-    return out
+    np.copyto(args.out, result, casting="unsafe")  # ``contraction`` checked ``casting``
+    return args.out
+
+
+def _path(args: EinsumArgs, optimize: Any) -> ContractionPath | None:
+    """einsum's one use of ``optimize=``: the pairwise path to run (one step: one loop nest),
+    or None for one loop nest over every index (numpy's False; True's path for one or two
+    operands)."""
+    if _one_nest(optimize, len(args.operands)):
+        return None
+    return contraction_path(args.subscripts, [op.shape for op in args.operands], optimize)
+
+
+def _one_nest(optimize: Any, n: int) -> bool:
+    """One loop nest for ``n`` operands: asked (False, None: numpy's default), or True's
+    path for one or two operands."""
+    return optimize is False or optimize is None or (optimize is True and n < 3)
+
+
+def _run_path(path: ContractionPath, args: EinsumArgs) -> Any:
+    """``path``'s steps one after another, each an einsum of its own (one kernel), in the
+    dtype of the whole contraction; the last writes ``out`` in ``order``."""
+    ops = list(args.operands)
+    dt = _result_dtype(ops, args.dtype, args.casting)  # each step's own would drift
+    for k, step in enumerate(path.steps):
+        step_ops = [ops.pop(p) for p in step.operands]
+        last = k == len(path.steps) - 1
+        result = einsum(step.subscripts, *step_ops, out=args.out if last else None,
+                        dtype=dt, order=args.order if last else "K",
+                        casting=args.casting, optimize=False)
+        ops.append(result if last else np.asarray(result))  # a 0-d step: an array (fast path)
+    return ops[0]
 
 
 def use_array_type(cls: type, handler: Callable[..., Any]) -> None:
@@ -107,64 +166,165 @@ def use_array_type(cls: type, handler: Callable[..., Any]) -> None:
     _array_types[cls] = handler
 
 
-def einsum_plan(subscripts: str, *operands: Any, dtype: Any = None,
-                casting: Casting = "safe") -> EinsumPlan:
-    """Parse and check ``subscripts`` against ``operands``; build the TC text and its sizes."""
+def einsum_path(*operands: Any, optimize: Any = "greedy") -> tuple[list[Any], str]:
+    """``numpy.einsum_path``: the contraction path ``einsum`` takes for ``optimize`` as
+    ``['einsum_path', (i, j), ...]``, and numpy's printed report of it. See
+    ``polyopt.einsum_path`` (the module) for the methods; nothing is compiled."""
+    args = parse_args(operands)
+    path = contraction_path(args.subscripts, [op.shape for op in args.operands], optimize)
+    return path.as_list(), path.report()
+
+
+def einsum_plan(subscripts: str, *operands: Any, dtype: Any = None, casting: Casting = "safe",
+                order: str = "K") -> EinsumPlan:
+    """Parse and check ``subscripts`` against ``operands``; build the TC text and its sizes,
+    and cast the operands for the kernel (also for one operand that einsum would view)."""
+    args = parse_args((subscripts, *operands), dtype=dtype, casting=casting, order=order)
+    c = contraction(args.subscripts, args.operands, dtype=args.dtype, casting=args.casting,
+                    order=args.order, view=False)
+    return EinsumPlan(c.text, dict(c.sizes), c.shape, c.dtype, _operands(c, args.operands),
+                      c.empty)
+
+
+def contraction(subscripts: str, operands: Sequence[np.ndarray], *, dtype: np.dtype | None,
+                casting: Casting, order: str, out: np.ndarray | None = None,
+                view: bool = True) -> Contraction:
+    """Check ``subscripts`` against the operands (their shapes, dtypes and, for the layout of
+    ``order`` 'K' or 'A', strides) and derive the contraction. With ``out``, the result is
+    laid out as ``out`` is, so that the final copy runs through memory in order."""
+    shapes = tuple(a.shape for a in operands)
+    labels, out_labels, ext = _spec(subscripts, shapes)
+    ins = [list(labs) for labs in labels]
+    shape = tuple(ext[lab] for lab in out_labels)
+    dt = _result_dtype(operands, dtype, casting)
+    if out is not None:
+        _check_out(out, shape, dt, casting)
+    # numpy's view, of the operand's own dtype (``dtype == None`` holds for float64: numpy
+    # reads None as its default dtype)
+    own = dtype is None or dtype == operands[0].dtype
+    if view and out is None and len(operands) == 1 and own and set(ins[0]) == set(out_labels):
+        return Contraction(labels, out_labels, shape, operands[0].dtype, view=True)
+    cast, part, pairs = _kernel_dtype(operands, dt)
+    mem = _out_order(out) if out is not None else memory_order(order, out_labels, ins, operands)
+    form, text, sizes = _definition(labels, tuple(out_labels[j] for j in mem), tuple(shapes),
+                                    tuple(ext.items()), pairs, part.name)
+    return Contraction(labels, out_labels, shape, dt, False, text, sizes, form, cast,
+                       part.np, mem, 0 in ext.values(), points(form) <= GENERIC_POINTS)
+
+
+@lru_cache(maxsize=1024)
+def _spec(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[
+        tuple[tuple[str, ...], ...], tuple[str, ...], dict[str, int]]:
+    """Each operand's dim labels, the output's, and each label's extent, checked (once per
+    distinct subscripts and shapes: the callers only read the results)."""
     terms, out_term = _split(subscripts)
-    arrays = [np.asarray(op) for op in operands]
-    if len(terms) != len(arrays):
+    if len(terms) != len(shapes):
         raise ShapeError(f"einsum subscripts {subscripts!r} name {len(terms)} operand(s) "
-                         f"but {len(arrays)} were given")
-    dt = _computation_dtype(arrays, dtype, casting)
-    shapes = [a.shape for a in arrays]
-    ins, out_labels = _labels(terms, out_term, shapes)
-    ext = _extents(ins, shapes)
-    text, sizes = _tc_text(ins, out_labels, shapes, ext, dt.name)
-    cast = tuple(np.asarray(a, dtype=dt.np, order="C") for a in arrays)  # keeps 0-d as 0-d
-    return EinsumPlan(text, sizes, tuple(ext[lab] for lab in out_labels), dt.np, cast,
-                      0 in ext.values())
+                         f"but {len(shapes)} were given")
+    ins, out_labels = _labels(terms, out_term, list(shapes))
+    return tuple(map(tuple, ins)), tuple(out_labels), _extents(ins, list(shapes))
 
 
-def _computation_dtype(arrays: list[np.ndarray], dtype: Any, casting: Casting) -> dtypes.DType:
-    """``dtype`` or the operands' result type, after checking every operand can be cast to it."""
-    if casting not in _CASTINGS:
-        raise OptionError(f"einsum casting={casting!r} is not one of {', '.join(_CASTINGS)}")
-    for k, a in enumerate(arrays):
-        if dtypes.from_numpy(a.dtype.newbyteorder("=")) is None:
-            raise OptionError(f"einsum does not support dtype {a.dtype} (operand {k}); "
-                              "only bool, integer, bfloat16 and float16/32/64 operands are")
+@lru_cache(maxsize=1024)
+def _definition(ins: tuple[tuple[str, ...], ...], out: tuple[str, ...],
+                shapes: tuple[tuple[int, ...], ...], ext: tuple[tuple[str, int], ...],
+                pairs: tuple[bool, ...],
+                tc_type: str) -> tuple[Form, str, tuple[tuple[str, int], ...]]:
+    """The canonical form and TC text of a contraction, made once per distinct call: the
+    text costs more than the rest of a small einsum call."""
+    form = kernel_form(ins, out, shapes, dict(ext), pairs)
+    text, sizes = tc_text(form, tc_type)
+    return form, text, tuple(sizes.items())
+
+
+def _result_dtype(arrays: Sequence[np.ndarray], dtype: np.dtype | None,
+                  casting: Casting) -> np.dtype:
+    """``dtype`` or the operands' result type, after checking every operand can be cast to
+    it under ``casting`` (a TypeError, as numpy's)."""
     try:
-        dt = np.dtype(dtype) if dtype is not None else np.result_type(*arrays)
-    except TypeError as e:
-        raise OptionError(f"einsum dtype={dtype!r} is not a numpy dtype") from e
-    tc = dtypes.from_numpy(dt.newbyteorder("="))
-    if tc is None:
-        raise OptionError(f"einsum does not support dtype={dt}; only bool, integer, bfloat16 and "
-                          "float16/32/64 are")
+        dt = dtype if dtype is not None else np.result_type(*arrays)
+    except TypeError as e:  # numpy's DTypePromotionError: strings with numbers, ...
+        kinds = ", ".join(str(a.dtype) for a in arrays)
+        raise OptionTypeError(f"einsum operands of dtypes {kinds} have no common dtype") from e
     for k, a in enumerate(arrays):
-        if not np.can_cast(a.dtype, tc.np, casting):
-            raise ShapeError(f"einsum operand {k} of dtype {a.dtype} cannot be cast to {tc.np} "
-                             f"under casting={casting!r}")
-    return tc
+        if not np.can_cast(a.dtype, dt, casting):
+            raise InputTypeError(f"einsum operand {k} of dtype {a.dtype} cannot be cast to "
+                                 f"{dt} under casting={casting!r}")
+    return dt
 
 
-def _from_sublists(args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
-    """numpy's interleaved form ``(op0, sublist0, op1, sublist1, ..., [out])`` as a string."""
-    def letter(s: Any) -> str:
-        if s is Ellipsis:
-            return "..."
-        if isinstance(s, int | np.integer) and not isinstance(s, bool) and 0 <= s < 52:
-            return _SUBLIST_LETTERS[s]
-        raise OptionError(f"einsum sublists must hold ints in [0, 52) and Ellipsis, not {s!r}")
+def _kernel_dtype(arrays: Sequence[np.ndarray],
+                  dt: np.dtype) -> tuple[np.dtype, dtypes.DType, tuple[bool, ...]]:
+    """What the operands are cast to, the kernel's element type, and which operands it takes
+    as (real, imaginary) pairs: a complex result is computed on real parts, and only
+    complex operands have an imaginary one."""
+    cast = (np.empty((), dt).real.dtype if dt.kind == "c" else dt).newbyteorder("=")
+    part = _SAME_BITS.get(cast.name) or dtypes.from_numpy(cast)
+    if part is None:
+        culprit = next((f" (operand {k})" for k, a in enumerate(arrays) if a.dtype == dt), "")
+        raise OptionTypeError(f"einsum does not support dtype {dt}{culprit}; only bool, "
+                              "integer, float16/32/64, longdouble and complex operands are")
+    pairs = tuple(dt.kind == "c" and a.dtype.kind == "c" for a in arrays)
+    return cast, part, pairs
 
-    def term(sublist: Any) -> str:
-        if not isinstance(sublist, list | tuple):
-            raise OptionError(f"einsum expected a sublist (list of ints), not {sublist!r}")
-        return "".join(letter(s) for s in sublist)
 
-    pairs = args if len(args) % 2 == 0 else args[:-1]
-    ins = ",".join(term(s) for s in pairs[1::2])
-    return (ins if pairs is args else f"{ins}->{term(args[-1])}"), pairs[0::2]
+# Integers of one width share one kernel: + and * give the same bits in two's complement
+# whether the values are signed or not. Each width computes in the C type whose arithmetic
+# wraps without undefined behaviour: a 16-bit unsigned product promotes to int, where
+# 65535 * 65535 overflows; signed 32- and 64-bit overflow is undefined in C.
+_SAME_BITS = {f"{sign}int{bits}": dtypes.DTYPES[name] for bits, name in (
+    (8, "uint8"), (16, "int16"), (32, "uint32"), (64, "uint64")) for sign in ("", "u")}
+
+
+def _out_order(out: np.ndarray) -> tuple[int, ...]:
+    """``out``'s axes from the largest stride to the smallest (C order on ties)."""
+    return tuple(sorted(range(out.ndim), key=lambda j: -abs(out.strides[j])))
+
+
+def _operands(c: Contraction, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The operands as the kernel takes them, in its order: cast, C-contiguous, viewed as
+    its element type, a complex one as a real array of its parts (numpy's layout: a
+    trailing dim of 2, real then imaginary), reshaped to the form's merged dims."""
+    assert c.form is not None and c.cast is not None and c.part is not None
+    out = []
+    for k, shape, pair in zip(c.form.operands, c.form.shapes, c.form.pairs, strict=True):
+        a = arrays[k]
+        if pair:
+            z = np.asarray(a, dtype=c.dtype.newbyteorder("="), order="C")
+            out.append(z.reshape(-1).view(c.part).reshape(*shape, 2))
+        else:
+            x = np.asarray(a, dtype=c.cast, order="C")
+            x = x if c.part is c.cast else x.view(c.part)
+            out.append(x if x.shape == shape else x.reshape(shape))  # a new view costs
+    return tuple(out)
+
+
+def _compute(c: Contraction, arrays: Sequence[np.ndarray], kernel: Any = None) -> np.ndarray:
+    """The result of a contraction that is not a view, laid out in ``c.order``."""
+    assert c.cast is not None
+    mem_shape = tuple(c.shape[j] for j in c.order)
+    if c.empty:
+        result = np.zeros(mem_shape, c.dtype)
+    else:
+        kernel = kernel or _kernel_of(c)
+        outs = kernel(*_operands(c, arrays))
+        parts = [_as_result(o, c.cast, mem_shape)
+                 for o in (outs if isinstance(outs, tuple | list) else [outs])]
+        if len(parts) == 2:  # the real and imaginary parts of a complex result
+            result = np.empty(mem_shape, c.dtype)
+            result.real, result.imag = parts
+        else:  # a complex dtype= of real operands has no imaginary part
+            result = parts[0] if parts[0].dtype == c.dtype else parts[0].astype(c.dtype)
+    if c.order == tuple(range(len(c.order))):
+        return result
+    return result.transpose(np.argsort(c.order))
+
+
+def _as_result(o: Any, cast: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A kernel output as the result's values (the signedness ``cast`` says) and shape."""
+    o = np.asarray(o)
+    o = o if o.dtype is cast else o.view(cast)
+    return o if o.shape == shape else o.reshape(shape)
 
 
 def _split(subscripts: str) -> tuple[list[str], str | None]:
@@ -235,132 +395,89 @@ def _extents(ins: list[list[str]], shapes: list[tuple[int, ...]]) -> dict[str, i
     return ext
 
 
-def _tc_text(ins: list[list[str]], out: list[str], shapes: list[tuple[int, ...]],
-             ext: dict[str, int], tc_type: str) -> tuple[str, dict[str, int]]:
-    """The TC definition computing the contraction, and the value of each of its sizes."""
-    size = {lab: f"N{j}" for j, lab in enumerate(ext)}
-    params, factors = [], []
-    for k, (labels, shape) in enumerate(zip(ins, shapes, strict=True)):
-        # A dim of extent 1 where its label's extent is not broadcasts: declared 1, read at 0.
-        full = [(lab, n == ext[lab]) for lab, n in zip(labels, shape, strict=True)]
-        dims = ",".join(size[lab] if f else "1" for lab, f in full)
-        index = ",".join(_index(lab) if f else "0" for lab, f in full)
-        params.append(f"{tc_type}({dims}) T{k}" if labels else f"{tc_type} T{k}")
-        factors.append(f"T{k}({index})" if labels else f"T{k}")
-    lhs = f"O({','.join(map(_index, out))})" if out else "O"
-    # numpy's bool sum of products is OR of ANDs: max=! keeps every value 0 or 1.
-    op = ("max=!" if tc_type == "bool" else "+=!") if set(ext) - set(out) else "="
-    text = f"def einsum({', '.join(params)}) -> (O) {{ {lhs} {op} {' * '.join(factors)} }}"
-    return text, {size[lab]: n for lab, n in ext.items()}
-
-
-def _index(label: str) -> str:
-    """The TC index variable of a label: ``x_`` for letter ``x``, ``ek_`` for '...' dim k."""
-    return f"e{label[3:]}_" if label.startswith("...") else f"{label}_"
-
-
 def _show(label: str) -> str:
     return f"'...' dimension {label[3:]}" if label.startswith("...") else repr(label)
 
 
-def _check_out(out: Any, plan: EinsumPlan, casting: Casting) -> None:
-    if not isinstance(out, np.ndarray):
-        raise OptionError(f"einsum out= must be a numpy array, not {type(out).__name__}")
-    if out.shape != plan.shape:
-        raise ShapeError(f"einsum out= has shape {out.shape} but the result has shape "
-                         f"{plan.shape}")
-    if not np.can_cast(plan.dtype, out.dtype, casting):
-        raise ShapeError(f"einsum result of dtype {plan.dtype} cannot be written to out= of "
-                         f"dtype {out.dtype} under casting={casting!r}")
+def _check_out(out: np.ndarray, shape: tuple[int, ...], dt: np.dtype, casting: Casting) -> None:
+    if out.shape != shape:
+        raise ShapeError(f"einsum out= has shape {out.shape} but the result has shape {shape}")
+    if not np.can_cast(dt, out.dtype, casting):
+        raise InputTypeError(f"einsum result of dtype {dt} cannot be written to out= of "
+                             f"dtype {out.dtype} under casting={casting!r}")
+    if not out.flags.writeable:
+        raise ShapeError("einsum out= is read-only")
+
+
+def _kernel_of(c: Contraction) -> Any:
+    return _generic_kernel(c.text) if c.generic else _kernel(c.text, c.sizes)
 
 
 # -- the fast path: a call like one made before, planned once ------------------------------
-# Parsing the subscripts and building the plan cost ~30 us a call; the kernel call ~1 us.
-# A call is keyed by its subscripts, options and operands' types, shapes and dtypes, which
-# decide everything einsum_plan decides; the operands' layout does not (the kernel copies
-# what is not C-contiguous and aligned, as the plan's cast would). Calls that cannot be
-# keyed (operands that are not ndarrays, out=) take the full path above.
+# Parsing and planning cost tens of us a call, the kernel call a few. A call is keyed by its
+# subscripts, options and operands' types, shapes, dtypes and strides, which decide
+# everything ``contraction`` decides (strides: the layout of order='K' and 'A'). Calls that
+# cannot be keyed (interleaved sublists, operands that are not ndarrays, out=) and calls
+# the full path refuses take the full path, which raises the error.
 
 
 @dataclass(frozen=True)
 class _FastPlan:
-    kernel: Any  # None when the result is empty (all zeros)
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    cast: tuple[bool, ...]  # per operand: not of the computation dtype itself
+    c: Contraction
+    kernel: Any  # None for a view or an empty result
 
     def __call__(self, operands: tuple[np.ndarray, ...]) -> Any:
-        if self.kernel is None:
-            result = np.zeros(self.shape, self.dtype)
-        else:
-            if any(self.cast):
-                operands = tuple(np.asarray(x, dtype=self.dtype, order="C") if c else x
-                                 for x, c in zip(operands, self.cast, strict=True))
-            result = self.kernel(*operands)
-            if result.shape != self.shape:
-                result = result.reshape(self.shape)
+        c = self.c
+        result = (single_view(operands[0], c.labels[0], c.out) if c.view
+                  else _compute(c, operands, self.kernel))
         return result[()] if result.ndim == 0 else result
 
 
 _FAST: dict[tuple[Any, ...], _FastPlan | None] = {}
 
 
-def _fast_call(subscripts: Any, operands: tuple[Any, ...], dtype: Any, casting: Any) -> Any:
+def _fast_call(operands: tuple[Any, ...], dtype: Any, order: Any, casting: Any) -> Any:
     """The result by a plan made at an earlier call with this key, or None (not keyed)."""
     try:
-        key = (subscripts, dtype, casting, *[(type(x), x.shape, x.dtype) for x in operands])
+        key = (operands[0], dtype, order, casting,
+               *[(type(x), x.shape, x.dtype, x.strides) for x in operands[1:]])
         plan = _FAST.get(key, _FAST)
-    except (AttributeError, TypeError):  # operands without shapes, unhashable options
+    except (AttributeError, TypeError, IndexError):  # no shapes, unhashable options
         return None
     if plan is _FAST:
-        plan = _fast_plan(subscripts, operands, dtype, casting)
+        plan = _fast_plan(operands, dtype, order, casting)
         if len(_FAST) >= 256:
             _FAST.clear()
         _FAST[key] = plan
-    return None if plan is None else plan(operands)  # type: ignore[operator]
+    return None if plan is None else plan(operands[1:])  # type: ignore[operator]
 
 
-def _fast_plan(subscripts: Any, operands: tuple[Any, ...], dtype: Any,
+def _fast_plan(operands: tuple[Any, ...], dtype: Any, order: Any,
                casting: Any) -> _FastPlan | None:
     """The plan of a call of string subscripts on ndarrays; None otherwise, or when the
     call is refused (the full path raises the error)."""
-    if not isinstance(subscripts, str) or any(type(x) is not np.ndarray for x in operands):
+    if not isinstance(operands[0], str) or any(type(x) is not np.ndarray for x in operands[1:]):
         return None
     try:
-        plan = einsum_plan(subscripts, *operands, dtype=dtype, casting=casting)
+        args = parse_args(operands, dtype=dtype, order=order, casting=casting)
+        c = contraction(args.subscripts, args.operands, dtype=args.dtype,
+                        casting=args.casting, order=args.order)
     except PolyoptError:
         return None
-    kernel = None if plan.empty else _kernel(plan.text, tuple(plan.sizes.items()))
-    return _FastPlan(kernel, plan.shape, plan.dtype,
-                     tuple(x.dtype is not plan.dtype for x in operands))
+    return _FastPlan(c, None if c.view or c.empty else _kernel_of(c))
 
 
 @lru_cache(maxsize=256)
 def _kernel(text: str, sizes: tuple[tuple[str, int], ...]) -> Any:
-    """The compiled kernel of ``text`` at ``sizes``, compiled once per process."""
+    """The kernel of ``text`` specialized to ``sizes``, compiled once per process."""
     return api.compile(text, "einsum", sizes=dict(sizes))
 
 
-def einsum_path(subscripts: Any, *operands: Any, optimize: Any = "greedy") -> tuple[list[Any], str]:
-    """``numpy.einsum_path``: the contraction path ``einsum`` takes for ``optimize`` as
-    ``['einsum_path', (i, j), ...]``, and numpy's printed report of it. See
-    ``polyopt.einsum_path`` (the module) for the methods; nothing is compiled."""
-    if not isinstance(subscripts, str):
-        subscripts, operands = _from_sublists((subscripts, *operands))
-    path = contraction_path(subscripts, [np.shape(op) for op in operands], optimize)
-    return path.as_list(), path.report()
+@lru_cache(maxsize=256)
+def _generic_kernel(text: str) -> Any:
+    """The size-generic kernel of ``text``, compiled once per process for every shape: its
+    loops in program order on one thread, since the work is small (scheduling and threads
+    pay off only on large problems) and the plain loop nest compiles several times faster."""
+    return api.compile(text, "einsum", parametric=True, schedule="program-order",
+                       options={"openmp": False})
 
-
-def _run_path(path: ContractionPath, operands: tuple[Any, ...], out: np.ndarray | None,
-              dtype: Any, casting: Casting) -> Any:
-    """``path``'s steps one after another, each an einsum of its own (one kernel), in the
-    dtype of the whole contraction; the last writes ``out``."""
-    ops = [np.asarray(op) for op in operands]
-    dt = np.result_type(*ops) if dtype is None else dtype  # each step's own would drift
-    for k, step in enumerate(path.steps):
-        args = [ops.pop(p) for p in step.operands]
-        last = k == len(path.steps) - 1
-        result = einsum(step.subscripts, *args, out=out if last else None, dtype=dt,
-                        casting=casting, optimize=False)
-        ops.append(result if last else np.asarray(result))  # a 0-d step: an array (fast path)
-    return ops[0]

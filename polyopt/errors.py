@@ -46,6 +46,11 @@ class OptionError(PolyoptError, ValueError):
     """An unknown option, target or argument value given to the public API."""
 
 
+class OptionTypeError(OptionError, TypeError):
+    """An option or argument of the wrong kind (``dtype='bogus'``, an unknown keyword, an
+    einsum sublist that is not a sequence); also a ``TypeError``, as numpy raises for one."""
+
+
 class EinsumPathError(OptionError):
     """An einsum ``optimize=`` value that is no path method, or a path that does not contract
     the operands given. The subclasses are also the builtin error numpy raises for each."""

@@ -27,7 +27,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("codegen", ("polyopt.codegen",)),
     ("runtime", ("polyopt.runtime",)),
     ("driver", ("polyopt.driver",)),
-    ("api", ("polyopt.api", "polyopt.einsum", "polyopt.einsum_path")),
+    ("api", ("polyopt.api", "polyopt.einsum", "polyopt.einsum_args", "polyopt.einsum_layout",
+             "polyopt.einsum_path", "polyopt.einsum_tc")),
     ("torch", ("polyopt.torch",)),  # PyTorch operators: the one module that imports torch
     ("tune", ("polyopt.tune",)),
     ("bench", ("polyopt.bench",)),

@@ -41,6 +41,8 @@ def c_function(fn: str, dtype: str) -> tuple[str, str]:
         return f"po_{fn}", "double"
     if dtype == "float64":
         return fn, "double"
+    if dtype == "longdouble":  # C99's long double variants: expl, logl, ...
+        return f"{fn}l", "long double"
     return f"{fn}f", "float"
 
 
@@ -105,6 +107,18 @@ PO_CVT16(int64_t, int64) PO_CVT16(uint8_t, uint8) PO_CVT16(uint16_t, uint16)
 PO_CVT16(uint32_t, uint32) PO_CVT16(uint64_t, uint64)
 PO_FN _Float16 po_fmod_float16(_Float16 a, _Float16 b) {
   return (_Float16)po_fmod_float32((float)a, (float)b); }
+#endif
+#ifndef __CUDACC__ /* long double (numpy's longdouble): host C only; CUDA has no such type */
+PO_FMINMAX(long double, longdouble)
+#define PO_CVTL(D, DS, LO, HI) \
+  PO_FN D po_cvt_##DS##_longdouble(long double x) { return x != x ? (D)0 : \
+    x <= (long double)(LO) ? (D)(LO) : x >= (long double)(HI) ? (D)(HI) : (D)x; }
+PO_CVTL(int8_t, int8, INT8_MIN, INT8_MAX) PO_CVTL(int16_t, int16, INT16_MIN, INT16_MAX)
+PO_CVTL(int32_t, int32, INT32_MIN, INT32_MAX) PO_CVTL(int64_t, int64, INT64_MIN, INT64_MAX)
+PO_CVTL(uint8_t, uint8, 0, UINT8_MAX) PO_CVTL(uint16_t, uint16, 0, UINT16_MAX)
+PO_CVTL(uint32_t, uint32, 0, UINT32_MAX) PO_CVTL(uint64_t, uint64, 0, UINT64_MAX)
+PO_FN long double po_fmod_longdouble(long double a, long double b) {
+  return a - floorl(a / b) * b; }
 #endif
 /* 16-bit floats kept as bits (uint16_t) by targets that cannot compute on them: loads widen
    to float exactly, stores round to nearest even (overflow to inf, NaN stays NaN). */

@@ -67,6 +67,10 @@ def render_cuda(ast: Ast, *, specialized: bool,
     ``grid_cap`` blocks per grid dimension)."""
     dialect = CudaDialect()
     program = ast.poly.program
+    wide = [t.name for t in program.tensors.values() if t.dtype == "longdouble"]
+    if wide:  # nvcc would silently compute it as double
+        raise CodegenError(f"tensor {wide[0]} is longdouble, which CUDA has no type for; "
+                           "compile it for target='c' or use float64")
     base = cname("tensor", program.name).replace("t_", "polyopt_", 1)
     buffers = tuple(program.tensors)
     dims = tuple(program.sizes) + tuple(

@@ -92,7 +92,7 @@ def literal(value: int | float | bool, dtype: str) -> str:
         elif math.isinf(v):
             text = "INFINITY" if v > 0 else "(-INFINITY)"
         else:
-            text = repr(v) + ("" if dtype == "float64" else "f")
+            text = repr(v) + {"float64": "", "longdouble": "L"}.get(dtype, "f")
         return f"(({d.c}){text})" if dtype == "float16" else text
     v = int(value)
     if d.kind == "u":

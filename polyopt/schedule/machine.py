@@ -42,7 +42,7 @@ from polyopt.errors import OptionError
 from polyopt.host import parse_cache_size
 
 ENV_VAR = "POLYOPT_MACHINE"
-ELEM_BYTES = (1, 2, 4, 8)
+ELEM_BYTES = (1, 2, 4, 8, 16)  # 16: long double (numpy longdouble), 16 bytes on x86-64
 
 
 def _size(n: int) -> str:
