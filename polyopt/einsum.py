@@ -28,7 +28,7 @@ from __future__ import annotations
 import string
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -115,11 +115,8 @@ def einsum(*operands: Any, out: np.ndarray | None = None, dtype: Any = None,
     args = parse_args(operands, out=out, dtype=dtype, order=order, casting=casting,
                       unknown=unknown)
     path = _path(args, optimize)
-    if path is not None and len(path.steps) > 1:
-        return _run_path(path, args)
-    if path is not None:  # one step: the one nest, by the fast path from the next call on
-        return einsum(args.subscripts, *args.operands, out=args.out, dtype=args.dtype,
-                      order=args.order, casting=args.casting, optimize=False)
+    if path is not None:
+        return _along(path, args)
     c = contraction(args.subscripts, args.operands, dtype=args.dtype, casting=args.casting,
                     order=args.order, out=args.out)
     result = (single_view(args.operands[0], c.labels[0], c.out) if c.view
@@ -139,6 +136,23 @@ def _path(args: EinsumArgs, optimize: Any) -> ContractionPath | None:
     return contraction_path(args.subscripts, [op.shape for op in args.operands], optimize)
 
 
+def _along(path: ContractionPath, args: EinsumArgs) -> Any:
+    """The result of ``path`` (one step: the one nest, by the fast path from the next call
+    on). An ``out=`` is assigned the result as numpy's optimized path assigns it: its shape
+    checked, its dtype not (numpy's plain path checks ``casting=``, this one does not)."""
+    if len(path.steps) > 1:
+        result = _run_path(path, replace(args, out=None))
+    else:
+        result = einsum(args.subscripts, *args.operands, dtype=args.dtype, order=args.order,
+                        casting=args.casting, optimize=False)
+    if args.out is None:
+        return result
+    if args.out.shape != np.shape(result) or not args.out.flags.writeable:
+        _check_out(args.out, np.shape(result), args.out.dtype, "unsafe")
+    np.copyto(args.out, result, casting="unsafe")
+    return args.out
+
+
 def _one_nest(optimize: Any, n: int) -> bool:
     """One loop nest for ``n`` operands: asked (False, None: numpy's default), or True's
     path for one or two operands."""
@@ -147,14 +161,13 @@ def _one_nest(optimize: Any, n: int) -> bool:
 
 def _run_path(path: ContractionPath, args: EinsumArgs) -> Any:
     """``path``'s steps one after another, each an einsum of its own (one kernel), in the
-    dtype of the whole contraction; the last writes ``out`` in ``order``."""
+    dtype of the whole contraction; the last in ``order``."""
     ops = list(args.operands)
     dt = _result_dtype(ops, args.dtype, args.casting)  # each step's own would drift
     for k, step in enumerate(path.steps):
         step_ops = [ops.pop(p) for p in step.operands]
         last = k == len(path.steps) - 1
-        result = einsum(step.subscripts, *step_ops, out=args.out if last else None,
-                        dtype=dt, order=args.order if last else "K",
+        result = einsum(step.subscripts, *step_ops, dtype=dt, order=args.order if last else "K",
                         casting=args.casting, optimize=False)
         ops.append(result if last else np.asarray(result))  # a 0-d step: an array (fast path)
     return ops[0]
