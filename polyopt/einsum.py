@@ -438,12 +438,36 @@ def _kernel_of(c: Contraction) -> Any:
 class _FastPlan:
     c: Contraction
     kernel: Any  # None for a view or an empty result
+    # When the kernel takes the operands as they come (their dtype, C order, the form's
+    # shapes) and its output is the result (one real output, in C order): the operands'
+    # order in the kernel's signature. ``_compute``'s conversions cost several us a call.
+    direct: tuple[int, ...] | None = None
 
     def __call__(self, operands: tuple[np.ndarray, ...]) -> Any:
         c = self.c
-        result = (single_view(operands[0], c.labels[0], c.out) if c.view
-                  else _compute(c, operands, self.kernel))
+        if self.direct is not None:
+            result = self.kernel(*[operands[k] for k in self.direct])
+            if result.shape != c.shape:
+                result = result.reshape(c.shape)
+        else:
+            result = (single_view(operands[0], c.labels[0], c.out) if c.view
+                      else _compute(c, operands, self.kernel))
         return result[()] if result.ndim == 0 else result
+
+
+def _direct(c: Contraction, arrays: Sequence[np.ndarray]) -> tuple[int, ...] | None:
+    """``_FastPlan.direct`` for these operands (a key of the fast path fixes their dtypes,
+    shapes and strides), or None where ``_compute`` must convert something."""
+    form = c.form
+    if c.view or c.empty or form is None or any(form.pairs) or c.part != c.cast:
+        return None
+    if c.dtype != c.cast or c.order != tuple(range(len(c.order))):
+        return None
+    for k, shape in zip(form.operands, form.shapes, strict=True):
+        a = arrays[k]
+        if a.dtype != c.cast or not a.flags.c_contiguous or a.shape != tuple(shape):
+            return None
+    return tuple(form.operands)
 
 
 _FAST: dict[tuple[Any, ...], _FastPlan | None] = {}
@@ -477,7 +501,8 @@ def _fast_plan(operands: tuple[Any, ...], dtype: Any, order: Any,
                         casting=args.casting, order=args.order)
     except PolyoptError:
         return None
-    return _FastPlan(c, None if c.view or c.empty else _kernel_of(c))
+    return _FastPlan(c, None if c.view or c.empty else _kernel_of(c),
+                     _direct(c, args.operands))
 
 
 @lru_cache(maxsize=256)
