@@ -335,24 +335,8 @@ class Kernel:
         return [_as_input(x, d, self.name, device) for x, d in zip(inputs, decls, strict=True)]
 
     def _bind_sizes(self, arrays: list[np.ndarray]) -> dict[str, int]:
-        sizes: dict[str, int] = {}
-        where: dict[str, str] = {}
-        for a, d in zip(arrays, self._decl.inputs, strict=True):
-            for k, dim in enumerate(d.type.dims):  # type: ignore[union-attr]
-                extent, here = int(a.shape[k]), f"{d.name} dim {k}"
-                if dim.name is None:
-                    if extent != dim.value:
-                        raise ShapeError(f"def '{self.name}': input {d.name} dim {k} must have "
-                                         f"extent {dim.value}, got {extent}")
-                    continue
-                bound = self._sizes.get(dim.name, sizes.get(dim.name))
-                if bound is not None and bound != extent:
-                    seen = where.get(dim.name, "the compile-time sizes")
-                    raise ShapeError(f"def '{self.name}': size {dim.name} is {bound} from "
-                                     f"{seen} but {extent} from {here}")
-                sizes[dim.name] = extent
-                where.setdefault(dim.name, here)
-        return sizes
+        return bind_sizes(self.name, self._decl.inputs, self._sizes,
+                          [tuple(int(n) for n in a.shape) for a in arrays])
 
     def _outputs(self, program: Signature, sizes: dict[str, int],
                  given: Any) -> list[np.ndarray]:
@@ -368,6 +352,31 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<polyopt.Kernel {self.name} sizes={self._sizes} parametric={self._parametric}>"
+
+
+def bind_sizes(def_name: str, decls: Sequence[syntax.TensorDecl], fixed: Mapping[str, int],
+                shapes: Sequence[tuple[int, ...]]) -> dict[str, int]:
+    """The size names' values given by the inputs' shapes, checked against each other and
+    the compile-time ``fixed`` sizes (a call's arguments; symbolic extents too)."""
+    sizes: dict[str, int] = {}
+    where: dict[str, str] = {}
+    for shape, d in zip(shapes, decls, strict=True):
+        assert d.type is not None
+        for k, dim in enumerate(d.type.dims):
+            extent, here = shape[k], f"{d.name} dim {k}"
+            if dim.name is None:
+                if extent != dim.value:
+                    raise ShapeError(f"def '{def_name}': input {d.name} dim {k} must have "
+                                     f"extent {dim.value}, got {extent}")
+                continue
+            bound = fixed.get(dim.name, sizes.get(dim.name))
+            if bound is not None and bound != extent:
+                seen = where.get(dim.name, "the compile-time sizes")
+                raise ShapeError(f"def '{def_name}': size {dim.name} is {bound} from {seen} "
+                                 f"but {extent} from {here}")
+            sizes[dim.name] = extent
+            where.setdefault(dim.name, here)
+    return sizes
 
 
 def _load(source: KernelSource, options: Mapping[str, Any]) -> Any:

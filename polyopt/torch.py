@@ -223,7 +223,7 @@ class Op:
         size-generic program's output extents, affine in the sizes, evaluated on them. Where
         an extent is not one affine piece, or the def needs its sizes to be affine, the
         sizes are specialized to their values (torch then traces each shape on its own)."""
-        bound = _bind_sizes(self.name, self._inputs, self._sizes, shapes)
+        bound = api.bind_sizes(self.name, self._inputs, self._sizes, shapes)
         sizes = {**self._sizes, **bound}
         try:
             program = lang.build_program(self.definition, sizes=self._sizes)
@@ -240,7 +240,7 @@ class Op:
 
     def output_specs(self, shapes: Sequence[tuple[int, ...]]) -> list[_Output]:
         """Each output's name, shape and dtype when the inputs have ``shapes``."""
-        sizes = {**self._sizes, **_bind_sizes(self.name, self._inputs, self._sizes, shapes)}
+        sizes = {**self._sizes, **api.bind_sizes(self.name, self._inputs, self._sizes, shapes)}
         program = lang.build_program(self.definition, sizes=sizes)
         return [_Output(t.name, tuple(ir.extent_value(e, sizes) for e in t.shape),
                         TORCH_DTYPES[t.dtype]) for t in program.outputs]
@@ -305,31 +305,6 @@ def _save_inputs(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.save_for_backward(*inputs)
     outs = output if isinstance(output, tuple) else (output,)
     ctx.polyopt_outputs = [(tuple(o.shape), o.dtype) for o in outs]
-
-
-def _bind_sizes(def_name: str, decls: Sequence[syntax.TensorDecl], fixed: Mapping[str, int],
-                shapes: Sequence[tuple[int, ...]]) -> dict[str, int]:
-    """The size names' values given by the inputs' shapes, checked against each other and
-    the compile-time ``fixed`` sizes (``Kernel`` checks a call's arguments the same way)."""
-    sizes: dict[str, int] = {}
-    where: dict[str, str] = {}
-    for shape, d in zip(shapes, decls, strict=True):
-        assert d.type is not None
-        for k, dim in enumerate(d.type.dims):
-            extent, here = shape[k], f"{d.name} dim {k}"
-            if dim.name is None:
-                if extent != dim.value:
-                    raise ShapeError(f"def '{def_name}': input {d.name} dim {k} must have "
-                                     f"extent {dim.value}, got {extent}")
-                continue
-            bound = fixed.get(dim.name, sizes.get(dim.name))
-            if bound is not None and bound != extent:
-                seen = where.get(dim.name, "the compile-time sizes")
-                raise ShapeError(f"def '{def_name}': size {dim.name} is {bound} from {seen} "
-                                 f"but {extent} from {here}")
-            sizes[dim.name] = extent
-            where.setdefault(dim.name, here)
-    return sizes
 
 
 def _affine_value(extent: str, names: Sequence[str], sizes: Mapping[str, Any]) -> Any:
