@@ -43,6 +43,7 @@ from polyopt.einsum import einsum as numpy_einsum
 from polyopt.einsum import use_array_type
 from polyopt.errors import (
     InputTypeError,
+    NotDifferentiableError,
     OptionError,
     PolyoptError,
     ShapeError,
@@ -69,21 +70,43 @@ _ops: dict[str, Op] = {}  # by qualified name: torch.library registers a name on
 _ops_lock = threading.Lock()
 
 
-def op(source: str, name: str | None = None, **compile_options: Any) -> Op:
+def op(source: str, name: str | None = None, *, differentiable: bool | None = True,
+       **compile_options: Any) -> Op:
     """The PyTorch operator computing def ``name`` of ``source`` (TC language).
 
     ``compile_options`` are ``polyopt.compile``'s (``target``, ``sizes``, ``parametric``,
     ``schedule``, ``options``). The same definition with the same options gives the same
     ``Op`` (torch registers an operator name once per process).
+
+    ``differentiable``: True (the default) derives the gradient now, so a definition that
+    cannot be differentiated (a gather into a floating-point input, a product reduction)
+    raises ``NotDifferentiableError`` here; False makes a forward-only operator, whose
+    backward raises; None derives at the first backward (polyopt's own gradient operators,
+    whose gradients are second derivatives).
     """
     if not isinstance(source, str):
         raise OptionError(f"source must be a string of TC definitions, not {type(source).__name__}")
     definition = lang.define(source, name)
-    qualname = f"{NAMESPACE}::{definition.name}_{_digest(definition, compile_options)}"
+    if differentiable is True:
+        _check_differentiable(definition)
+    key = {**compile_options, "differentiable": differentiable}
+    qualname = f"{NAMESPACE}::{definition.name}_{_digest(definition, key)}"
     with _ops_lock:
         if qualname not in _ops:
-            _ops[qualname] = Op(definition, qualname, compile_options)
+            _ops[qualname] = Op(definition, qualname, compile_options, differentiable)
         return _ops[qualname]
+
+
+def _check_differentiable(definition: lang.Definition) -> None:
+    """Raise ``NotDifferentiableError`` now for a definition ``polyopt.grad`` cannot
+    differentiate (a few ms to 0.1 s: the derivation, not its compilation)."""
+    try:
+        autodiff.grad(definition.source, definition.name)
+    except SizesRequiredError:
+        return  # affine only at known sizes: the first backward says whether it can be
+    except NotDifferentiableError as e:
+        raise NotDifferentiableError(f"{e}\n(op(..., differentiable=False) makes a "
+                                     "forward-only operator)") from e
 
 
 def _digest(definition: lang.Definition, options: Mapping[str, Any]) -> str:
@@ -110,8 +133,9 @@ class Op:
     of tensors for a def with several outputs."""
 
     def __init__(self, definition: lang.Definition, qualname: str,
-                 compile_options: Mapping[str, Any]) -> None:
+                 compile_options: Mapping[str, Any], differentiable: bool | None = True) -> None:
         self.definition = definition
+        self.differentiable = differentiable
         self.name = definition.name
         self.qualname = qualname
         self.compile_options = dict(compile_options)
@@ -274,10 +298,14 @@ class Op:
                 text = self._derive(list(wrt) if wrt is not None else None)
                 options = {k: v for k, v in self.compile_options.items()
                            if k != "schedule" or isinstance(v, str)}
-                self._backward[key] = op(text, f"{self.name}_grad", **options)
+                self._backward[key] = op(text, f"{self.name}_grad", differentiable=None,
+                                         **options)
             return self._backward[key]
 
     def _derive(self, wrt: list[str] | None) -> str:
+        if self.differentiable is False:
+            raise NotDifferentiableError(f"def '{self.name}': made with differentiable=False, "
+                                         "it has no gradient")
         text = autodiff.grad(self.definition.source, self.name, wrt)
         if not isinstance(text, str):
             raise PolyoptError(f"polyopt.grad returned {type(text).__name__}, not TC source")

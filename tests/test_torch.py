@@ -319,11 +319,12 @@ def test_autograd_derives_one_gradient_per_input_that_needs_one(monkeypatch: Any
     a, b = randn(4, 3, dtype=torch.float64, grad=True), randn(3, 5, dtype=torch.float64,
                                                              seed=1, grad=True)
     assert torch.autograd.gradcheck(mm, (a, b))
-    assert sorted(calls) == [("matmul", ["A"]), ("matmul", ["B"])]
+    assert calls[0] == ("matmul", None)  # op creation checks that it can be differentiated
+    assert sorted(calls[1:]) == [("matmul", ["A"]), ("matmul", ["B"])]
     b2 = b.detach()  # only A needs a gradient: only d_A is computed (derived already)
     a.grad = None
     mm(a, b2).sum().backward()
-    assert len(calls) == 2 and b2.grad is None and a.grad is not None
+    assert len(calls) == 3 and b2.grad is None and a.grad is not None
     compiled = torch.compile(lambda x, y: (mm(x, y) ** 2).sum(), fullgraph=True,
                              backend="aot_eager")
     a.grad = b.grad = None
@@ -417,12 +418,15 @@ def test_gradients_of_several_outputs_and_of_an_unused_one() -> None:
     assert p.grad is None or not p.grad.any()
 
 
-def test_a_definition_without_gradient_runs_forward_and_its_backward_says_why() -> None:
-    gather = pt.op("def gather(float(N) x, int64(M) idx) -> (y) { y(i) = x(idx(i)) }")
+def test_a_definition_without_gradient_is_refused_at_creation_unless_forward_only() -> None:
+    source = "def gather(float(N) x, int64(M) idx) -> (y) { y(i) = x(idx(i)) }"
+    with pytest.raises(polyopt.NotDifferentiableError, match="differentiable=False"):
+        pt.op(source)
+    gather = pt.op(source, differentiable=False)
     x, idx = randn(5, grad=True), torch.tensor([4, 0, 2])
     y = gather(x, idx)
     close(y.detach(), x.detach()[idx], 1)
-    with pytest.raises(PolyoptError, match="gather"):
+    with pytest.raises(PolyoptError, match="differentiable=False"):
         y.sum().backward()
 
 
