@@ -36,6 +36,7 @@ import numpy as np
 
 from polyopt import api, dtypes
 from polyopt.einsum_args import Casting, EinsumArgs, parse_args
+from polyopt.einsum_fused import fused_text
 from polyopt.einsum_layout import memory_order, single_view
 from polyopt.einsum_path import ContractionPath, contraction_path
 from polyopt.einsum_tc import Form, kernel_form, points, tc_text
@@ -51,6 +52,11 @@ __all__ = ["GENERIC_POINTS", "Contraction", "EinsumPlan", "contraction", "einsum
            "einsum_path", "einsum_plan", "use_array_type"]
 
 GENERIC_POINTS = 1 << 16  # iteration points up to which a size-generic kernel is used
+# Iteration points up to which a path's steps run fused, as one definition (einsum_fused):
+# where a step's work (about 1 ns a point in a plain loop nest) is of the order of a kernel
+# call's fixed cost (3-5 us, scripts/bench_latency.py). At GENERIC_POINTS, fused paths at 4x
+# opt_einsum's extents ran up to 2.4x slower than a kernel per step (their loops unmerged).
+FUSED_POINTS = 1 << 12
 _LETTERS = frozenset(string.ascii_letters)
 _array_types: dict[type, Callable[..., Any]] = {}  # see use_array_type
 
@@ -141,7 +147,9 @@ def _along(path: ContractionPath, args: EinsumArgs) -> Any:
     on). An ``out=`` is assigned the result as numpy's optimized path assigns it: its shape
     checked, its dtype not (numpy's plain path checks ``casting=``, this one does not)."""
     if len(path.steps) > 1:
-        result = _run_path(path, replace(args, out=None))
+        result = _fused(path, args)
+        if result is None:
+            result = _run_path(path, replace(args, out=None))
     else:
         result = einsum(args.subscripts, *args.operands, dtype=args.dtype, order=args.order,
                         casting=args.casting, optimize=False)
@@ -151,6 +159,38 @@ def _along(path: ContractionPath, args: EinsumArgs) -> Any:
         _check_out(args.out, np.shape(result), args.out.dtype, "unsafe")
     np.copyto(args.out, result, casting="unsafe")
     return args.out
+
+
+def _fused(path: ContractionPath, args: EinsumArgs) -> Any:
+    """``path`` as one kernel call when all its steps are small (``einsum_fused``); None
+    when it runs a kernel per step."""
+    ops = args.operands
+    dt = _result_dtype(list(ops), args.dtype, args.casting)
+    if dt.kind != "f" or dt.itemsize not in (4, 8) or args.order not in ("K", "C") or any(
+            op.dtype.kind == "c" for op in ops):
+        return None
+    kernel = _fused_kernel(path, tuple(op.shape for op in ops), str(dt))
+    if kernel is None:
+        return None
+    result = np.asarray(kernel(*[np.asarray(op, dtype=dt, order="C") for op in ops]))
+    return result[()] if result.ndim == 0 else result
+
+
+@lru_cache(maxsize=256)
+def _fused_kernel(path: ContractionPath, shapes: tuple[tuple[int, ...], ...],
+                  tc_type: str) -> Any:
+    """The kernel of ``path`` as one definition (None: a kernel per step), found once per
+    path, shapes and type; size-generic, compiled once per definition."""
+    fused = fused_text(path, shapes, tc_type, FUSED_POINTS)
+    return None if fused is None else _generic_text_kernel(fused[0])
+
+
+@lru_cache(maxsize=256)
+def _generic_text_kernel(text: str) -> Any:
+    """The size-generic kernel of a fused path, compiled once per process: in program order
+    on one thread, as ``_generic_kernel`` (every step is small)."""
+    return api.compile(text, "einsum_path", parametric=True, schedule="program-order",
+                       options={"openmp": False})
 
 
 def _one_nest(optimize: Any, n: int) -> bool:

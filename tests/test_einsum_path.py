@@ -293,18 +293,23 @@ def test_every_optimize_form(optimize: Any) -> None:
 
 @pytest.mark.cc
 def test_path_steps_and_one_nest(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three or more operands take the path by default; False and None keep one nest."""
+    """Three or more operands take the path by default, as one kernel when every step is
+    small and a kernel per step otherwise; False and None keep one nest."""
     module = importlib.import_module("polyopt.einsum")  # `polyopt.einsum` is the function
     runs: list[str] = []
-    real = module._run_path
-    monkeypatch.setattr(module, "_run_path",
-                        lambda path, *a: runs.append(path.output) or real(path, *a))
+    for name in ("_run_path", "_generic_text_kernel"):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda p, *a, name=name, real=real:
+                            runs.append(name) or real(p, *a))
     ops = [np.ones(s, np.float32) for s in shapes_of("ij,jk,kl->il")]
     einsum("ij,jk,kl->il", *ops)
     einsum("ij,jk,kl->il", *ops, optimize=False)
     einsum("ij,jk,kl->il", *ops, optimize=None)
     einsum("ij,jk", *ops[:2])
-    assert runs == ["il"]
+    assert runs == ["_generic_text_kernel"]
+    big = [np.ones(s, np.float32) for s in ((16, 32), (32, 16), (16, 8))]
+    np.testing.assert_allclose(einsum("ij,jk,kl->il", *big), big[0] @ big[1] @ big[2])
+    assert runs == ["_generic_text_kernel", "_run_path"]  # 16*32*16 points: a kernel a step
 
 
 @pytest.mark.cc
