@@ -28,7 +28,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("polyopt.runtime",)),
     ("driver", ("polyopt.driver",)),
     ("api", ("polyopt.api", "polyopt.einsum", "polyopt.einsum_args", "polyopt.einsum_layout",
-             "polyopt.einsum_path", "polyopt.einsum_tc", "polyopt.einsum_fused")),
+             "polyopt.einsum_path", "polyopt.einsum_tc", "polyopt.einsum_fused",
+             "polyopt.einsum_labels")),
     ("torch", ("polyopt.torch",)),  # PyTorch operators: the one module that imports torch
     ("tune", ("polyopt.tune",)),
     ("bench", ("polyopt.bench",)),
