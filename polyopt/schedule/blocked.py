@@ -22,6 +22,7 @@ import islpy as isl
 from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
+from polyopt.poly import model_of
 from polyopt.poly.model import PolyProgram, PolyStmt, ReadAccess
 from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule.machine import Machine
@@ -29,32 +30,49 @@ from polyopt.schedule.policy import CpuPolicy, cpu_policy
 
 
 def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> tuple[Pack, ...]:
-    """The layouts for the CPU pipeline, decided before scheduling: the output of a
+    """The layouts for the CPU pipeline, decided before scheduling: each output of a
     contraction whose last dimension vectorizes badly in channel blocks of ``block``
     (default: the vector lanes; a multiple of them lets a register tile hold several
     vectors of channels), its weights along the same channels and its padded inputs with
-    their padding; for a convolution left unblocked, its padded inputs. Each layout is
+    their padding (every such output of a def: both gradients of a convolution); for a
+    def with no output blocked, the padded inputs of its convolutions. Each layout is
     tried on the program, and one that does not apply is left out."""
     program = pp.program
     if program.sizes:  # extents unknown: keep the layouts
         return ()
     policy = cpu_policy(machine)
-    for s in pp.stmts:
-        plan = plan_blocking(program, s, policy, block)
-        if plan is None:
-            continue
-        tensor, dim, lanes = plan
-        output = _applicable(program, [Pack(tensor, dim, lanes, dim)])
-        if output:
-            return _applicable(program, [*output, *_operand_packs(program, s, s.stmt.lhs[dim],
-                                                                   lanes)])
-        break  # one output per def: its statements were rewritten
     packs: list[Pack] = []
+    while (found := _next_blocking(pp, policy, block, packs)) is not None:
+        packs += found
+        program, _ = relayout(program, list(found))
+        pp = model_of(program)  # the blocked output's statements were rewritten
+    if packs:
+        return tuple(packs)
     for s in pp.stmts:  # unblocked convolutions: copy padded inputs (partial tiles can
         # then run packed), strided ones split in phases
         if s.kind == "update" and s.stmt.op == "+" and s.stmt.reduction_iters and not s.guarded:
             packs += _operand_packs(program, s, "", 1, _strides(program, s, policy))
     return _applicable(program, packs)
+
+
+def _next_blocking(pp: PolyProgram, policy: CpuPolicy, block: int | None,
+                   done: list[Pack]) -> tuple[Pack, ...] | None:
+    """The layouts of the first output of ``pp`` (its program laid out by ``done``
+    already) that wants blocking: the output's, then its operands'; None if none does.
+    As before several outputs were blocked, the first contraction whose output cannot
+    be blocked ends the search."""
+    program = pp.program
+    for s in pp.stmts:
+        plan = plan_blocking(program, s, policy, block)
+        if plan is None or any(p.tensor == plan[0] for p in done):
+            continue
+        tensor, dim, lanes = plan
+        output = _applicable(program, [Pack(tensor, dim, lanes, dim)])
+        if not output:
+            return None
+        return _applicable(program, [*output, *_operand_packs(program, s, s.stmt.lhs[dim],
+                                                               lanes)])
+    return None
 
 
 def layout_notes(pp: PolyProgram, machine: Machine) -> tuple[str, ...]:
