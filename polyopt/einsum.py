@@ -144,9 +144,10 @@ def _along(path: ContractionPath, args: EinsumArgs) -> Any:
     on). An ``out=`` is assigned the result as numpy's optimized path assigns it: its shape
     checked, its dtype not (numpy's plain path checks ``casting=``, this one does not)."""
     if len(path.steps) > 1:
-        result = _fused(path, args)
+        dt = _result_dtype(list(args.operands), args.dtype, args.casting)  # steps' own drift
+        result = _fused(path, args, dt)
         if result is None:
-            result = _run_path(path, replace(args, out=None))
+            result = _run_path(path, replace(args, out=None), dt)
     else:
         result = einsum(args.subscripts, *args.operands, dtype=args.dtype, order=args.order,
                         casting=args.casting, optimize=False)
@@ -158,11 +159,10 @@ def _along(path: ContractionPath, args: EinsumArgs) -> Any:
     return args.out
 
 
-def _fused(path: ContractionPath, args: EinsumArgs) -> Any:
-    """``path`` as one kernel call when all its steps are small (``einsum_fused``); None
-    when it runs a kernel per step."""
+def _fused(path: ContractionPath, args: EinsumArgs, dt: np.dtype) -> Any:
+    """``path`` in ``dt`` as one kernel call when all its steps are small
+    (``einsum_fused``); None when it runs a kernel per step."""
     ops = args.operands
-    dt = _result_dtype(list(ops), args.dtype, args.casting)
     if dt.kind != "f" or dt.itemsize not in (4, 8) or args.order not in ("K", "C") or any(
             op.dtype.kind == "c" for op in ops):
         return None
@@ -184,10 +184,9 @@ def _fused_kernel(path: ContractionPath, shapes: tuple[tuple[int, ...], ...],
 
 @lru_cache(maxsize=256)
 def _generic_text_kernel(text: str) -> Any:
-    """The size-generic kernel of a fused path, compiled once per process: in program order
-    on one thread, as ``_generic_kernel`` (every step is small)."""
-    return api.compile(text, "einsum_path", parametric=True, schedule="program-order",
-                       options={"openmp": False})
+    """The size-generic kernel of a fused path (def ``einsum_path``), compiled once per
+    process, as ``_generic_kernel`` compiles one contraction's (every step is small)."""
+    return _plain_kernel(text, "einsum_path")
 
 
 def _one_nest(optimize: Any, n: int) -> bool:
@@ -196,11 +195,10 @@ def _one_nest(optimize: Any, n: int) -> bool:
     return optimize is False or optimize is None or (optimize is True and n < 3)
 
 
-def _run_path(path: ContractionPath, args: EinsumArgs) -> Any:
-    """``path``'s steps one after another, each an einsum of its own (one kernel), in the
-    dtype of the whole contraction; the last in ``order``."""
+def _run_path(path: ContractionPath, args: EinsumArgs, dt: np.dtype) -> Any:
+    """``path``'s steps one after another, each an einsum of its own (one kernel), in
+    ``dt``, the dtype of the whole contraction; the last in ``order``."""
     ops = list(args.operands)
-    dt = _result_dtype(ops, args.dtype, args.casting)  # each step's own would drift
     for k, step in enumerate(path.steps):
         step_ops = [ops.pop(p) for p in step.operands]
         last = k == len(path.steps) - 1
@@ -468,6 +466,11 @@ def _generic_kernel(text: str) -> Any:
     """The size-generic kernel of ``text``, compiled once per process for every shape: its
     loops in program order on one thread, since the work is small (scheduling and threads
     pay off only on large problems) and the plain loop nest compiles several times faster."""
-    return api.compile(text, "einsum", parametric=True, schedule="program-order",
+    return _plain_kernel(text, "einsum")
+
+
+def _plain_kernel(text: str, name: str) -> Any:
+    """Def ``name`` of ``text`` as a size-generic loop nest in program order on one thread."""
+    return api.compile(text, name, parametric=True, schedule="program-order",
                        options={"openmp": False})
 

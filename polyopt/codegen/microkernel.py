@@ -178,6 +178,7 @@ class Emitter:
         self.nv = tile.cols // self.lanes if self.lanes else 0
         self.plan: dict[int, dict[tuple[int, int], list[Lin]]] | None = None  # set by lines()
         self.target: dict[tuple[int, int], list[Lin]] | None = None
+        self.zero = False  # set by lines(): the accumulators start at zero
 
     def full_tile(self) -> str | None:
         """The C condition under which this instance is a full tile (None: cannot tell)."""
@@ -206,8 +207,8 @@ class Emitter:
         plan = self._plan() if target is not None else None
         if plan is None or target is None:
             return None
-        self.plan, self.target = plan, target
-        return self._print(target, plan, pad, zero=self._starts_at_zero())
+        self.plan, self.target, self.zero = plan, target, self._starts_at_zero()
+        return self._print(target, plan, pad, zero=self.zero)
 
     def _starts_at_zero(self) -> bool:
         """Do the accumulators start at zero rather than at the target's contents? They do
@@ -313,7 +314,7 @@ class Emitter:
         c, cols_total = ctype(self.dtype), self.t.cols
         tmp = f"{pad}  {c} po_tile[{self.t.rows}][{cols_total}] = {{{{0}}}};"
         copy_in, copy_out = self._edge_copies(rows or "0L", cols or "0L")
-        if self._starts_at_zero():
+        if self.zero:
             copy_in = []  # the zeroed scratch tile is the start
         body = self._print(target, plan, pad + "  ", scratch=True)
         return [f"{pad}{{", tmp, *[f"{pad}  {x}" for x in copy_in], *body,

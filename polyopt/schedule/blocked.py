@@ -44,6 +44,8 @@ def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> 
     packs: list[Pack] = []
     while (found := _next_blocking(pp, policy, block, packs)) is not None:
         packs += found
+        if not _other_outputs(pp, packs):
+            break  # one output (every network layer): no second analysis
         program, _ = relayout(program, list(found))
         pp = model_of(program)  # the blocked output's statements were rewritten
     if packs:
@@ -53,6 +55,14 @@ def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> 
         if s.kind == "update" and s.stmt.op == "+" and s.stmt.reduction_iters and not s.guarded:
             packs += _operand_packs(program, s, "", 1, _strides(program, s, policy))
     return _applicable(program, packs)
+
+
+def _other_outputs(pp: PolyProgram, done: list[Pack]) -> bool:
+    """Does another output than those ``done`` blocks come out of a contraction?"""
+    blocked = {p.tensor for p in done}
+    return any(s.kind == "update" and s.stmt.op == "+" and s.stmt.reduction_iters
+               and pp.program.tensors[s.stmt.tensor].role == "output"
+               and s.stmt.tensor not in blocked for s in pp.stmts)
 
 
 def _next_blocking(pp: PolyProgram, policy: CpuPolicy, block: int | None,
