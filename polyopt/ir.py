@@ -248,7 +248,14 @@ class Program:
     outputs: tuple[Tensor, ...]
     locals: tuple[Tensor, ...]
     stmts: tuple[Stmt, ...]
+    # Tensors with a recurrence read (reference §5.5); when there are any, the def has value
+    # semantics: each element written once, each read gets its element's value.
+    recurrent: tuple[str, ...] = ()
     source: str = field(default="", compare=False, repr=False)
+
+    @property
+    def value_semantics(self) -> bool:
+        return bool(self.recurrent)
 
     @cached_property
     def tensors(self) -> dict[str, Tensor]:
@@ -264,6 +271,8 @@ class Program:
         head = f"def {self.name}  sizes {list(self.sizes)}  bound {dict(self.bound)}"
         parts = [head, *(f"  {t}" for t in self.tensors.values())]
         parts += [f"  {s}" for s in self.stmts]
+        if self.recurrent:
+            parts.append(f"  recurrences {', '.join(self.recurrent)} (value semantics)")
         return "\n".join(parts)
 
 

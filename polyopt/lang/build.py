@@ -17,6 +17,7 @@ from polyopt.lang.cse import eliminate_common
 from polyopt.lang.dead import drop_dead
 from polyopt.lang.infer import Interval, constraints, infer
 from polyopt.lang.parser import parse, stack_room
+from polyopt.lang.recurrence import check_single_assignment
 from polyopt.lang.sema import CheckedDef, CheckedStmt, check_def
 from polyopt.lang.widen import widen_reductions
 
@@ -68,7 +69,9 @@ def build_program(source: str | Definition, name: str | None = None,
 def _build(definition: Definition, sizes: tuple[tuple[str, int], ...]) -> ir.Program:
     with _guard(definition.source):
         checked = check_def(definition.syntax, definition.source, dict(sizes) or None)
-        program = eliminate_common(drop_dead(_assemble(checked)))
+        program = _assemble(checked)
+        check_single_assignment(program)
+        program = eliminate_common(drop_dead(program))
         return widen_reductions(program)
 
 
@@ -130,6 +133,10 @@ class _Builder:
             dims = cd.scope.tensors[n].dims
             assert dims is not None
             self.shapes[n] = dims
+        for n in cd.recurrent:  # written piecewise, maybe read first: the declared shape
+            dims = cd.scope.tensors[n].dims
+            if dims is not None:
+                self.shapes[n] = dims
 
     def error(self, message: str, pos: S.Pos | None) -> LanguageError:
         return LanguageError(message, self.cd.source, pos)
@@ -206,8 +213,13 @@ class _Builder:
         dom = isl.Set(domain).intersect_params(context(self.sizes))
         if not dom.is_subset(box):
             ext = ", ".join(map(str, shape))
+            point = dom.subtract(box).sample_point()
+            at = ", ".join(f"{n} = {point.get_coordinate_val(isl.dim_type.param, k)}"
+                           for k, n in enumerate(self.sizes))
+            fixed = ("its declaration" if cs.tensor in self.cd.recurrent else
+                     "the first statement writing it")
             raise self.error(f"{cs.name} writes '{cs.tensor}' outside its shape ({ext}), "
-                             f"which the first statement writing it fixed", cs.pos)
+                             f"which {fixed} fixed" + (f" (at {at})" if at else ""), cs.pos)
 
     def tensor(self, name: str) -> ir.Tensor:
         t = self.cd.scope.tensors[name]
@@ -226,4 +238,4 @@ def _assemble(cd: CheckedDef) -> ir.Program:
         inputs=tuple(b.tensor(n) for n in cd.inputs),
         outputs=tuple(b.tensor(n) for n in cd.outputs),
         locals=tuple(b.tensor(n) for n in cd.locals),
-        stmts=stmts, source=cd.source)
+        stmts=stmts, recurrent=cd.recurrent, source=cd.source)

@@ -53,6 +53,10 @@ class DefScope:
     params: set[str]
     tensors: dict[str, TensorInfo]
     written: set[str] = field(default_factory=set)
+    targets: set[str] = field(default_factory=set)  # every statement's target, found first
+    # Tensors with a recurrence read (reference §5.5): read before their statement, or by it
+    # at other indices. A def with any has value semantics (see polyopt.poly.deps).
+    recurrent: set[str] = field(default_factory=set)
 
     def error(self, message: str, pos: Pos | None) -> LanguageError:
         return LanguageError(message, self.source, pos)
@@ -198,8 +202,7 @@ class Resolver:
         s = self.s
         assert s is not None
         if t.role != "input" and t.name not in self.d.written:
-            raise self.d.error(f"reading '{t.name}' before it is defined (no earlier statement "
-                               "writes it)", n.pos)
+            self.forward_read(n, t)
         rank = t.rank or 0
         if len(n.args) != rank:
             raise self.d.error(f"'{t.name}' has rank {rank} but is read with {len(n.args)} "
@@ -217,13 +220,31 @@ class Resolver:
         s.reads.append(r)
         return r
 
+    def forward_read(self, n: S.Apply, t: TensorInfo) -> None:
+        """A read of ``t`` before any statement wrote it: a recurrence when a statement
+        (this one or a later one) writes ``t`` and its type and shape are declared."""
+        if t.name not in self.d.targets:
+            raise self.d.error(f"reading '{t.name}' before it is defined (no statement "
+                               "writes it)", n.pos)
+        if t.dtype is None or t.dims is None:
+            raise self.d.error(f"reading '{t.name}' before it is defined: a recurrence (a "
+                               f"read before the statement that writes it) needs the type "
+                               f"and shape of '{t.name}' declared, e.g. "
+                               f"local (float(N) {t.name})", n.pos)
+        self.d.recurrent.add(t.name)
+
     def check_self_read(self, n: S.Apply, idx: tuple[ir.Expr, ...]) -> None:
         s = self.s
         assert s is not None
         ok = all(isinstance(e, ir.Var) and e.kind == "index" and e.name == v
                  for e, v in zip(idx, s.lhs, strict=True))
-        if not ok:
+        if ok:
+            return
+        t = self.d.tensors[s.target]
+        if t.dtype is None or (t.dims is None and t.name not in self.d.written):
             want = f"{s.target}({', '.join(s.lhs)})" if s.lhs else s.target
-            raise self.d.error(f"a statement may read its own target only at the LHS indices "
-                               f"({want}); other self-reads depend on the evaluation order",
-                               n.pos)
+            raise self.d.error(f"a statement reads its own target at other indices than the "
+                               f"LHS ones ({want}): a recurrence, which needs the type and "
+                               f"shape of '{t.name}' declared (or fixed by an earlier "
+                               f"statement), e.g. local (float(T,N) {t.name})", n.pos)
+        self.d.recurrent.add(t.name)

@@ -33,6 +33,7 @@ class CheckedDef:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     locals: tuple[str, ...]
+    recurrent: tuple[str, ...] = ()  # tensors with a recurrence read (§5.5), sorted
 
 
 def check_def(d: S.Def, source: str, sizes: Mapping[str, int] | None) -> CheckedDef:
@@ -42,6 +43,7 @@ def check_def(d: S.Def, source: str, sizes: Mapping[str, int] | None) -> Checked
             for n in (*(p.name for p in d.params), *size_names)}
     scope = DefScope(source, lins, {p.name for p in d.params}, {})
     _declare_tensors(d, scope)
+    scope.targets = {st.target.id for st in d.stmts}
     stmts: list[CheckedStmt] = []
     counts: dict[str, int] = {}
     for st in d.stmts:
@@ -57,7 +59,7 @@ def check_def(d: S.Def, source: str, sizes: Mapping[str, int] | None) -> Checked
     bound = tuple((n, values[n]) for n in lins if n in values)
     return CheckedDef(d.name, source, unbound, bound, scope, stmts,
                       tuple(t.name for t in d.inputs), tuple(t.name for t in d.outputs),
-                      tuple(t.name for t in d.locals))
+                      tuple(t.name for t in d.locals), tuple(sorted(scope.recurrent)))
 
 
 # ---------------------------------------------------------------- sizes and parameters
@@ -174,7 +176,7 @@ def _check_order(scope: DefScope, stmts: list[CheckedStmt]) -> None:
         writers.setdefault(s.tensor, []).append(k)
     for k, s in enumerate(stmts):
         for r in s.reads:
-            if r.tensor == s.tensor:
+            if r.tensor == s.tensor or r.tensor in scope.recurrent:
                 continue
             after = writers.get(r.tensor, [])
             at = bisect_right(after, k)

@@ -19,7 +19,7 @@ from functools import cached_property
 
 import islpy as isl
 
-from polyopt.errors import PolyoptError
+from polyopt.errors import LanguageError, PolyoptError
 from polyopt.poly.model import PolyProgram, PolyStmt, union_all
 
 
@@ -46,7 +46,10 @@ class Deps:
 
 
 def compute_deps(pp: PolyProgram) -> Deps:
-    """Flow, anti and output dependences of ``pp`` under its sequential program order."""
+    """Flow, anti and output dependences of ``pp`` under its sequential program order (or,
+    for a def with recurrences, under value semantics: ``_value_deps``)."""
+    if pp.program.value_semantics:
+        return _value_deps(pp)
     try:
         order = pp.program_order
         flow = _flow_by_array(pp.reads, must=pp.writes, may=None, order=order)
@@ -157,3 +160,106 @@ def _flow(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.UnionMap | Non
     if may is not None:
         info = info.set_may_source(may)
     return info.set_schedule_map(order).compute_flow().get_may_dependence()
+
+
+# ------------------------------------------------------------------ value semantics (§5.5)
+def _value_deps(pp: PolyProgram) -> Deps:
+    """The dependences of a def with recurrences. Each element is written by one statement
+    (a reduction's instances together; ``lang.recurrence`` checks it), so a read's source is the writer of its element,
+    wherever that statement stands in the text: the flow dependences join writes and reads
+    of the same element. Within one statement (its init, interior and border pieces) the
+    accumulation keeps program order. With one writer per element there is nothing to
+    overwrite: no anti or output dependences across statements."""
+    _check_written(pp)
+    by_stmt: dict[str, list[PolyStmt]] = {}
+    for s in pp.stmts:
+        by_stmt.setdefault(s.stmt.name, []).append(s)
+    empty = isl.UnionMap.empty(pp.domain.get_space())
+    within = [_within(pp, pieces) for pieces in by_stmt.values()]
+    flow = union_all([w.flow for w in within] + _element_flow(pp), empty)
+    anti = union_all([w.anti for w in within], empty)
+    output = union_all([w.output for w in within], empty)
+    ctx = pp.context
+    flow, anti, output = (m.intersect_params(ctx).coalesce() for m in (flow, anti, output))
+    _check_self_reads(pp, flow)
+    return _unorder_reductions(pp, Deps(flow, anti, output))
+
+
+def _within(pp: PolyProgram, pieces: list[PolyStmt]) -> Deps:
+    """The dependences among the pieces of one statement through its target (its
+    accumulation), in program order."""
+    names = {s.name for s in pieces}
+    empty = isl.UnionMap.empty(pp.domain.get_space())
+    writes = union_all([isl.UnionMap.from_map(s.write) for s in pieces], empty)
+    reads = union_all([isl.UnionMap.from_map(s.write) for s in pieces if s.accumulates], empty)
+    order = pp.program_order.intersect_domain(
+        union_all([isl.UnionSet.from_set(s.domain) for s in pieces],
+                  isl.UnionSet.empty(pp.domain.get_space())))
+    if not names or writes.is_empty():
+        return Deps(empty, empty, empty)
+    flow = _flow(reads, writes, None, order) if not reads.is_empty() else empty
+    anti = _flow(writes, None, reads, order) if not reads.is_empty() else empty
+    output = _flow(writes, None, writes, order)
+    return Deps(flow, anti, output)
+
+
+def _element_flow(pp: PolyProgram) -> list[isl.UnionMap]:
+    """writer instance -> reader instance, for every read of an element some statement
+    writes (a reduction's every update, so the read sees its final value)."""
+    writers: dict[str, list[PolyStmt]] = {}
+    for s in pp.stmts:
+        writers.setdefault(s.stmt.tensor, []).append(s)
+    out = []
+    for s in pp.stmts:
+        for r in s.reads:
+            for w in writers.get(r.read.tensor, []):
+                m = w.write.apply_range(r.relation.reverse())
+                if not m.is_empty():
+                    out.append(isl.UnionMap.from_map(m))
+    return out
+
+
+def _check_written(pp: PolyProgram) -> None:
+    """A read of a local's element that no statement writes has no value."""
+    locals_ = {t.name for t in pp.program.locals}
+    written: dict[str, isl.Set] = {}
+    for s in pp.stmts:
+        image = s.write.range()
+        old = written.get(s.stmt.tensor)
+        written[s.stmt.tensor] = image if old is None else old.union(image)
+    for s in pp.stmts:
+        for r in s.reads:
+            if r.read.tensor not in locals_ or not r.affine:
+                continue
+            missing = r.relation.range().subtract(written[r.read.tensor]).intersect_params(
+                pp.context)
+            if not missing.is_empty():
+                raise LanguageError(
+                    f"{s.stmt.name} reads {_sample(missing)} of local '{r.read.tensor}', "
+                    f"which no statement writes", pp.program.source, r.read.pos)
+
+
+def _check_self_reads(pp: PolyProgram, flow: isl.UnionMap) -> None:
+    """An instance that reads the element it writes itself (not as an accumulation)."""
+    loops = flow.intersect(pp.domain.identity())
+    if loops.is_empty():
+        return
+    name = _first_name(loops)
+    s = pp.stmt(name)
+    raise LanguageError(f"{s.stmt.name} reads the element of '{s.stmt.tensor}' that it "
+                        f"writes: with recurrences a read gets the element's one value, so "
+                        f"this is a dependence cycle", pp.program.source, s.stmt.pos)
+
+
+def _first_name(umap: isl.UnionMap) -> str:
+    names: list[str] = []
+    umap.foreach_map(lambda m: names.append(m.get_tuple_name(isl.dim_type.in_)))
+    return names[0]
+
+
+def _sample(s: isl.Set) -> str:
+    """One element of ``s`` as ``T(1, 2)`` (at the smallest sizes isl finds)."""
+    point = s.sample_point()
+    n = s.dim(isl.dim_type.set)
+    coords = [str(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
+    return f"{s.get_tuple_name()}({', '.join(coords)})"

@@ -157,7 +157,8 @@ def build_poly(program: ir.Program, borders: bool = True) -> PolyProgram:
         stmts: list[PolyStmt] = []
         first_writer: set[str] = set()
         for stmt in program.stmts:
-            is_first = stmt.tensor not in first_writer
+            # With value semantics a tensor is written piecewise: no statement owns its box.
+            is_first = stmt.tensor not in first_writer and not program.value_semantics
             first_writer.add(stmt.tensor)
             stmts += _lower_stmt(program, stmt, context, is_first, borders)
         return PolyProgram(program, tuple(stmts), context, borders)

@@ -13,6 +13,10 @@ against, so it is deliberately simple and shares nothing with the code generator
 Gathers (and every other read) are checked eagerly, also in an unselected ``?:`` branch, as
 the generated code does. A statement that reads its own target (only possible at the LHS
 indices) and has reduction indices runs in rounds, one reduction point per LHS element each.
+
+A def with recurrences (value semantics, reference §5.5) runs in rounds too: each round
+runs every instance whose reads are final (no instance left that writes their elements),
+until none is left; a round that runs nothing means a dependence cycle.
 """
 
 from __future__ import annotations
@@ -47,11 +51,63 @@ def evaluate(program: ir.Program, inputs: Sequence[np.ndarray], sizes: Mapping[s
                          f"got {len(inputs)}")
     interp = _Interp(program, _bind_sizes(program, inputs, sizes), fdt)
     interp.load(inputs, outputs)
+    if program.value_semantics:
+        _run_by_value(interp)
+        return [interp.arrays[t.name] for t in program.outputs]
     first: set[str] = set()
     for stmt in program.stmts:
         interp.run(stmt, stmt.tensor not in first)
         first.add(stmt.tensor)
     return [interp.arrays[t.name] for t in program.outputs]
+
+
+def _run_by_value(interp: _Interp) -> None:
+    program, sizes = interp.program, interp.sizes
+    pending: dict[str, np.ndarray] = {}
+    left = {t: np.zeros(interp.arrays[t].size, np.int64) for t in
+            {s.tensor for s in program.stmts}}  # instances left to write each element
+    for stmt in program.stmts:
+        interp.where = stmt.name
+        slabs = list(domain_points(stmt.domain, sizes))
+        pts = np.concatenate(slabs) if slabs else np.zeros((0, len(stmt.iters)), np.int64)
+        pending[stmt.name] = pts
+        np.add.at(left[stmt.tensor], interp.flat(interp.arrays[stmt.tensor],
+                                                 pts[:, :len(stmt.lhs)]), 1)
+        if stmt.init:
+            ident = dtypes.identity(stmt.op, interp.tensors[stmt.tensor].dtype)
+            arr = interp.arrays[stmt.tensor]
+            for lhs in domain_points(_lhs_range(stmt), sizes):
+                arr.reshape(-1)[interp.flat(arr, lhs)] = ident
+    with np.errstate(all="ignore"):
+        while any(len(p) for p in pending.values()):
+            progress = False
+            for stmt in program.stmts:
+                pts = pending[stmt.name]
+                if not len(pts):
+                    continue
+                interp.where = stmt.name
+                ready = interp.ready(stmt, pts, left)
+                if not ready.any():
+                    continue
+                run = pts[ready]
+                interp.update(stmt, run)
+                arr = interp.arrays[stmt.tensor]
+                np.subtract.at(left[stmt.tensor], interp.flat(arr, run[:, :len(stmt.lhs)]), 1)
+                pending[stmt.name] = pts[~ready]
+                progress = True
+            if not progress:
+                stuck = [n for n, p in pending.items() if len(p)]
+                raise PolyoptError(f"def '{program.name}': statements {', '.join(stuck)} wait "
+                                   f"on each other (a dependence cycle)")
+
+
+def _lhs_range(stmt: ir.Stmt) -> str:
+    """The LHS elements a ``op=!`` statement initializes: its domain without the
+    constraints on its reduction indices, projected onto the LHS (an empty reduction range
+    still gives the identity)."""
+    nl, nr = len(stmt.lhs), len(stmt.reduction_iters)
+    dom = isl.Set(stmt.domain).drop_constraints_involving_dims(_SET, nl, nr)
+    return str(dom.project_out(_SET, nl, nr))
 
 
 def _bind_sizes(program: ir.Program, inputs: Sequence[np.ndarray],
@@ -273,6 +329,22 @@ class _Interp:
                 rank = np.arange(len(pts)) - np.flatnonzero(new)[np.cumsum(new) - 1]
                 for r in range(int(rank.max(initial=-1)) + 1):
                     self.update(stmt, pts[rank == r])
+
+    def ready(self, stmt: ir.Stmt, pts: np.ndarray, left: dict[str, np.ndarray]) -> np.ndarray:
+        """Which instances at ``pts`` read only final elements (out-of-range reads count
+        as ready: running them raises the bounds error)."""
+        self.cols = {name: pts[:, k] for k, name in enumerate(stmt.iters)}
+        self.n = len(pts)
+        ok = np.ones(len(pts), bool)
+        for e in stmt.rhs.walk():
+            if not isinstance(e, ir.Read) or e.tensor not in left:
+                continue
+            shape = self.arrays[e.tensor].shape
+            idx = np.array([self.index(x) for x in e.indices], np.int64).T.reshape(self.n, -1)
+            inside = np.all((idx >= 0) & (idx < np.array(shape, np.int64)), axis=1)
+            safe = np.where(inside[:, None], idx, 0)
+            ok &= ~inside | (left[e.tensor][_ravel(safe, shape)] == 0)
+        return ok
 
     def flat(self, arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
         """Flat positions of the (n, rank) LHS index rows in ``arr``, range-checked."""

@@ -25,6 +25,7 @@ from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
 from polyopt.schedule.legality import carried, check_legal
+from polyopt.schedule.sequential import dataflow_order
 from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Mark, Tag, bind_of
 from polyopt.schedule.tree import (
     Leaf,
@@ -519,7 +520,10 @@ def register_json_loader(loader: Callable[..., Schedule]) -> None:
 
 
 def program_order(pp: PolyProgram, deps: Deps) -> Schedule:
-    """The sequential source order: one loop nest per statement, in program order."""
+    """The sequential source order: one loop nest per statement, in program order (for a
+    def with value semantics, an order of its dataflow: ``dataflow_order``)."""
+    if pp.program.value_semantics:
+        return Schedule(dataflow_order(pp, deps), pp, deps, "program-order")
     taken: set[str] = set()
     nests = [nest_of(s, pp.program.params, taken) for s in pp.stmts]
     root = sequence(tuple(nests)) if nests else Leaf(())

@@ -63,7 +63,7 @@ ERRORS = [
     ("assign-with-reduction", "def f(float(N,K) A) -> (B) { B(i) = A(i, k) }",
      r"'=' does not specify a reduction.*index 'k'", 1, 42),
     ("self-read-shifted", A + "B(i) = A(i)\n B(i) = B(i - 1) + A(i) }",
-     r"own target only at the LHS indices \(B\(i\)\)", 2, 9),
+     r"each element is written by one statement, but B_0 and B_1 both write B\(\d+\)", 2, 2),
     ("read-then-rewrite", "def f(float(N) A) -> (B, C) { B(i) = A(i)\n C(i) = B(i)\n"
      " B(i) = A(i) * 2.0 }", r"B_1 writes 'B' after C_0 \(line 2\) read it", 3, 2),
     ("cycle", "def f(float(N) A) -> (B, C) { B(i) = A(i)\n C(i) = B(i)\n B(i) = C(i) }",

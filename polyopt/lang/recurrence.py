@@ -1,0 +1,46 @@
+"""The rule a def with recurrences keeps (reference §5.5): each element of each tensor is
+written by one statement (a reduction's instances together), so that a read has one value
+to get, whichever statement and instance computes it."""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from polyopt import ir
+from polyopt.errors import LanguageError
+
+_SET = isl.dim_type.set
+
+
+def check_single_assignment(program: ir.Program) -> None:
+    """Raise LanguageError naming two statements of ``program`` that write one element."""
+    if not program.value_semantics:
+        return
+    seen: dict[str, list[tuple[ir.Stmt, isl.Set]]] = {}
+    for stmt in program.stmts:
+        image = _written(stmt)
+        for other, theirs in seen.get(stmt.tensor, []):
+            both = image.intersect(theirs)
+            if both.is_empty():
+                continue
+            raise LanguageError(
+                f"in a def with recurrences each element is written by one statement, but "
+                f"{other.name} and {stmt.name} both write {_sample(both)}", program.source,
+                stmt.pos)
+        seen.setdefault(stmt.tensor, []).append((stmt, image))
+
+
+def _written(stmt: ir.Stmt) -> isl.Set:
+    """The elements ``stmt`` writes, named after its tensor, for admissible sizes."""
+    dom = isl.Set(stmt.domain)
+    for k in range(dom.dim(isl.dim_type.param)):
+        dom = dom.lower_bound_val(isl.dim_type.param, k, isl.Val(0))
+    nl = len(stmt.lhs)
+    return dom.project_out(_SET, nl, dom.dim(_SET) - nl).set_tuple_name(stmt.tensor)
+
+
+def _sample(s: isl.Set) -> str:
+    """One element of ``s``, as ``T(1, 2)`` (at some sizes isl picks)."""
+    point = s.sample_point()
+    coords = [str(point.get_coordinate_val(_SET, k)) for k in range(s.dim(_SET))]
+    return f"{s.get_tuple_name()}({', '.join(coords)})"
