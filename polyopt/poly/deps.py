@@ -165,9 +165,9 @@ def _flow(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.UnionMap | Non
 # ------------------------------------------------------------------ value semantics (§5.5)
 def _value_deps(pp: PolyProgram) -> Deps:
     """The dependences of a def with recurrences. Each element is written by one statement
-    (a reduction's instances together; ``lang.recurrence`` checks it), so a read's source is the writer of its element,
-    wherever that statement stands in the text: the flow dependences join writes and reads
-    of the same element. Within one statement (its init, interior and border pieces) the
+    (a reduction's instances together; ``lang.recurrence`` checks it), so a read's source
+    is the writer of its element, wherever that statement stands in the text: the flow
+    dependences join writes and reads of the same element. Within one statement (its init, interior and border pieces) the
     accumulation keeps program order. With one writer per element there is nothing to
     overwrite: no anti or output dependences across statements."""
     _check_written(pp)

@@ -25,8 +25,8 @@ from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
 from polyopt.schedule.legality import carried, check_legal
-from polyopt.schedule.sequential import dataflow_order
 from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Mark, Tag, bind_of
+from polyopt.schedule.sequential import dataflow_order
 from polyopt.schedule.tree import (
     Leaf,
     Loop,
