@@ -168,8 +168,9 @@ def _value_deps(pp: PolyProgram) -> Deps:
     (a reduction's instances together; ``lang.recurrence`` checks it), so a read's source
     is the writer of its element, wherever that statement stands in the text: the flow
     dependences join writes and reads of the same element. Within one statement (its init,
-    interior and border pieces) the accumulation keeps program order. With one writer per element there is nothing to
-    overwrite: no anti or output dependences across statements."""
+    interior and border pieces) the accumulation keeps program order. With one writer per
+    element there is nothing to overwrite: no anti or output dependences across statements.
+    """
     _check_written(pp)
     by_stmt: dict[str, list[PolyStmt]] = {}
     for s in pp.stmts:
