@@ -133,10 +133,11 @@ class _Builder:
             dims = cd.scope.tensors[n].dims
             assert dims is not None
             self.shapes[n] = dims
-        for n in cd.recurrent:  # written piecewise, maybe read first: the declared shape
-            dims = cd.scope.tensors[n].dims
-            if dims is not None:
-                self.shapes[n] = dims
+        if cd.recurrent:  # value semantics: tensors written piecewise, maybe read first
+            for n in (*cd.outputs, *cd.locals):
+                dims = cd.scope.tensors[n].dims
+                if dims is not None:
+                    self.shapes[n] = dims
 
     def error(self, message: str, pos: S.Pos | None) -> LanguageError:
         return LanguageError(message, self.cd.source, pos)
@@ -216,7 +217,7 @@ class _Builder:
             point = dom.subtract(box).sample_point()
             at = ", ".join(f"{n} = {point.get_coordinate_val(isl.dim_type.param, k)}"
                            for k, n in enumerate(self.sizes))
-            fixed = ("its declaration" if cs.tensor in self.cd.recurrent else
+            fixed = ("its declaration" if self.cd.recurrent else
                      "the first statement writing it")
             raise self.error(f"{cs.name} writes '{cs.tensor}' outside its shape ({ext}), "
                              f"which {fixed} fixed" + (f" (at {at})" if at else ""), cs.pos)

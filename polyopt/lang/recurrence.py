@@ -40,7 +40,11 @@ def _written(stmt: ir.Stmt) -> isl.Set:
 
 
 def _sample(s: isl.Set) -> str:
-    """One element of ``s``, as ``T(1, 2)`` (at some sizes isl picks)."""
+    """One element of ``s``, as ``T(1, 2)``, and the sizes isl picked (``at N = 1``)."""
     point = s.sample_point()
     coords = [str(point.get_coordinate_val(_SET, k)) for k in range(s.dim(_SET))]
-    return f"{s.get_tuple_name()}({', '.join(coords)})"
+    sizes = [f"{s.get_dim_name(isl.dim_type.param, k)} = "
+             f"{point.get_coordinate_val(isl.dim_type.param, k)}"
+             for k in range(s.dim(isl.dim_type.param))]
+    at = f" (at {', '.join(sizes)})" if sizes else ""
+    return f"{s.get_tuple_name()}({', '.join(coords)}){at}"

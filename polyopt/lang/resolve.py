@@ -57,6 +57,9 @@ class DefScope:
     # Tensors with a recurrence read (reference §5.5): read before their statement, or by it
     # at other indices. A def with any has value semantics (see polyopt.poly.deps).
     recurrent: set[str] = field(default_factory=set)
+    # Warnings of statements re-initializing a tensor: TC's accumulation pitfall, but with
+    # recurrences (value semantics) a tensor written piecewise.
+    reinit: list[tuple[str, Pos]] = field(default_factory=list)
 
     def error(self, message: str, pos: Pos | None) -> LanguageError:
         return LanguageError(message, self.source, pos)

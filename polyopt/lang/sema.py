@@ -17,7 +17,7 @@ from polyopt.lang.resolve import (
     DefScope,
     TensorInfo,
 )
-from polyopt.lang.stmts import CheckedStmt, check_stmt, pad_info
+from polyopt.lang.stmts import CheckedStmt, check_stmt, pad_info, warn_at
 
 __all__ = ["CheckedDef", "CheckedStmt", "check_def"]
 
@@ -55,6 +55,9 @@ def check_def(d: S.Def, source: str, sizes: Mapping[str, int] | None) -> Checked
             role = "output" if decl in d.outputs else "local"
             raise scope.error(f"{role} '{decl.name}' is never written", decl.pos)
     _check_order(scope, stmts)
+    if not scope.recurrent:
+        for message, pos in scope.reinit:
+            warn_at(scope, message, pos)
     unbound = tuple(n for n in size_names if n not in values)
     bound = tuple((n, values[n]) for n in lins if n in values)
     return CheckedDef(d.name, source, unbound, bound, scope, stmts,
@@ -182,6 +185,10 @@ def _check_order(scope: DefScope, stmts: list[CheckedStmt]) -> None:
             at = bisect_right(after, k)
             if at == len(after):
                 continue
+            info = scope.tensors[r.tensor]
+            if info.dtype is not None and info.dims is not None:
+                scope.recurrent.add(r.tensor)  # read before a later write: a recurrence
+                continue
             later = stmts[after[at]]
             if any(x.tensor == s.tensor for x in later.reads):
                 raise scope.error(f"cycle between tensors '{s.tensor}' and '{r.tensor}': "
@@ -190,5 +197,6 @@ def _check_order(scope: DefScope, stmts: list[CheckedStmt]) -> None:
             raise scope.error(
                 f"{later.name} writes '{r.tensor}' after {s.name} (line {s.pos[0]}) read it; "
                 f"TC would give {s.name} the final value of '{r.tensor}', so this is an error "
-                f"(write '{r.tensor}' completely before reading it, or use a new tensor)",
+                f"(write '{r.tensor}' completely before reading it, use a new tensor, or declare "
+                f"its type and shape to make it a recurrence)",
                 later.pos)

@@ -219,9 +219,9 @@ def _first_write(scope: DefScope, st: S.Statement, name: str, op: str, init: boo
                               f"cannot be '{st.op}' (use '{st.op}!')", st.pos)
         warn_at(scope, f"reduction without initialization: {name} uses '{st.op}' on the "
                 f"caller's buffer of output '{t.name}' (use '{st.op}!' to initialize)", st.pos)
-    elif not first and init:
-        warn_at(scope, f"{name} re-initializes '{t.name}' with '{st.op}' after earlier "
-                "statements wrote it (TC would accumulate instead)", st.pos)
+    elif not first and init:  # said at the end of the def, unless it has recurrences
+        scope.reinit.append((f"{name} re-initializes '{t.name}' with '{st.op}' after earlier "
+                             "statements wrote it (TC would accumulate instead)", st.pos))
 
 
 def _accesses(scope: DefScope, s: StmtScope) -> Iterator[Access]:

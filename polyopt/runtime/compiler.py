@@ -38,8 +38,12 @@ from polyopt.codegen import vmath
 from polyopt.errors import CompileError
 from polyopt.runtime import cache, records, tempdirs
 
-DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared",
-                                  "-std=gnu11")
+# -fno-split-loops: GCC 12.2's -O3 loop splitting, with its loop distribution, reordered a
+# load after the store it reads in a time-skewed jacobi-1d nest (At(t,0) written, then read
+# as Ao(0) in the same iteration: Ao(0) came out 0). Either flag off fixes it; isl's loops
+# seldom keep the in-loop conditions that splitting removes, and distribution makes memsets.
+DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fno-split-loops", "-fopenmp",
+                                  "-fPIC", "-shared", "-std=gnu11")
 def _vector_math() -> tuple[str, ...]:
     """glibc's libmvec on x86-64, so vectorized loops call vector exp/log/... (the
     prelude declares them ``simd`` under ``POLYOPT_LIBMVEC``: ``polyopt.codegen.vmath``)."""

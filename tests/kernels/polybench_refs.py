@@ -1,0 +1,216 @@
+"""float64 NumPy references of the PolyBench kernels written as recurrences (kernels/stencil.tc
+and kernels/solver.tc, the datamining ones in kernels/polybench.tc), each following
+PolyBench 4.2's loops, with its inputs. ``make(rng, shape) -> (inputs, outputs, reduction
+size)`` as in test_kernels.py; the shapes are PolyBench's MINI and SMALL datasets."""
+
+from __future__ import annotations
+
+import numpy as np
+
+F32 = np.float32
+
+
+def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.uniform(-1.0, 1.0, size=shape).astype(F32)
+
+
+def _f64(*xs: np.ndarray) -> list[np.ndarray]:
+    return [np.array(x, dtype=np.float64) for x in xs]
+
+
+def jacobi_1d(rng, s):
+    a32, b32 = _rand(rng, s["N"]), _rand(rng, s["N"])
+    a, b = _f64(a32, b32)
+    for _ in range(s["T"]):
+        b[1:-1] = 0.33333 * (a[:-2] + a[1:-1] + a[2:])
+        a[1:-1] = 0.33333 * (b[:-2] + b[1:-1] + b[2:])
+    return (a32, b32), (a, b), 3 * s["T"]
+
+
+def _five(x: np.ndarray) -> np.ndarray:
+    return 0.2 * (x[1:-1, 1:-1] + x[1:-1, :-2] + x[1:-1, 2:] + x[2:, 1:-1] + x[:-2, 1:-1])
+
+
+def jacobi_2d(rng, s):
+    n = s["N"]
+    a32, b32 = _rand(rng, n, n), _rand(rng, n, n)
+    a, b = _f64(a32, b32)
+    for _ in range(s["T"]):
+        b[1:-1, 1:-1] = _five(a)
+        a[1:-1, 1:-1] = _five(b)
+    return (a32, b32), (a, b), 5 * s["T"]
+
+
+def _heat(x: np.ndarray) -> np.ndarray:
+    c = x[1:-1, 1:-1, 1:-1]
+    return (0.125 * (x[2:, 1:-1, 1:-1] - 2.0 * c + x[:-2, 1:-1, 1:-1])
+            + 0.125 * (x[1:-1, 2:, 1:-1] - 2.0 * c + x[1:-1, :-2, 1:-1])
+            + 0.125 * (x[1:-1, 1:-1, 2:] - 2.0 * c + x[1:-1, 1:-1, :-2]) + c)
+
+
+def heat_3d(rng, s):
+    n = s["N"]
+    a32, b32 = _rand(rng, n, n, n), _rand(rng, n, n, n)
+    a, b = _f64(a32, b32)
+    for _ in range(s["T"]):
+        b[1:-1, 1:-1, 1:-1] = _heat(a)
+        a[1:-1, 1:-1, 1:-1] = _heat(b)
+    return (a32, b32), (a, b), 7 * s["T"]
+
+
+def fdtd_2d(rng, s):
+    nx, ny, t = s["NX"], s["NY"], s["T"]
+    ex32, ey32, hz32, fict32 = (_rand(rng, nx, ny), _rand(rng, nx, ny), _rand(rng, nx, ny),
+                                _rand(rng, t))
+    ex, ey, hz, fict = _f64(ex32, ey32, hz32, fict32)
+    for k in range(t):
+        ey[0, :] = fict[k]
+        ey[1:, :] -= 0.5 * (hz[1:, :] - hz[:-1, :])
+        ex[:, 1:] -= 0.5 * (hz[:, 1:] - hz[:, :-1])
+        hz[:-1, :-1] -= 0.7 * (ex[:-1, 1:] - ex[:-1, :-1] + ey[1:, :-1] - ey[:-1, :-1])
+    return (ex32, ey32, hz32, fict32), (ex, ey, hz), 6 * t
+
+
+def seidel_2d(rng, s):
+    """Each row's sweep x[j] = (c[j] + x[j-1]) / 9 is solved as one matrix product: x =
+    P @ c with P[j, m] = 9^-(j-m+1) below the diagonal (a Python loop over every point took
+    seconds at SMALL)."""
+    n = s["N"]
+    a32 = _rand(rng, n, n)
+    (a,) = _f64(a32)
+    d = np.arange(n - 2)
+    power = np.subtract.outer(d, d) + 1
+    p = np.where(power >= 1, 9.0 ** -np.maximum(power, 1), 0.0)
+    for _ in range(s["T"]):
+        for i in range(1, n - 1):
+            up, row, down = a[i - 1], a[i].copy(), a[i + 1]
+            c = (up[:-2] + up[1:-1] + up[2:] + row[1:-1] + row[2:]
+                 + down[:-2] + down[1:-1] + down[2:])
+            c[0] += row[0]
+            a[i, 1:-1] = p @ c
+    return (a32,), (a,), 9 * s["T"]
+
+
+def trisolv(rng, s):
+    n = s["N"]
+    lo = (np.tril(_rand(rng, n, n)) + np.eye(n, dtype=F32) * n).astype(F32)
+    b32 = _rand(rng, n)
+    low, b = _f64(lo, b32)
+    x = np.zeros(n)
+    for i in range(n):
+        x[i] = (b[i] - low[i, :i] @ x[:i]) / low[i, i]
+    return (lo, b32), (x,), n
+
+
+def _lu(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    n = len(a)
+    for i in range(n):
+        for j in range(i):
+            a[i, j] = (a[i, j] - a[i, :j] @ a[:j, j]) / a[j, j]
+        a[i, i:] -= a[i, :i] @ a[:i, i:]
+    return a
+
+
+def _dominant(rng: np.random.Generator, n: int) -> np.ndarray:
+    return (_rand(rng, n, n) + np.eye(n, dtype=F32) * n).astype(F32)
+
+
+def lu(rng, s):
+    a32 = _dominant(rng, s["N"])
+    (a,) = _f64(a32)
+    return (a32,), (_lu(a),), s["N"]
+
+
+def cholesky(rng, s):
+    n = s["N"]
+    b = _rand(rng, n, n)
+    a32 = (b @ b.T / n + np.eye(n, dtype=F32)).astype(F32)
+    (a,) = _f64(a32)
+    out = a.copy()
+    for i in range(n):
+        for j in range(i):
+            out[i, j] = (out[i, j] - out[i, :j] @ out[j, :j]) / out[j, j]
+        out[i, i] = np.sqrt(out[i, i] - out[i, :i] @ out[i, :i])
+    return (a32,), (out,), n
+
+
+def durbin(rng, s):
+    """r is an autocorrelation (0.5^k, perturbed), so the Toeplitz system is positive
+    definite and every step's beta stays away from 0."""
+    n = s["N"]
+    r32 = (0.5 ** np.arange(1, n + 1) * (1 + 0.01 * rng.uniform(-1, 1, n))).astype(F32)
+    (r,) = _f64(r32)
+    y = np.zeros(n)
+    y[0], beta, alpha = -r[0], 1.0, -r[0]
+    for k in range(1, n):
+        beta = (1 - alpha * alpha) * beta
+        alpha = -(r[k] + r[k - 1::-1][:k] @ y[:k]) / beta
+        y[:k] = y[:k] + alpha * y[k - 1::-1][:k]
+        y[k] = alpha
+    return (r32,), (y,), n
+
+
+def ludcmp(rng, s):
+    n = s["N"]
+    a32, b32 = _dominant(rng, n), _rand(rng, n)
+    a, b = _f64(a32, b32)
+    f = _lu(a)
+    y = np.zeros(n)
+    for i in range(n):
+        y[i] = b[i] - f[i, :i] @ y[:i]
+    x = np.zeros(n)
+    for i in reversed(range(n)):
+        x[i] = (y[i] - f[i, i + 1:] @ x[i + 1:]) / f[i, i]
+    return (a32, b32), (x,), n
+
+
+def gramschmidt(rng, s):
+    m, n = s["M"], s["N"]
+    a32 = _rand(rng, m, n)
+    (a,) = _f64(a32)
+    r, q = np.zeros((n, n)), np.zeros((m, n))
+    for k in range(n):
+        r[k, k] = np.sqrt(a[:, k] @ a[:, k])
+        q[:, k] = a[:, k] / r[k, k]
+        r[k, k + 1:] = q[:, k] @ a[:, k + 1:]
+        a[:, k + 1:] -= np.outer(q[:, k], r[k, k + 1:])
+    return (a32,), (a, r, q), m * n
+
+
+def covariance(rng, s):
+    d32 = _rand(rng, s["N"], s["M"])
+    (d,) = _f64(d32)
+    return (d32,), (np.cov(d, rowvar=False),), s["N"]
+
+
+def correlation(rng, s):
+    n = s["N"]
+    d32 = _rand(rng, n, s["M"])
+    (d,) = _f64(d32)
+    mean = d.mean(axis=0)
+    sd = np.sqrt(((d - mean) ** 2).mean(axis=0))
+    sd = np.where(sd <= 0.1, 1.0, sd)
+    z = (d - mean) / (np.sqrt(n) * sd)
+    corr = z.T @ z
+    np.fill_diagonal(corr, 1.0)
+    return (d32,), (corr,), n
+
+
+# PolyBench 4.2's MINI and SMALL datasets (gramschmidt's MINI has M=20 < N=30, where the
+# columns past the 20th are dependent and their norms are rounding noise: M and N swapped).
+CASES = {
+    "jacobi_1d": (jacobi_1d, ({"T": 20, "N": 30}, {"T": 40, "N": 120})),
+    "jacobi_2d": (jacobi_2d, ({"T": 20, "N": 30}, {"T": 40, "N": 90})),
+    "heat_3d": (heat_3d, ({"T": 20, "N": 10}, {"T": 40, "N": 20})),
+    "fdtd_2d": (fdtd_2d, ({"T": 20, "NX": 20, "NY": 30}, {"T": 40, "NX": 60, "NY": 80})),
+    "seidel_2d": (seidel_2d, ({"T": 20, "N": 40}, {"T": 40, "N": 120})),
+    "trisolv": (trisolv, ({"N": 40}, {"N": 120})),
+    "lu": (lu, ({"N": 40}, {"N": 120})),
+    "cholesky": (cholesky, ({"N": 40}, {"N": 120})),
+    "durbin": (durbin, ({"N": 40}, {"N": 120})),
+    "ludcmp": (ludcmp, ({"N": 40}, {"N": 120})),
+    "gramschmidt": (gramschmidt, ({"M": 30, "N": 20}, {"M": 80, "N": 60})),
+    "polybench_covariance": (covariance, ({"N": 32, "M": 28}, {"N": 100, "M": 80})),
+    "polybench_correlation": (correlation, ({"N": 32, "M": 28}, {"N": 100, "M": 80})),
+}
