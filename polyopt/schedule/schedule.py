@@ -4,6 +4,7 @@ transformations (steps) that produced it from its base.
 Every verb returns a new Schedule and is checked against the exact dependences; an illegal
 one raises ``IllegalScheduleError`` naming the violated dependence. Schedules are data:
 ``as_python()`` and ``as_json()`` print the steps, ``Schedule.from_json`` replays them.
+``Schedule.from_isl`` reads a schedule written in isl's notation (``to_isl`` writes one).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import Any
 import islpy as isl
 
 from polyopt.errors import IllegalScheduleError, ScheduleError
+from polyopt.lang import Definition, build_program
 from polyopt.poly import analyze
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
+from polyopt.schedule.from_isl import read
 from polyopt.schedule.legality import carried, check_legal
 from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Mark, Tag, bind_of
 from polyopt.schedule.tree import (
@@ -31,6 +34,7 @@ from polyopt.schedule.tree import (
     Loop,
     Node,
     filter_domain,
+    fix_params,
     involves,
     loops,
     nest_of,
@@ -71,7 +75,7 @@ class Schedule:
     root: Node
     poly: PolyProgram
     deps: Deps
-    base: str  # "isl" (isl's scheduler) | "program-order"
+    base: str  # "isl" (isl's scheduler) | "program-order" | "from_isl" (``from_isl``)
     fusion: str = "smart"
     steps: tuple[Step, ...] = ()
     buffers: tuple[str, ...] = ()  # packed copies of inputs (zero-padded to whole blocks)
@@ -80,12 +84,21 @@ class Schedule:
     # Why the automatic pipeline chose what it did (the cost model's predictions): printed
     # and saved with the steps, not replayed (replaying the steps rebuilds the schedule).
     notes: tuple[str, ...] = ()
+    isl_text: str = ""  # base "from_isl": the isl schedule it was read from (for replays)
 
     # -- views ---------------------------------------------------------------------------
     @cached_property
     def tree(self) -> isl.Schedule:
-        """The isl schedule tree (one marked band per loop) for the AST builder."""
+        """The isl schedule tree (one band per loop, under a mark ``loop <name>``), as the
+        AST builder reads it; ``to_isl()`` returns it."""
         return to_isl(self.root, self.poly.domain)
+
+    def to_isl(self) -> isl.Schedule:
+        """This schedule as an isl schedule tree: one single-member band per loop, under an
+        isl mark ``loop <name>`` naming it (``from_isl`` reads those names back). It carries
+        the loops' order and names; the marks verbs add (parallel, vectorize, ...) are not
+        in it, except unroll and separate as the bands' AST loop types."""
+        return self.tree
 
     @cached_property
     def map(self) -> isl.UnionMap:
@@ -348,7 +361,8 @@ class Schedule:
                                 f"(its statements are rewritten)")
         # Program order, whatever the base: isl's scheduler tends to skew the blocked
         # statement into its unpack, which no register tile fits.
-        return replace(program_order(poly, deps), base=self.base, fusion=self.fusion)
+        return replace(program_order(poly, deps), base=self.base, fusion=self.fusion,
+                       isl_text=self.isl_text)
 
     # -- machinery -----------------------------------------------------------------------
     def _tag_free(self, root: Node, name: str, label: Mark) -> Node:
@@ -450,14 +464,18 @@ class Schedule:
     # -- data ----------------------------------------------------------------------------
     def as_json(self) -> str:
         return json.dumps({"def": self.poly.program.name, "base": self.base,
+                           **({"isl": self.isl_text} if self.base == "from_isl" else {}),
                            "fusion": self.fusion,
                            "steps": [s.as_dict() for s in self.steps],
                            **({"notes": list(self.notes)} if self.notes else {})}, indent=1)
 
     def as_python(self) -> str:
         auto = "'isl'" if self.base == "isl" else "False"
-        lines = [f"s = polyopt.schedule(source, {self.poly.program.name!r}, auto={auto}"
+        name = self.poly.program.name
+        lines = [f"s = polyopt.schedule(source, {name!r}, auto={auto}"
                  f"{', options={' + repr('fusion') + ': ' + repr(self.fusion) + '}'})"]
+        if self.base == "from_isl":
+            lines = [f"s = polyopt.Schedule.from_isl(source, {self.isl_text!r}, name={name!r})"]
         lines += [f"# {n}" for n in self.notes]
         lines += [f"s = s.{step.python()}" for step in self.steps]
         return "\n".join(lines)
@@ -474,9 +492,49 @@ class Schedule:
         return out
 
     @staticmethod
+    def from_isl(definition: str | Definition, schedule: isl.Schedule | str, *,
+                 name: str | None = None, sizes: Mapping[str, int] | None = None) -> Schedule:
+        """The schedule ``schedule`` (an ``isl.Schedule``, its YAML text, or a union map
+        ``{ C_0[m, n, k] -> [n, m, k] }`` from instances to times) of def ``name`` of
+        ``definition`` (TC source) at ``sizes`` (None: size-generic, the def's size names
+        as isl parameters), to transform with the verbs and pass to ``compile``.
+
+        Statements carry polyopt's names: ``polyopt.schedule(source, auto=False).stmts``
+        lists them, ``print(....poly)`` (or ``polyopt compile FILE --emit domains``) shows
+        their domains. Each band member is a loop, named: by an isl mark right above its
+        band (its outermost member; ``loop x`` or an identifier ``x``); else after the TC
+        index it scans when its value is that index plus a constant for every statement
+        below it (``r_k`` gives ``k``); else, affine in several indices of the first
+        statement below it, after them (``t_i`` for ``t + i``; ``i_rev`` for ``-i``); else
+        ``c`` and its depth (``c0`` outermost). Names already taken get ``2``, ``3``, ...
+        (``polyopt.schedule.from_isl`` has the details.)
+
+        Raises ScheduleError when isl cannot read the text, when the schedule leaves out
+        instances of the def or has others, splits a statement between branches or gives
+        two instances of a statement one time; IllegalScheduleError, naming the dependence,
+        when it runs some instance before one it depends on. Replays (``as_json``) read the
+        text again."""
+        program = build_program(definition, name, sizes)
+        poly, deps = analyze(program)
+        given = read(poly, schedule)
+        out = Schedule(given.root, poly, deps, "from_isl", isl_text=given.text)
+        check_legal(out.map, deps, "the schedule given to Schedule.from_isl")
+        return out
+
+    @staticmethod
     def from_json(text: str, source: str, name: str | None = None, *,
                   sizes: Mapping[str, int] | None = None) -> Schedule:
         """Replay a schedule saved by ``as_json`` on def ``name`` of ``source``."""
+        data, steps = Schedule.parse_steps(text)
+        if data.get("base") == "from_isl":  # its base is read here, not built by the driver
+            if not isinstance(data.get("isl"), str):
+                raise ScheduleError("schedule JSON of base 'from_isl' needs its isl text "
+                                    "('isl')")
+            out = Schedule.from_isl(source, data["isl"], name=name or data.get("def"),
+                                    sizes=sizes).replay(steps)
+            notes = data.get("notes", [])
+            return replace(out, notes=tuple(str(n) for n in notes)) if isinstance(
+                notes, list) else out
         if _json_loader is None:
             raise ScheduleError("Schedule.from_json needs polyopt's driver: import polyopt")
         return _json_loader(text, source, name, sizes=sizes)
@@ -494,7 +552,7 @@ class Schedule:
     def specialize(self, poly: PolyProgram, deps: Deps, bound: Mapping[str, int]) -> Schedule:
         """This schedule for ``poly``: the same def with the sizes in ``bound`` fixed and
         this schedule's ``layout`` applied already (``polyopt.poly.relayout``)."""
-        root = _fix_params(self.root, bound)
+        root = fix_params(self.root, bound)
         out = replace(self, root=root, poly=poly, deps=deps)
         if not poly.domain.is_subset(out.map.domain()):
             fixed = ", ".join(f"{k}={v}" for k, v in self.poly.program.bound) or "no sizes"
@@ -554,34 +612,3 @@ def _first(umap: isl.UnionMap) -> str:
     maps: list[isl.Map] = []
     umap.foreach_map(maps.append)
     return str(maps[0]) if maps else str(umap)
-
-
-def _fix_params(node: Node, bound: Mapping[str, int]) -> Node:
-    if isinstance(node, Loop):
-        return replace(node, expr=_fix_upa(node.expr, bound),
-                       child=_fix_params(node.child, bound))
-    if hasattr(node, "children"):
-        return type(node)(tuple(_fix_params(c, bound) for c in node.children))  # type: ignore
-    return node
-
-
-def _fix_upa(upa: isl.UnionPwAff, bound: Mapping[str, int]) -> isl.UnionPwAff:
-    space = upa.get_space()
-    names = [n for n in bound if space.find_dim_by_name(isl.dim_type.param, n) >= 0]
-    if not names:
-        return upa
-    fixed = " and ".join(f"{n} = {bound[n]}" for n in names)
-    umap = _drop_params(isl.UnionMap.from_union_pw_aff(upa).intersect_params(
-        isl.Set(f"[{', '.join(names)}] -> {{ : {fixed} }}")), names)
-    if umap.is_empty():  # no statement below runs at these sizes: any value will do
-        domain = _drop_params(isl.UnionMap.from_domain(upa.domain().universe()), names)
-        return isl.UnionPwAff.val_on_domain(domain.domain(), isl.Val(0))
-    return isl.MultiUnionPwAff.from_union_map(umap).get_at(0)
-
-
-def _drop_params(umap: isl.UnionMap, names: list[str]) -> isl.UnionMap:
-    for n in names:
-        sp = umap.get_space()
-        umap = umap.project_out_param_id(
-            sp.get_dim_id(isl.dim_type.param, sp.find_dim_by_name(isl.dim_type.param, n)))
-    return umap
