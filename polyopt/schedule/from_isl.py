@@ -55,7 +55,7 @@ from polyopt.schedule.tree import (
     to_isl,
 )
 
-_TREE = re.compile(r"\s*\{\s*domain\s*:")
+_TREE = re.compile(r"\s*(\{\s*)?domain\s*:")  # YAML's flow style (to_str's) or block style
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def read(poly: PolyProgram, given: isl.Schedule | str) -> Given:
     _check_params(poly, (parsed.get_map() if isinstance(parsed, isl.Schedule) else
                          parsed).get_space())
     if isinstance(parsed, isl.Schedule):
-        _check_cover(poly, parsed.get_map().domain())
+        _check_cover(poly, parsed.get_map().intersect_domain(parsed.get_domain()).domain())
         root = from_isl(parsed)
     else:
         root = sequenced(from_isl(_flat(poly, parsed)))
@@ -93,8 +93,10 @@ def read(poly: PolyProgram, given: isl.Schedule | str) -> Given:
 
 
 def _parse(text: str, ctx: isl.Context) -> isl.Schedule | isl.UnionMap:
-    tree = bool(_TREE.match(text))
+    tree = _TREE.match(text)
     try:
+        if tree and tree.group(1):  # flow style: isl's strings may not span lines
+            return isl.Schedule.read_from_str(ctx, " ".join(text.split()))
         if tree:
             return isl.Schedule.read_from_str(ctx, text)
         return isl.UnionMap.read_from_str(ctx, text)

@@ -496,24 +496,19 @@ class Schedule:
                  name: str | None = None, sizes: Mapping[str, int] | None = None) -> Schedule:
         """The schedule ``schedule`` (an ``isl.Schedule``, its YAML text, or a union map
         ``{ C_0[m, n, k] -> [n, m, k] }`` from instances to times) of def ``name`` of
-        ``definition`` (TC source) at ``sizes`` (None: size-generic, the def's size names
-        as isl parameters), to transform with the verbs and pass to ``compile``.
+        ``definition`` (TC source) at ``sizes`` (None: size-generic), as a loop tree the verbs
+        address by name and ``compile`` runs. Statements carry polyopt's names (``.stmts`` of
+        ``polyopt.schedule(source, auto=False)``; ``print(s.poly)`` shows their domains).
 
-        Statements carry polyopt's names: ``polyopt.schedule(source, auto=False).stmts``
-        lists them, ``print(....poly)`` (or ``polyopt compile FILE --emit domains``) shows
-        their domains. Each band member is a loop, named: by an isl mark right above its
-        band (its outermost member; ``loop x`` or an identifier ``x``); else after the TC
-        index it scans when its value is that index plus a constant for every statement
-        below it (``r_k`` gives ``k``); else, affine in several indices of the first
-        statement below it, after them (``t_i`` for ``t + i``; ``i_rev`` for ``-i``); else
-        ``c`` and its depth (``c0`` outermost). Names already taken get ``2``, ``3``, ...
-        (``polyopt.schedule.from_isl`` has the details.)
+        Loops are named by a mark right above their band (``loop x`` or ``x``), else after
+        the TC index they scan (its value plus a constant in every statement: ``r_k`` gives
+        ``k``), else after a skew's indices (``t_i`` for ``t + i``, ``i_rev`` for ``-i``),
+        else ``c<depth>``; ``polyopt.schedule.from_isl`` gives the rules in full.
 
-        Raises ScheduleError when isl cannot read the text, when the schedule leaves out
-        instances of the def or has others, splits a statement between branches or gives
-        two instances of a statement one time; IllegalScheduleError, naming the dependence,
-        when it runs some instance before one it depends on. Replays (``as_json``) read the
-        text again."""
+        ScheduleError when isl cannot read the text, or the schedule leaves out instances
+        of the def or has others, splits a statement between branches or gives two of its
+        instances one time; IllegalScheduleError, naming the dependence, when it runs an
+        instance before one it depends on. ``as_json`` keeps the text for replays."""
         program = build_program(definition, name, sizes)
         poly, deps = analyze(program)
         given = read(poly, schedule)
