@@ -11,7 +11,8 @@ A schedule is a tree of three node kinds, as isl's schedule trees but one loop p
 ``to_isl`` turns a tree into an isl schedule tree for the AST builder: each loop becomes a
 one-member band under an isl mark naming it (``marks.loop_mark``), so the printer knows which
 AST loop is which.
-``from_isl`` reads isl's scheduler output back.
+``from_isl`` reads an isl schedule tree back (isl's scheduler's, or one written by hand:
+``Schedule.from_isl``).
 """
 
 from __future__ import annotations

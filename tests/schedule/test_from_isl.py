@@ -146,12 +146,16 @@ def test_not_a_schedule_refused() -> None:
 # -- replay, verbs, compile -------------------------------------------------------------------
 
 def test_json_replay_rebuilds_the_base_from_its_text() -> None:
-    s = Schedule.from_isl(BLUR, "{ O_0[i, j] -> [i, i + j] }").tile(("i", "i_j"), 4)
+    both = MM + "\n" + BLUR
+    s = Schedule.from_isl(both, "{ O_0[i, j] -> [i, i + j] }", name="blur")
+    s = s.tile(("i", "i_j"), 4)
     text = s.as_json()
     assert '"base": "from_isl"' in text and "i + j" in text
-    again = Schedule.from_json(text, BLUR)
+    again = Schedule.from_json(text, both)  # the def's name comes from the JSON
     assert again.base == "from_isl" and again.loops == s.loops and again.steps == s.steps
     assert str(again) == str(s)
+    with pytest.raises(ScheduleError, match="needs its isl text"):
+        Schedule.from_json(text.replace('"isl":', '"text":'), both)
     assert "polyopt.Schedule.from_isl(source, '{ O_0[i, j] -> [i, i + j] }'" in s.as_python()
 
 
@@ -177,6 +181,18 @@ def test_hand_written_matmul_tree_compiles_and_matches_numpy() -> None:
     generic = polyopt.compile(MM, schedule=Schedule.from_isl(MM, MM_TREE))
     a, b = _rand(5, 7), _rand(7, 3)
     np.testing.assert_allclose(generic(a, b), a @ b, rtol=1e-5 * 7)
+
+
+@pytest.mark.cc
+def test_isl_scheduler_output_of_ones_own_constraints() -> None:
+    base = polyopt.schedule(TWO, auto=False)
+    sc = isl.ScheduleConstraints.on_domain(base.poly.domain).set_context(base.poly.context)
+    tree = sc.set_validity(base.deps.all).set_proximity(base.deps.flow).compute_schedule()
+    s = Schedule.from_isl(TWO, tree)
+    assert s.stmts == ("B_0", "C_0") and s.loops
+    c, b = polyopt.compile(TWO, schedule=s)(_rand(9))
+    np.testing.assert_allclose(b, _rand(9) * 2, rtol=1e-6)
+    np.testing.assert_allclose(c, b[:-1] + b[1:], rtol=1e-6)
 
 
 @pytest.mark.cc
