@@ -194,7 +194,8 @@ def _check_cover(poly: PolyProgram, given: isl.UnionSet, exact: bool = True) -> 
     if names:
         raise ScheduleError(f"Schedule.from_isl: def '{poly.program.name}' has no statement "
                             f"{', '.join(names)}; its statements: {', '.join(known)} "
-                            f"(their domains: print(schedule.poly))")
+                            f"(print(polyopt.schedule(source, auto=False).poly) shows their "
+                            f"domains)")
     sizes = _admissible(poly)
     missing = poly.domain.subtract(given).intersect_params(sizes)
     if not missing.is_empty():

@@ -97,7 +97,9 @@ class Schedule:
         """This schedule as an isl schedule tree: one single-member band per loop, under an
         isl mark ``loop <name>`` naming it (``from_isl`` reads those names back). It carries
         the loops' order and names; the marks verbs add (parallel, vectorize, ...) are not
-        in it, except unroll and separate as the bands' AST loop types."""
+        in it, except unroll and separate as the bands' AST loop types (which ``from_isl``
+        does not read). After ``pack`` it holds the copies' statements, which ``from_isl``
+        refuses: it reads schedules of the def as written."""
         return self.tree
 
     @cached_property
