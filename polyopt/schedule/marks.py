@@ -13,12 +13,14 @@ A ``Loop`` of a schedule tree carries a frozenset of marks, each a typed value:
 
 Marks are text only where a person reads them (a schedule's listing). The isl AST knows a
 loop by an isl mark naming it (``loop <name>``): ``loop_mark`` writes that mark and
-``marked_loop`` reads it back, the one place where the text is parsed.
+``marked_loop`` reads it back, the one place where the text is parsed (``marked_name``
+reads a mark of a schedule tree written by hand: ``Schedule.from_isl``).
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -132,3 +134,13 @@ def marked_loop(node: isl.AstNode) -> str | None:
     """The loop a mark node of the isl AST names (None: not one of polyopt's loop marks)."""
     text = node.mark_get_id().get_name()
     return text[len(_MARK_PREFIX):] if text.startswith(_MARK_PREFIX) else None
+
+
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def marked_name(mark: str) -> str | None:
+    """The loop name an isl schedule tree's mark gives the band below it: the mark's name
+    when it is an identifier, after ``loop `` if present (``loop_mark``'s); else None."""
+    name = mark[len(_MARK_PREFIX):] if mark.startswith(_MARK_PREFIX) else mark
+    return name if _NAME.fullmatch(name) else None

@@ -4,6 +4,7 @@ transformations (steps) that produced it from its base.
 Every verb returns a new Schedule and is checked against the exact dependences; an illegal
 one raises ``IllegalScheduleError`` naming the violated dependence. Schedules are data:
 ``as_python()`` and ``as_json()`` print the steps, ``Schedule.from_json`` replays them.
+``Schedule.from_isl`` reads a schedule written in isl's notation (``to_isl`` writes one).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import Any
 import islpy as isl
 
 from polyopt.errors import IllegalScheduleError, ScheduleError
+from polyopt.lang import Definition, build_program
 from polyopt.poly import analyze
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
+from polyopt.schedule.from_isl import read
 from polyopt.schedule.legality import carried, check_legal
 from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Mark, Tag, bind_of
 from polyopt.schedule.sequential import dataflow_order
@@ -32,6 +35,7 @@ from polyopt.schedule.tree import (
     Loop,
     Node,
     filter_domain,
+    fix_params,
     involves,
     loops,
     nest_of,
@@ -72,7 +76,7 @@ class Schedule:
     root: Node
     poly: PolyProgram
     deps: Deps
-    base: str  # "isl" (isl's scheduler) | "program-order"
+    base: str  # "isl" (isl's scheduler) | "program-order" | "from_isl" (``from_isl``)
     fusion: str = "smart"
     steps: tuple[Step, ...] = ()
     buffers: tuple[str, ...] = ()  # packed copies of inputs (zero-padded to whole blocks)
@@ -81,12 +85,23 @@ class Schedule:
     # Why the automatic pipeline chose what it did (the cost model's predictions): printed
     # and saved with the steps, not replayed (replaying the steps rebuilds the schedule).
     notes: tuple[str, ...] = ()
+    isl_text: str = ""  # base "from_isl": the isl schedule it was read from (for replays)
 
     # -- views ---------------------------------------------------------------------------
     @cached_property
     def tree(self) -> isl.Schedule:
-        """The isl schedule tree (one marked band per loop) for the AST builder."""
+        """The isl schedule tree (one band per loop, under a mark ``loop <name>``), as the
+        AST builder reads it; ``to_isl()`` returns it."""
         return to_isl(self.root, self.poly.domain)
+
+    def to_isl(self) -> isl.Schedule:
+        """This schedule as an isl schedule tree: one single-member band per loop, under an
+        isl mark ``loop <name>`` naming it (``from_isl`` reads those names back). It carries
+        the loops' order and names; the marks verbs add (parallel, vectorize, ...) are not
+        in it, except unroll and separate as the bands' AST loop types (which ``from_isl``
+        does not read). After ``pack`` it holds the copies' statements, which ``from_isl``
+        refuses: it reads schedules of the def as written."""
+        return self.tree
 
     @cached_property
     def map(self) -> isl.UnionMap:
@@ -349,7 +364,8 @@ class Schedule:
                                 f"(its statements are rewritten)")
         # Program order, whatever the base: isl's scheduler tends to skew the blocked
         # statement into its unpack, which no register tile fits.
-        return replace(program_order(poly, deps), base=self.base, fusion=self.fusion)
+        return replace(program_order(poly, deps), base=self.base, fusion=self.fusion,
+                       isl_text=self.isl_text)
 
     # -- machinery -----------------------------------------------------------------------
     def _tag_free(self, root: Node, name: str, label: Mark) -> Node:
@@ -451,14 +467,18 @@ class Schedule:
     # -- data ----------------------------------------------------------------------------
     def as_json(self) -> str:
         return json.dumps({"def": self.poly.program.name, "base": self.base,
+                           **({"isl": self.isl_text} if self.base == "from_isl" else {}),
                            "fusion": self.fusion,
                            "steps": [s.as_dict() for s in self.steps],
                            **({"notes": list(self.notes)} if self.notes else {})}, indent=1)
 
     def as_python(self) -> str:
         auto = "'isl'" if self.base == "isl" else "False"
-        lines = [f"s = polyopt.schedule(source, {self.poly.program.name!r}, auto={auto}"
+        name = self.poly.program.name
+        lines = [f"s = polyopt.schedule(source, {name!r}, auto={auto}"
                  f"{', options={' + repr('fusion') + ': ' + repr(self.fusion) + '}'})"]
+        if self.base == "from_isl":
+            lines = [f"s = polyopt.Schedule.from_isl(source, {self.isl_text!r}, name={name!r})"]
         lines += [f"# {n}" for n in self.notes]
         lines += [f"s = s.{step.python()}" for step in self.steps]
         return "\n".join(lines)
@@ -475,9 +495,44 @@ class Schedule:
         return out
 
     @staticmethod
+    def from_isl(definition: str | Definition, schedule: isl.Schedule | str, *,
+                 name: str | None = None, sizes: Mapping[str, int] | None = None) -> Schedule:
+        """The schedule ``schedule`` (an ``isl.Schedule``, its YAML text, or a union map
+        ``{ C_0[m, n, k] -> [n, m, k] }`` from instances to times) of def ``name`` of
+        ``definition`` (TC source) at ``sizes`` (None: size-generic), as a loop tree the verbs
+        address by name and ``compile`` runs. Statements carry polyopt's names (``.stmts`` of
+        ``polyopt.schedule(source, auto=False)``; ``print(s.poly)`` shows their domains).
+
+        Loops are named by a mark right above their band (``loop x`` or ``x``), else after
+        the TC index they scan (its value plus a constant in every statement: ``r_k`` gives
+        ``k``), else after a skew's indices (``t_i`` for ``t + i``, ``i_rev`` for ``-i``),
+        else ``c<depth>``; ``polyopt.schedule.from_isl`` gives the rules in full.
+
+        ScheduleError when isl cannot read the text, or the schedule leaves out instances
+        of the def or has others, splits a statement between branches or gives two of its
+        instances one time; IllegalScheduleError, naming the dependence, when it runs an
+        instance before one it depends on. ``as_json`` keeps the text for replays."""
+        program = build_program(definition, name, sizes)
+        poly, deps = analyze(program)
+        given = read(poly, schedule)
+        out = Schedule(given.root, poly, deps, "from_isl", isl_text=given.text)
+        check_legal(out.map, deps, "the schedule given to Schedule.from_isl")
+        return out
+
+    @staticmethod
     def from_json(text: str, source: str, name: str | None = None, *,
                   sizes: Mapping[str, int] | None = None) -> Schedule:
         """Replay a schedule saved by ``as_json`` on def ``name`` of ``source``."""
+        data, steps = Schedule.parse_steps(text)
+        if data.get("base") == "from_isl":  # its base is read here, not built by the driver
+            if not isinstance(data.get("isl"), str):
+                raise ScheduleError("schedule JSON of base 'from_isl' needs its isl text "
+                                    "('isl')")
+            out = Schedule.from_isl(source, data["isl"], name=name or data.get("def"),
+                                    sizes=sizes).replay(steps)
+            notes = data.get("notes", [])
+            return replace(out, notes=tuple(str(n) for n in notes)) if isinstance(
+                notes, list) else out
         if _json_loader is None:
             raise ScheduleError("Schedule.from_json needs polyopt's driver: import polyopt")
         return _json_loader(text, source, name, sizes=sizes)
@@ -495,7 +550,7 @@ class Schedule:
     def specialize(self, poly: PolyProgram, deps: Deps, bound: Mapping[str, int]) -> Schedule:
         """This schedule for ``poly``: the same def with the sizes in ``bound`` fixed and
         this schedule's ``layout`` applied already (``polyopt.poly.relayout``)."""
-        root = _fix_params(self.root, bound)
+        root = fix_params(self.root, bound)
         out = replace(self, root=root, poly=poly, deps=deps)
         if not poly.domain.is_subset(out.map.domain()):
             fixed = ", ".join(f"{k}={v}" for k, v in self.poly.program.bound) or "no sizes"
@@ -558,34 +613,3 @@ def _first(umap: isl.UnionMap) -> str:
     maps: list[isl.Map] = []
     umap.foreach_map(maps.append)
     return str(maps[0]) if maps else str(umap)
-
-
-def _fix_params(node: Node, bound: Mapping[str, int]) -> Node:
-    if isinstance(node, Loop):
-        return replace(node, expr=_fix_upa(node.expr, bound),
-                       child=_fix_params(node.child, bound))
-    if hasattr(node, "children"):
-        return type(node)(tuple(_fix_params(c, bound) for c in node.children))  # type: ignore
-    return node
-
-
-def _fix_upa(upa: isl.UnionPwAff, bound: Mapping[str, int]) -> isl.UnionPwAff:
-    space = upa.get_space()
-    names = [n for n in bound if space.find_dim_by_name(isl.dim_type.param, n) >= 0]
-    if not names:
-        return upa
-    fixed = " and ".join(f"{n} = {bound[n]}" for n in names)
-    umap = _drop_params(isl.UnionMap.from_union_pw_aff(upa).intersect_params(
-        isl.Set(f"[{', '.join(names)}] -> {{ : {fixed} }}")), names)
-    if umap.is_empty():  # no statement below runs at these sizes: any value will do
-        domain = _drop_params(isl.UnionMap.from_domain(upa.domain().universe()), names)
-        return isl.UnionPwAff.val_on_domain(domain.domain(), isl.Val(0))
-    return isl.MultiUnionPwAff.from_union_map(umap).get_at(0)
-
-
-def _drop_params(umap: isl.UnionMap, names: list[str]) -> isl.UnionMap:
-    for n in names:
-        sp = umap.get_space()
-        umap = umap.project_out_param_id(
-            sp.get_dim_id(isl.dim_type.param, sp.find_dim_by_name(isl.dim_type.param, n)))
-    return umap

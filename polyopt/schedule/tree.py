@@ -11,13 +11,14 @@ A schedule is a tree of three node kinds, as isl's schedule trees but one loop p
 ``to_isl`` turns a tree into an isl schedule tree for the AST builder: each loop becomes a
 one-member band under an isl mark naming it (``marks.loop_mark``), so the printer knows which
 AST loop is which.
-``from_isl`` reads isl's scheduler output back.
+``from_isl`` reads an isl schedule tree back (isl's scheduler's, or one written by hand:
+``Schedule.from_isl``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,7 +27,7 @@ import islpy as isl
 from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
 from polyopt.poly.model import union_all
-from polyopt.schedule.marks import NO_MARKS, Marks, Tag, listed, loop_mark
+from polyopt.schedule.marks import NO_MARKS, Marks, Tag, listed, loop_mark, marked_name
 
 
 @dataclass(frozen=True, eq=False)
@@ -299,7 +300,9 @@ def _jammed(loop: Loop) -> bool:
 
 
 def from_isl(schedule: isl.Schedule) -> Node:
-    """Our tree for an isl schedule tree (bands become nested loops; names come later)."""
+    """Our tree for an isl schedule tree: bands become nested loops, unnamed (``name_loops``
+    names them) except the outermost loop of a band right below a mark whose name is an
+    identifier, optionally after ``loop `` (``marked_name``): the mark names it."""
     return _from_node(schedule.get_root())
 
 
@@ -315,10 +318,49 @@ def _from_node(node: isl.ScheduleNode) -> Node:
         return sequence(tuple(_from_node(node.child(i)) for i in range(node.n_children())))
     if kind == isl.schedule_node_type.leaf:
         return Leaf(tuple(s.get_tuple_name() for s in sets(node.get_domain())))
+    if kind == isl.schedule_node_type.mark:
+        out = _from_node(node.child(0))
+        name = marked_name(node.mark_get_id().get_name())
+        if isinstance(out, Loop) and not out.name and name:
+            return replace(out, name=name)
+        return out
     if kind in (isl.schedule_node_type.domain, isl.schedule_node_type.filter,
-                isl.schedule_node_type.mark, isl.schedule_node_type.context):
+                isl.schedule_node_type.context):
         return _from_node(node.child(0))
-    raise ScheduleError(f"unsupported isl schedule node {kind}")
+    raise ScheduleError(f"unsupported isl schedule node {kind} (polyopt reads domain, band, "
+                        f"sequence, set, filter, mark, context and leaf nodes)")
+
+
+def fix_params(node: Node, bound: Mapping[str, int]) -> Node:
+    """``node`` with the size parameters in ``bound`` fixed to their values (and gone)."""
+    if isinstance(node, Loop):
+        return replace(node, expr=_fix_upa(node.expr, bound),
+                       child=fix_params(node.child, bound))
+    if hasattr(node, "children"):
+        return type(node)(tuple(fix_params(c, bound) for c in node.children))  # type: ignore
+    return node
+
+
+def _fix_upa(upa: isl.UnionPwAff, bound: Mapping[str, int]) -> isl.UnionPwAff:
+    space = upa.get_space()
+    names = [n for n in bound if space.find_dim_by_name(isl.dim_type.param, n) >= 0]
+    if not names:
+        return upa
+    fixed = " and ".join(f"{n} = {bound[n]}" for n in names)
+    umap = _drop_params(isl.UnionMap.from_union_pw_aff(upa).intersect_params(
+        isl.Set(f"[{', '.join(names)}] -> {{ : {fixed} }}")), names)
+    if umap.is_empty():  # no statement below runs at these sizes: any value will do
+        domain = _drop_params(isl.UnionMap.from_domain(upa.domain().universe()), names)
+        return isl.UnionPwAff.val_on_domain(domain.domain(), isl.Val(0))
+    return isl.MultiUnionPwAff.from_union_map(umap).get_at(0)
+
+
+def _drop_params(umap: isl.UnionMap, names: list[str]) -> isl.UnionMap:
+    for n in names:
+        sp = umap.get_space()
+        umap = umap.project_out_param_id(
+            sp.get_dim_id(isl.dim_type.param, sp.find_dim_by_name(isl.dim_type.param, n)))
+    return umap
 
 
 def nest_of(stmt: Any, params: str, taken: set[str]) -> Node:
@@ -342,15 +384,16 @@ def name_loops(root: Node, order: tuple[str, ...], taken: set[str] | None = None
     taken = {lp.name for lp in loops(root) if lp.name} if taken is None else taken
     renames = {id(lp): fresh_name(iterator_of(lp.expr, order) or "c", taken)
                for lp in loops(root) if not lp.name}
-    return _rename(root, renames)
+    return rename(root, renames)
 
 
-def _rename(node: Node, renames: dict[int, str]) -> Node:
+def rename(node: Node, renames: dict[int, str]) -> Node:
+    """``node`` with the loops whose ids are keys of ``renames`` renamed."""
     if isinstance(node, Loop):
         return replace(node, name=renames.get(id(node), node.name),
-                       child=_rename(node.child, renames))
+                       child=rename(node.child, renames))
     if isinstance(node, Sequence):
-        return Sequence(tuple(_rename(c, renames) for c in node.children))
+        return Sequence(tuple(rename(c, renames) for c in node.children))
     return node
 
 
