@@ -35,6 +35,7 @@ from polyopt.runtime.cuda import CudaKernel, is_device_array
 from polyopt.runtime.emulated import EmulatedKernel
 from polyopt.runtime.warm import Compiled, Signature
 from polyopt.schedule import Schedule
+from polyopt.schedule.stats import Stats, schedule_stats
 
 # The tuning database's best schedule for (definition, sizes, target), or None. polyopt.tune
 # (a layer above this one) registers it when imported, as ``import polyopt`` does, with a
@@ -145,6 +146,19 @@ class Kernel:
         """CUDA targets: each kernel's name, grid and block (x first), as C expressions of
         the sizes; empty for C."""
         return [ln.describe() for ln in self._lowered().source.launches]
+
+    def stats(self, *, seconds: float | None = None, freq_ghz: float | None = None,
+              bandwidth_gbs: float | None = None) -> Stats:
+        """Flops, compulsory traffic, intensity, footprints per loop, parallel and vector
+        loops of the compile-time lowering (``polyopt.schedule.stats``), with the roofline
+        of the machine model for C targets when every size is known. ``seconds``: a
+        measured run, placed against the roofline; ``freq_ghz``, ``bandwidth_gbs``:
+        ceilings to use instead of the host's clock and a measured copy."""
+        if seconds is not None and not (isinstance(seconds, int | float) and seconds > 0):
+            raise OptionError(f"stats: seconds must be a positive number, not {seconds!r}")
+        machine = None if self._options["target"] != "c" else self._options["machine"]
+        return schedule_stats(self._lowered().schedule, machine, seconds=seconds,
+                              freq_ghz=freq_ghz, bandwidth_gbs=bandwidth_gbs)
 
     def lowered(self) -> Lowered:
         """Every stage's artifact for the compile-time sizes."""

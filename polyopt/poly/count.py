@@ -334,7 +334,8 @@ def _bernoulli_plus(n: int) -> tuple[Fraction, ...]:
 # -- isl text -------------------------------------------------------------------------------
 
 def _param_list(space: isl.Space) -> str:
-    return f"[{', '.join(space.get_dim_name(_PARAM, i) for i in range(space.dim(_PARAM)))}]"
+    names = (str(space.get_dim_name(_PARAM, i)) for i in range(space.dim(_PARAM)))
+    return f"[{', '.join(names)}]"
 
 
 def _var_text(v: Var) -> str:

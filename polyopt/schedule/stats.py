@@ -158,12 +158,9 @@ def value_ops(e: ir.Expr) -> int:
     """Operations on values in ``e`` (module docstring); a read's indices are not values."""
     if isinstance(e, ir.Read):
         return 0
-    own = 0
-    if isinstance(e, ir.Binary) and e.op in VALUE_OPS or isinstance(e, ir.Call):
-        own = 1
-    elif isinstance(e, ir.Unary) and e.op == "-":
-        own = 1
-    return own + sum(value_ops(c) for c in e.children())
+    own = (isinstance(e, ir.Binary) and e.op in VALUE_OPS) or isinstance(e, ir.Call) or (
+        isinstance(e, ir.Unary) and e.op == "-")
+    return int(own) + sum(value_ops(c) for c in e.children())
 
 
 def _statements(pp: PolyProgram) -> tuple[StmtStats, ...]:
