@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -149,16 +149,17 @@ class Kernel:
 
     def stats(self, *, seconds: float | None = None, freq_ghz: float | None = None,
               bandwidth_gbs: float | None = None) -> Stats:
-        """Flops, compulsory traffic, intensity, footprints per loop, parallel and vector
-        loops of the compile-time lowering (``polyopt.schedule.stats``), with the roofline
-        of the machine model for C targets when every size is known. ``seconds``: a
-        measured run, placed against the roofline; ``freq_ghz``, ``bandwidth_gbs``:
-        ceilings to use instead of the host's clock and a measured copy."""
+        """Flops, traffic, intensity, footprints, marked loops of the compile-time lowering
+        and, for C when every size is known, the roofline (``polyopt.schedule.stats``).
+        ``seconds``: a measured run; ``freq_ghz``, ``bandwidth_gbs``: the ceilings' own."""
         if seconds is not None and not (isinstance(seconds, int | float) and seconds > 0):
             raise OptionError(f"stats: seconds must be a positive number, not {seconds!r}")
-        machine = None if self._options["target"] != "c" else self._options["machine"]
-        return schedule_stats(self._lowered().schedule, machine, seconds=seconds,
-                              freq_ghz=freq_ghz, bandwidth_gbs=bandwidth_gbs)
+        if self._options["target"] == "c":
+            return schedule_stats(self._lowered().schedule, self._options["machine"],
+                                  seconds=seconds, freq_ghz=freq_ghz,
+                                  bandwidth_gbs=bandwidth_gbs)
+        got = schedule_stats(self._lowered().schedule, None, seconds=seconds)
+        return replace(got, notes=(*got.notes, "no roofline: the machine model is a CPU's"))
 
     def lowered(self) -> Lowered:
         """Every stage's artifact for the compile-time sizes."""

@@ -8,7 +8,9 @@ sizes) splits the outer space into chambers where one ``L_j`` is the greatest an
 ``U_k`` the least (ties to the first), and on each chamber the sum over ``L_j..U_k`` of a
 polynomial is a polynomial. Floors of the sizes alone (``floor((H - KH)/2)``, a stride)
 are kept as opaque atoms; a floor of a summed dimension (a set with holes, ``i = 2e``)
-is beyond this method: ``Uncountable``, and a caller with concrete sizes falls back on
+becomes a dimension of its own, summed after the dimensions it is a floor of (the lifted
+set has the same number of points). An existential that is no known floor is beyond this
+method: ``Uncountable``; a caller with concrete sizes then falls back on
 ``isl_set_count_val``, which scans the points (exact, slower).
 """
 
@@ -28,7 +30,7 @@ _SET, _PARAM, _IN, _DIV = isl.dim_type.set, isl.dim_type.param, isl.dim_type.in_
 
 # A variable: ("d", k) the k-th set dimension, ("p", name) a size, ("f", text) a floor of
 # sizes. A monomial: sorted ((variable, exponent), ...). A polynomial: monomial -> coefficient.
-Var = tuple[str, object]
+Var = tuple[str, int | str]
 Mono = tuple[tuple[Var, int], ...]
 Poly = dict[Mono, Fraction]
 
@@ -153,7 +155,9 @@ def _sum_basic(b: isl.BasicSet, summand: Poly, n: int) -> list[tuple[isl.BasicSe
     """The sum of ``summand`` over the last ``n`` dimensions of ``b``, by chamber."""
     if n == 0:
         return [(b, summand)]
-    _check_divs(b)
+    if _has_floors_of_dims(b):
+        k = b.dim(_DIV)
+        return _sum_basic(_lifted(b), _shifted(summand, k), n + k)
     x = n - 1
     cons = [c for c in b.get_constraints() if c.involves_dims(_SET, x, 1)]
     rest = b.drop_constraints_involving_dims(_SET, x, 1).project_out(_SET, x, 1)
@@ -184,16 +188,42 @@ def _sum_basic(b: isl.BasicSet, summand: Poly, n: int) -> list[tuple[isl.BasicSe
     return out
 
 
-def _check_divs(b: isl.BasicSet) -> None:
-    """Refuse existential variables that depend on the dimensions still to be summed
-    (holes in the set: ``i = 2e``); those of the sizes alone are atoms."""
+def _has_floors_of_dims(b: isl.BasicSet) -> bool:
+    """Does ``b`` have an existential variable that is a floor of its dimensions (a set
+    with holes, ``i = 2e``, or a bound such as ``2*floor(i/2) <= H - 2``)? Floors of the
+    sizes alone are atoms. An existential that is no known floor cannot be counted."""
+    found = False
     for i in range(b.dim(_DIV)):
         try:
             div = b.get_div(i)
         except isl.Error:
             raise Uncountable(f"an existential without a known floor in {b}") from None
-        if div.is_nan() or div.involves_dims(_IN, 0, div.dim(_IN)):
-            raise Uncountable(f"a set with holes (an existential of its dimensions): {b}")
+        if div.is_nan():
+            raise Uncountable(f"an existential without a known floor in {b}")
+        found = found or div.involves_dims(_IN, 0, div.dim(_IN))
+    return found
+
+
+def _lifted(b: isl.BasicSet) -> isl.BasicSet:
+    """``b`` with each floor as a dimension of its own, placed outermost: a floor is a
+    function of the point, so the lifted set has as many points, and the dimensions are
+    bounded by affine functions of the floors (``2e <= i <= 2e + 1``)."""
+    flat = b.lift().flatten()
+    n, k = b.dim(_SET), b.dim(_DIV)
+    names = [f"x{i}" for i in range(n + k)]
+    params = _param_list(b.get_space())
+    perm = f"{params} -> {{ [{', '.join(names)}] -> [{', '.join(names[n:] + names[:n])}] }}"
+    return flat.apply(isl.BasicMap(perm))
+
+
+def _shifted(p: Poly, k: int) -> Poly:
+    """``p`` with dimension ``i`` renamed ``i + k`` (``k`` dimensions put in front)."""
+    out: Poly = {}
+    for m, c in p.items():
+        mono = tuple(sorted((((v[0], int(v[1]) + k) if v[0] == "d" else v, e) for v, e in m),
+                            key=lambda t: repr(t[0])))
+        out[mono] = c
+    return out
 
 
 def _chamber(lows: list[isl.Aff], j: int, highs: list[isl.Aff], k: int) -> isl.Set:
@@ -228,7 +258,7 @@ def _aff_poly(aff: isl.Aff) -> Poly:
         for i in range(aff.dim(kind)):
             c = Fraction(str(aff.get_coefficient_val(kind, i)))
             if c:
-                var: Var = (key, i) if key == "d" else (key, aff.get_dim_name(kind, i))
+                var: Var = (key, i) if key == "d" else (key, str(aff.get_dim_name(kind, i)))
                 out[((var, 1),)] = out.get(((var, 1),), Fraction(0)) + c
     for i in range(aff.dim(_DIV)):
         c = Fraction(str(aff.get_coefficient_val(_DIV, i)))

@@ -1,6 +1,10 @@
 """What a scheduling researcher counts first: flops, compulsory traffic, intensity, the
 footprint of each loop of the schedule, its parallel and vector loops, and the roofline.
 
+Everything is counted on the program as scheduled: a schedule's pack step adds a copy
+statement and a local, and its copy reads the whole input it packs (rows a strided window
+skips included), so the compulsory traffic of a packed schedule can exceed the plain one's.
+
 Counting rules (exact, from isl cardinalities: ``polyopt.poly.count``):
 
 - flops of a statement = instances x operations per instance. An operation is one

@@ -55,12 +55,25 @@ def test_concrete_counts_are_ints_and_fast_for_large_boxes() -> None:
     assert count(tri).value == 1000 * 1001 // 2
 
 
-def test_holes_fall_back_to_the_scan_when_constant_and_refuse_when_symbolic() -> None:
+def test_sets_with_holes_and_floor_bounds_are_counted_through_their_floors() -> None:
     assert count(isl.Set("{ S[i] : 0 <= i < 100 and i mod 3 = 0 }")).value == 34
-    with pytest.raises(Uncountable, match="holes"):
-        count(isl.Set("[N] -> { S[i] : 0 <= i < N and i mod 2 = 0 }"))
-    missing = try_count(isl.Set("[N] -> { S[i] : 0 <= i < N and i mod 2 = 0 }"))
-    assert missing.value is None and missing.qpoly is None and "holes" in missing.missing
+    # Strided reads: every other element, and a 2x2 pool's rows (the last odd one unread).
+    for text in ("[N] -> { S[i] : 0 <= i < N and i mod 2 = 0 }",
+                 "[N] -> { S[i, j] : 0 <= i < N and 0 <= j < 3 and (i + j) mod 3 = 1 }",
+                 "[H] -> { I[i] : 0 <= i < H and 2*floor(i/2) <= H - 2 }"):
+        s = isl.UnionSet(text)
+        c = count(s)
+        for n in range(0, 12):
+            values = {"N": n, "H": n}
+            assert count_at(c, values) == _scanned(_fixed(s, values)), (text, n)
+
+
+def test_unbounded_sets_are_not_counted() -> None:
+    with pytest.raises(Uncountable, match="unbounded"):
+        count(isl.Set("[N] -> { S[i] : i >= N }"))
+    missing = try_count(isl.Set("[N] -> { S[i] : i >= N }"))
+    assert missing.value is None and missing.qpoly is None and "unbounded" in missing.missing
+    assert str(missing) == "not counted"
 
 
 def test_printed_quasi_polynomial() -> None:
