@@ -145,31 +145,47 @@ def _pieces(s: isl.Set) -> list[tuple[isl.BasicSet, Poly]]:
     """Disjoint chambers of the sizes, each with the count as a polynomial on it."""
     out: list[tuple[isl.BasicSet, Poly]] = []
     n = s.dim(_SET)
+    work = _Work()
     for b in s.compute_divs().coalesce().make_disjoint().get_basic_sets():
         if not b.is_empty():
-            out += _sum_basic(b, {(): Fraction(1)}, n)
+            out += _sum_basic(b, {(): Fraction(1)}, n, work)
     return out
 
 
-def _sum_basic(b: isl.BasicSet, summand: Poly, n: int) -> list[tuple[isl.BasicSet, Poly]]:
+MAX_LIFTS = 6  # floors made dimensions on one path before giving up (each adds a level)
+MAX_STEPS = 2000  # summation steps for one set: chambers can multiply past any use
+
+
+@dataclass
+class _Work:
+    steps: int = 0
+
+
+def _sum_basic(b: isl.BasicSet, summand: Poly, n: int, work: _Work, lifts: int = 0
+               ) -> list[tuple[isl.BasicSet, Poly]]:
     """The sum of ``summand`` over the last ``n`` dimensions of ``b``, by chamber."""
     if n == 0:
         return [(b, summand)]
+    work.steps += 1
+    if lifts > MAX_LIFTS or work.steps > MAX_STEPS:
+        raise Uncountable(f"more than {MAX_LIFTS} floors to lift or {MAX_STEPS} "
+                          f"summation steps for {b}")
     if _has_floors_of_dims(b):
         k = b.dim(_DIV)
-        return _sum_basic(_lifted(b), _shifted(summand, k), n + k)
+        return _sum_basic(_lifted(b), _shifted(summand, k), n + k, work, lifts + k)
     x = n - 1
     cons = [c for c in b.get_constraints() if c.involves_dims(_SET, x, 1)]
     rest = b.drop_constraints_involving_dims(_SET, x, 1).project_out(_SET, x, 1)
     eq = next((c for c in cons if c.is_equality()), None)
     if eq is not None:  # x is an affine function of the outer dimensions
-        # x = e/c: the projection keeps "c divides e" (a floor of the sizes, or of a summed
-        # dimension, which the next step refuses), and where it holds e/c is x.
+        # x = e/c: the projection keeps "c divides e" (a floor, lifted at the next level if
+        # it is one of the dimensions), and where it holds e/c is x.
         value = _aff_poly(eq.get_bound(_SET, x))
         within = b.project_out(_SET, x, 1)
         out = []
         for piece in _basic_sets(within):
-            out += _sum_basic(piece, _substitute(summand, ("d", x), value), n - 1)
+            out += _sum_basic(piece, _substitute(summand, ("d", x), value), n - 1, work,
+                              lifts)
         return out
     lows = [c.get_bound(_SET, x).ceil() for c in cons if c.is_lower_bound(_SET, x)]
     highs = [c.get_bound(_SET, x).floor() for c in cons if c.is_upper_bound(_SET, x)]
@@ -184,7 +200,7 @@ def _sum_basic(b: isl.BasicSet, summand: Poly, n: int) -> list[tuple[isl.BasicSe
                 continue
             inner = _sum_range(summand, ("d", x), _aff_poly(low), _aff_poly(high))
             for piece in _basic_sets(region):
-                out += _sum_basic(piece, inner, n - 1)
+                out += _sum_basic(piece, inner, n - 1, work, lifts)
     return out
 
 
