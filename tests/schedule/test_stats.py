@@ -81,6 +81,17 @@ def test_locals_are_not_dram_traffic() -> None:
     assert st.flops.value == 5 * n * d
 
 
+def test_an_output_updated_in_place_is_read_too() -> None:
+    src = "def g(float(N) X) -> (S) { S(i) += X(i) }"  # += on the caller's buffer
+    with pytest.warns(polyopt.PolyoptWarning, match="without initialization"):
+        k = polyopt.compile(src, "g", sizes={"N": 6})
+    by = {t.tensor: t for t in k.stats(**CEILINGS).traffic}
+    assert (by["S"].read.value, by["S"].written.value) == (6, 6)
+    fresh = polyopt.compile("def f(float(N) X) -> (S) { S(i) = X(i)\n S(i) += X(i) }", "f",
+                            sizes={"N": 6}).stats(**CEILINGS)
+    assert {t.tensor: t.read.value for t in fresh.traffic}["S"] == 0  # read after its write
+
+
 def test_footprints_of_a_tiled_schedule_match_a_hand_count() -> None:
     m, n, k = 16, 12, 16
     base = polyopt.schedule(MATMUL, "matmul", auto=False, sizes=dict(M=m, N=n, K=k))
