@@ -121,7 +121,10 @@ def _sets(s: isl.Set | isl.UnionSet | isl.BasicSet) -> list[isl.Set]:
 
 def _count_value(s: isl.Set) -> Fraction:
     try:
-        return sum((_poly_value(p) for _, p in _pieces(s)), Fraction(0))
+        got = sum((_poly_value(p) for _, p in _pieces(s)), Fraction(0))
+        if got.denominator != 1:  # a count is an integer: never pass a wrong one on
+            raise Uncountable(f"a fractional count {got} of {s}")
+        return got
     except Uncountable:
         return Fraction(int(s.count_val().to_python()))  # scans: exact, slower
 

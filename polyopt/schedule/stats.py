@@ -10,9 +10,10 @@ Counting rules (exact, from isl cardinalities: ``polyopt.poly.count``):
 - flops of a statement = instances x operations per instance. An operation is one
   arithmetic node of the right-hand side on values (``+ - * / %``, ``min``, ``max``, unary
   ``-``, each builtin call such as ``exp``), weight 1 each; index arithmetic, comparisons,
-  selects and casts count 0. An accumulation (``+=``, ``*=``, ``min=``, ``max=``, with or
-  without ``!``) adds its update, 1 more. The ``!`` fill is no flop. Integer statements
-  count too (they are "operations").
+  selects and casts count 0 (the operations in both arms of a select count). An
+  accumulation (``+=``, ``*=``, ``min=``, ``max=``, with or without ``!``) adds its
+  update, 1 more. The ``!`` fill is no flop. Integer statements count too (they are
+  "operations").
 - compulsory traffic of a tensor = its distinct elements x element size: read = the
   elements read before anything in the def writes them (isl dataflow, no source), written =
   the elements written. DRAM bytes count inputs and outputs only: a local lives between its
