@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -155,3 +156,12 @@ def test_roofline_plot(tmp_path: pytest.TempPathFactory) -> None:
         plot_roofline(st, str(tmp_path / "roof.txt"))  # type: ignore[operator]
     with pytest.raises(OptionError, match="every size"):
         plot_roofline(polyopt.compile(MATMUL, "matmul").stats(), str(out))
+
+
+def test_roofline_plot_without_matplotlib_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from polyopt.errors import MissingToolError
+    from polyopt.schedule.roofplot import plot_roofline
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails
+    st = _matmul(M=8, N=8, K=8).stats(**CEILINGS)
+    with pytest.raises(MissingToolError, match="matplotlib"):
+        plot_roofline(st, "roof.png")
