@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ from polyopt.runtime.cuda import CudaKernel, is_device_array
 from polyopt.runtime.emulated import EmulatedKernel
 from polyopt.runtime.warm import Compiled, Signature
 from polyopt.schedule import Schedule
+from polyopt.schedule.stats import Stats, schedule_stats
 
 # The tuning database's best schedule for (definition, sizes, target), or None. polyopt.tune
 # (a layer above this one) registers it when imported, as ``import polyopt`` does, with a
@@ -145,6 +146,20 @@ class Kernel:
         """CUDA targets: each kernel's name, grid and block (x first), as C expressions of
         the sizes; empty for C."""
         return [ln.describe() for ln in self._lowered().source.launches]
+
+    def stats(self, *, seconds: float | None = None, freq_ghz: float | None = None,
+              bandwidth_gbs: float | None = None) -> Stats:
+        """Flops, traffic, intensity, footprints, marked loops of the compile-time lowering
+        and, for C when every size is known, the roofline (``polyopt.schedule.stats``).
+        ``seconds``: a measured run; ``freq_ghz``, ``bandwidth_gbs``: the ceilings' own."""
+        if seconds is not None and not (isinstance(seconds, int | float) and seconds > 0):
+            raise OptionError(f"stats: seconds must be a positive number, not {seconds!r}")
+        if self._options["target"] == "c":
+            return schedule_stats(self._lowered().schedule, self._options["machine"],
+                                  seconds=seconds, freq_ghz=freq_ghz,
+                                  bandwidth_gbs=bandwidth_gbs)
+        got = schedule_stats(self._lowered().schedule, None, seconds=seconds)
+        return replace(got, notes=(*got.notes, "no roofline: the machine model is a CPU's"))
 
     def lowered(self) -> Lowered:
         """Every stage's artifact for the compile-time sizes."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -16,6 +17,8 @@ from polyopt.autodiff import grad
 from polyopt.bench import conv  # imports neither torch nor TVM
 from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime.interp import evaluate
+from polyopt.schedule import show
+from polyopt.schedule.roofplot import plot_roofline
 from polyopt.tune.db import Database
 from polyopt.tune.tuner import Trial, tune
 
@@ -49,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=10, help="timed runs (median is reported)")
     r.add_argument("--seed", type=int, default=0)
     r.set_defaults(func=_run)
+    _stats_parser(sub)
+    _show_parser(sub)
     _bench_parser(sub)
     _db_parser(sub)
     _tune_parser(sub)
@@ -64,6 +69,85 @@ def _parser() -> argparse.ArgumentParser:
 def _grad(args: argparse.Namespace) -> int:
     wrt = None if args.wrt is None else [w.strip() for w in args.wrt.split(",") if w.strip()]
     print(grad(_read_source(args.file), args.name, wrt=wrt), end="")
+    return 0
+
+
+def _stats_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    st = sub.add_parser("stats", help="flops, compulsory traffic, intensity, footprints per "
+                        "loop, parallel and vector loops, roofline (Kernel.stats())")
+    _common(st)
+    st.add_argument("--json", action="store_true", help="print the stats as JSON")
+    st.add_argument("--plot", metavar="OUT", help="draw a roofline chart (.png, .svg, .pdf; "
+                    "needs matplotlib)")
+    st.add_argument("--time", action="store_true", help="run the kernel on random inputs "
+                    "(every input size given) and place the measured point")
+    st.add_argument("--repeat", type=int, default=10, help="timed runs with --time (median)")
+    st.add_argument("--seed", type=int, default=0)
+    st.add_argument("--bandwidth", type=float, help="memory bandwidth in GB/s (default: "
+                    "measured by a numpy copy)")
+    st.add_argument("--freq", type=float, help="clock in GHz (default: the CPU's)")
+    st.set_defaults(func=_stats)
+
+
+def _stats(args: argparse.Namespace) -> int:
+    sizes = parse_sizes(args.sizes)
+    kernel = api.compile(_read_source(args.file), args.name, sizes=sizes,
+                         parametric=args.parametric)
+    seconds = _timed(kernel, sizes, args.repeat, args.seed) if args.time else None
+    stats = kernel.stats(seconds=seconds, freq_ghz=args.freq, bandwidth_gbs=args.bandwidth)
+    print(json.dumps(stats.as_dict(), indent=2) if args.json else stats)
+    if args.plot:
+        plot_roofline(stats, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _timed(kernel: api.Kernel, sizes: dict[str, int], repeat: int, seed: int) -> float:
+    """The median seconds of ``repeat`` calls on random inputs (after one warm call)."""
+    rng = np.random.default_rng(seed)
+    inputs = [_random(t, sizes, rng) for t in kernel.lowered().program.inputs]
+    kernel(*inputs)
+    times = []
+    for _ in range(max(1, repeat)):
+        start = time.perf_counter()
+        kernel(*inputs)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _show_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sh = sub.add_parser("show", help="the schedule tree and the dependence graph, as text, "
+                        "DOT, or SVG/PNG through graphviz")
+    _common(sh)
+    sh.add_argument("--tree", action="store_true", help="the schedule tree (default: both)")
+    sh.add_argument("--deps", action="store_true", help="the dependence graph")
+    out = sh.add_mutually_exclusive_group()
+    out.add_argument("--svg", metavar="OUT", help="draw to an SVG file with graphviz's dot")
+    out.add_argument("--png", metavar="OUT", help="draw to a PNG file with graphviz's dot")
+    out.add_argument("--dot", action="store_true", help="print the graph as DOT text")
+    sh.add_argument("--text", action="store_true", help="print the text form too")
+    sh.set_defaults(func=_show)
+
+
+def _show(args: argparse.Namespace) -> int:
+    kernel = api.compile(_read_source(args.file), args.name, sizes=parse_sizes(args.sizes),
+                         parametric=args.parametric)
+    sched = kernel.schedule
+    tree, deps = (args.tree, args.deps) if args.tree or args.deps else (True, True)
+    fmt, path = ("svg", args.svg) if args.svg else ("png", args.png) if args.png else ("", "")
+    drawn = bool(path) and show.dot_program() is not None
+    if drawn:
+        show.render(show.to_dot(sched, tree, deps), fmt, path)
+        print(f"wrote {path}", file=sys.stderr)
+    elif path:
+        print(f"polyopt: graphviz's `dot` is not on PATH: {path} not written; the text form "
+              f"follows", file=sys.stderr)
+    if args.dot:
+        print(show.to_dot(sched, tree, deps), end="")
+    if args.text or not (drawn or args.dot):
+        parts = ([show.tree_text(sched)] if tree else []) + ([show.deps_text(sched)] if deps
+                                                             else [])
+        print("\n\n".join(parts))
     return 0
 
 

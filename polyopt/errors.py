@@ -93,6 +93,11 @@ class IllegalScheduleError(ScheduleError):
     """A schedule that violates a dependence; the message prints the dependence as isl text."""
 
 
+class MissingToolError(PolyoptError, RuntimeError):
+    """An optional program or package a feature needs is not installed (graphviz's
+    ``dot``, matplotlib); the message names it and how to get it."""
+
+
 class CodegenError(PolyoptError):
     """The code generator met something it cannot print."""
 
