@@ -35,6 +35,7 @@ from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import configured
 from polyopt.schedule.memory import check_scratch
 from polyopt.schedule.schedule import register_json_loader
+from polyopt.schedule.storage import modulo_storage, stored
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
@@ -137,13 +138,15 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
         sched = _schedule(program, options, schedule)
         # Layout steps (pack) add tensors and statements: later stages see the schedule's.
         pp, deps = sched.poly, sched.deps
-        ast = build_ast(pp, sched, deps)
+        storage = () if is_cuda(options) else modulo_storage(
+            pp, sched.map, tuple(t for t, _, _ in sched.contractions))
+        ast = build_ast(pp, sched, deps, storage)
         if is_cuda(options):
             src = render_cuda(ast, specialized=not program.sizes, grid_cap=options["gpu"].grid)
         else:
             src = render(ast, dialect_for(options["machine"]), specialized=not program.sizes)
         if not program.sizes:  # every size known: what its first call will allocate
-            check_scratch(pp.program, sliced=src.slices)
+            check_scratch(stored(pp.program, ast.storage), sliced=src.slices)
     except isl.Error as e:  # every isl failure reaches the user with context
         raise PolyoptError(f"internal isl error while compiling '{program.name}': {e}") from e
     lowered = Lowered(pp.program, pp, deps, sched, ast, src)
@@ -169,7 +172,8 @@ def lower_or_load(program: ir.Program, options: Mapping[str, Any],
             lowered = lower_program(program, options, schedule())
     finally:  # what the lowering said before it failed too
         _reemit(caught)
-    compiled = Compiled(Signature.of(lowered.program), lowered.source)
+    compiled = Compiled(Signature.of(stored(lowered.program, lowered.ast.storage)),
+                        lowered.source)
     if key is not None and not caught:  # a warm start would not say it again: lower again
         warm.save(key, compiled)
     return compiled, lowered

@@ -16,6 +16,7 @@ from polyopt.poly.model import PolyProgram
 from polyopt.poly.proofs import innermost_carries_nothing
 from polyopt.schedule.marks import Marks, Tag, bind_of, gpu_tile_of
 from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.storage import Modulo
 from polyopt.schedule.transform import trip_count, value_extent
 from polyopt.schedule.tree import Loop, loops
 
@@ -35,13 +36,16 @@ class Ast:
     # function of the sizes, its largest value over all sizes when bounded): the launch's
     # grid and block extents, and the tile sizes.
     extents: dict[str, tuple[isl.PwAff, int | None]] = field(default_factory=dict)
+    storage: tuple[Modulo, ...] = ()  # locals stored modulo a distance (schedule/storage.py)
 
     def __str__(self) -> str:
         return self.root.to_C_str()
 
 
-def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
-    """The isl AST of ``schedule``; ``for`` nodes carry a "parallel"/"sequential" Id."""
+def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps,
+              storage: tuple[Modulo, ...] = ()) -> Ast:
+    """The isl AST of ``schedule``; ``for`` nodes carry a "parallel"/"sequential" Id;
+    ``storage``: the locals to store modulo a distance."""
     errors: list[BaseException] = []
     dep_all = deps.all
 
@@ -69,7 +73,7 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps) -> Ast:
                if bind_of(lp.tags) or gpu_tile_of(lp.tags) or lp.tags & _TILE_ROLES}
     return Ast(root, pp, {lp.name: lp.tags for lp in tagged if lp.tags},
                {lp.name: trip_count(lp, pp.domain) for lp in tagged},
-               frozenset(schedule.buffers), schedule.contractions, extents)
+               frozenset(schedule.buffers), schedule.contractions, extents, storage)
 
 
 # The loops of a GPU block tile whose extents the printer needs.

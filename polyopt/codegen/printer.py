@@ -38,10 +38,17 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
     ctx = KernelContext(pp, specialized_values(program) if specialized else None,
                    types=dialect.types)
     ctx.contracted = _slices(ast, ctx)
+    storage = [m for m in ast.storage if m.tensor not in ctx.contracted]
+    if ctx.values is not None:
+        for m in storage:  # its extent along the stored dimension is the modulus
+            ctx.modulo[m.tensor] = (m.dim, m.modulus)
+            ctx.values[f"{m.tensor}.{m.dim}"] = m.modulus
     body = CWalker(ctx, dialect, ast.tags, ast.trips, ast.padded).node(ast.root, 1,
                                                                       in_parallel=False)
     helpers = [transpose.SHUFFLE_CHECK, *ctx.helpers.values()] if ctx.helpers else []
-    lines = [dialect.prelude, *helpers, dialect.function_header(symbol) + " {"]
+    lines = [dialect.prelude, *helpers, *(f"/* storage: {m} */" for m in storage
+                                           if m.tensor in ctx.modulo),
+             dialect.function_header(symbol) + " {"]
     lines += _declarations(ctx, dialect, dims)
     lines += body
     lines += ["  (void)dims; (void)err;", "  return 0;", "}", ""]

@@ -25,6 +25,7 @@ class KernelContext:
     values: dict[str, int] | None  # concrete sizes and extents when specialized
     gathers: list[str] = field(default_factory=list)
     contracted: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (loop, dim)
+    modulo: dict[str, tuple[int, int]] = field(default_factory=dict)  # -> (dim, modulus)
     helpers: dict[str, str] = field(default_factory=dict)  # C functions the body calls
     types: Types = C_TYPES
 
@@ -113,6 +114,9 @@ class StmtPrinter:
             dims.remove(self.ctx.contracted[t.name][1])
         if not dims:
             return "0"
+        if t.name in self.ctx.modulo:  # stored modulo a distance along one dimension
+            d, m = self.ctx.modulo[t.name]
+            index = [*index[:d], "0" if m == 1 else f"(({index[d]}) % {m})", *index[d + 1:]]
         flat = f"({index[dims[0]]})"
         for d in dims[1:]:
             flat = f"({flat} * {cname('extent', t.name)}_{d} + ({index[d]}))"

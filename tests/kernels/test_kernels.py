@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import polybench_refs
 import pytest
 
 import polyopt
@@ -110,6 +111,7 @@ class Case:
     get_kw: dict[str, Any] = field(default_factory=dict)
     sizes: dict[str, int] | None = None
     warns: bool = False  # may warn (unchecked preconditions), e.g. the grouped conv
+    bind: bool = False  # compile at each shape's sizes (defs valid only from some sizes on)
 
 
 def _matmul(rng, s):
@@ -330,6 +332,9 @@ REFERENCES: dict[str, Case] = {c.kernel: c for c in (
     Case("polybench_doitgen", _pb_doitgen, ({"NR": 10, "NQ": 8, "NP": 12},
                                             {"NR": 3, "NQ": 5, "NP": 7})),
     Case("polybench_syrk", _pb_syrk, ({"N": 30, "M": 20}, {"N": 7, "M": 13}, {"N": 1, "M": 3})),
+    # PolyBench's recurrences and datamining kernels, at its MINI and SMALL datasets.
+    *(Case(name, make, shapes, bind=True)
+      for name, (make, shapes) in polybench_refs.CASES.items()),
 )}
 
 # The grouped case gets out_channels from each shape; see _source().
@@ -385,7 +390,8 @@ def run_case(case: Case, shape: dict[str, int], seed: int, target: str = "c") ->
     src = _source(case, shape)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PolyoptWarning)
-        kernel = _compiled(src, case.kernel, tuple(sorted((case.sizes or {}).items())), target)
+        sizes = shape if case.bind else (case.sizes or {})
+        kernel = _compiled(src, case.kernel, tuple(sorted(sizes.items())), target)
         got = kernel(*inputs)
     got = got if isinstance(got, tuple) else (got,)
     assert len(got) == len(want), f"{len(got)} outputs, want {len(want)}"
