@@ -217,10 +217,11 @@ class _Builder:
             point = dom.subtract(box).sample_point()
             at = ", ".join(f"{n} = {point.get_coordinate_val(isl.dim_type.param, k)}"
                            for k, n in enumerate(self.sizes))
-            fixed = ("its declaration" if self.cd.recurrent else
-                     "the first statement writing it")
+            declared = self.cd.recurrent and self.cd.scope.tensors[cs.tensor].dims is not None
+            fixed = ("its declaration fixed" if declared else "the first statement writing "
+                     "it fixed (declare its type and shape to write it piecewise)")
             raise self.error(f"{cs.name} writes '{cs.tensor}' outside its shape ({ext}), "
-                             f"which {fixed} fixed" + (f" (at {at})" if at else ""), cs.pos)
+                             f"which {fixed}" + (f" (at {at})" if at else ""), cs.pos)
 
     def tensor(self, name: str) -> ir.Tensor:
         t = self.cd.scope.tensors[name]
