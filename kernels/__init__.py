@@ -1,7 +1,8 @@
 """Operator definitions (.tc files) shipped with polyopt.
 
 The library is plain TC text, one family per file (``matmul.tc``, ``conv.tc``, ``pool.tc``,
-``norm.tc``, ``epilogue.tc``, ``polybench.tc``); a ``#`` comment above each def gives its
+``norm.tc``, ``epilogue.tc``, ``polybench.tc``, and PolyBench's recurrences in ``stencil.tc``,
+``solver.tc``, ``medley.tc``); a ``#`` comment above each def gives its
 NumPy equivalent. This module only reads and rewrites that text; it never imports the
 compiler::
 

@@ -214,3 +214,48 @@ CASES = {
     "polybench_covariance": (covariance, ({"N": 32, "M": 28}, {"N": 100, "M": 80})),
     "polybench_correlation": (correlation, ({"N": 32, "M": 28}, {"N": 100, "M": 80})),
 }
+
+
+def syr2k(rng, s):
+    n, m = s["N"], s["M"]
+    alpha, beta = (np.array(rng.uniform(0.5, 1.5), dtype=F32) for _ in range(2))
+    a32, b32, c32 = _rand(rng, n, m), _rand(rng, n, m), _rand(rng, n, n)
+    al, be, a, b, c = _f64(alpha, beta, a32, b32, c32)
+    out = c.copy()
+    low = np.tril(np.ones((n, n), bool))
+    out[low] = (be * c + al * (a @ b.T + b @ a.T))[low]
+    return (alpha, beta, a32, b32, c32), (out,), 2 * m
+
+
+def symm(rng, s):
+    m, n = s["M"], s["N"]
+    alpha, beta = (np.array(rng.uniform(0.5, 1.5), dtype=F32) for _ in range(2))
+    a32, b32, c32 = _rand(rng, m, m), _rand(rng, m, n), _rand(rng, m, n)
+    al, be, a, b, c = _f64(alpha, beta, a32, b32, c32)
+    sym = np.tril(a) + np.tril(a, -1).T
+    return (alpha, beta, a32, b32, c32), (be * c + al * sym @ b,), m
+
+
+def trmm(rng, s):
+    m, n = s["M"], s["N"]
+    alpha = np.array(rng.uniform(0.5, 1.5), dtype=F32)
+    a32, b32 = _rand(rng, m, m), _rand(rng, m, n)
+    al, a, b = _f64(alpha, a32, b32)
+    return (alpha, a32, b32), (al * (np.tril(a, -1) + np.eye(m)).T @ b,), m
+
+
+def floyd_warshall(rng, s):
+    n = s["N"]
+    p32 = rng.uniform(1.0, 100.0, size=(n, n)).astype(F32)
+    (p,) = _f64(p32)
+    for k in range(n):
+        p = np.minimum(p, p[:, k:k + 1] + p[k:k + 1, :])
+    return (p32,), (p,), n
+
+
+CASES |= {
+    "polybench_syr2k": (syr2k, ({"M": 20, "N": 30}, {"M": 60, "N": 80})),
+    "polybench_symm": (symm, ({"M": 20, "N": 30}, {"M": 60, "N": 80})),
+    "polybench_trmm": (trmm, ({"M": 20, "N": 30}, {"M": 60, "N": 80})),
+    "floyd_warshall": (floyd_warshall, ({"N": 60}, {"N": 180})),
+}
