@@ -57,6 +57,11 @@ def grad(source: str, name: str | None = None, wrt: Sequence[str] | None = None)
     tie, ``fabs`` counts 0 as positive.
     """
     program = lang.build_program(source, name)
+    if program.value_semantics:
+        raise NotDifferentiableError(
+            f"def '{program.name}' has recurrences ({', '.join(program.recurrent)}): its "
+            f"adjoint runs the dataflow backwards through every step, which polyopt.grad does "
+            f"not derive yet")
     try:
         return _derive(program, _wrt(program, wrt))
     except isl.Error as e:

@@ -118,3 +118,8 @@ def test_a_schedule_that_writes_every_plane_first_keeps_them_whole() -> None:
     sched = polyopt.schedule(kernels.get("jacobi_2d"), "jacobi_2d", sizes={"N": 8, "T": 4},
                              auto=False)
     assert [m.tensor for m in modulo_storage(sched.poly, sched.map)] in ([], ["Bt"])
+
+
+def test_a_def_with_recurrences_is_refused_by_grad() -> None:
+    with pytest.raises(polyopt.NotDifferentiableError, match=r"recurrences \(x\)"):
+        polyopt.grad(TRISOLV, wrt=["b"])
