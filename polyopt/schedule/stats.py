@@ -195,7 +195,11 @@ def _traffic(pp: PolyProgram) -> tuple[TensorTraffic, ...]:
 
 
 def _unwritten_reads(pp: PolyProgram) -> isl.UnionMap:
-    """The reads whose value no write of the def produced (they come from memory)."""
+    """The reads whose value no write of the def produced (they come from memory). With
+    recurrences (value semantics) a read gets its element's value wherever it is written:
+    the reads of elements no statement writes."""
+    if pp.program.value_semantics:
+        return pp.reads.subtract_range(pp.writes.range())
     info = isl.UnionAccessInfo.from_sink(pp.reads).set_must_source(pp.writes)
     flow = info.set_schedule_map(pp.program_order).compute_flow()
     return flow.get_may_no_source()
