@@ -28,7 +28,7 @@ def dataflow_order(pp: PolyProgram, deps: Deps) -> Node:
         sc = isl.ScheduleConstraints.on_domain(pp.domain).set_context(pp.context)
         tree = sc.set_validity(deps.all).compute_schedule()
     except isl.Error as e:
-        raise _cycle(pp, str(e)) from None
+        raise _cycle(pp, deps, str(e)) from None
     finally:
         ctx.set_schedule_serialize_sccs(serialize)
         ctx.set_schedule_outer_coincidence(outer)
@@ -36,11 +36,24 @@ def dataflow_order(pp: PolyProgram, deps: Deps) -> Node:
     try:
         check_legal(to_isl(root, pp.domain).get_map(), deps)
     except IllegalScheduleError as e:  # isl's order breaks a dependence: none exists
-        raise _cycle(pp, str(e)) from None
+        raise _cycle(pp, deps, str(e)) from None
     return root
 
 
-def _cycle(pp: PolyProgram, why: str) -> LanguageError:
-    return LanguageError(f"def '{pp.program.name}': no affine order of its statement "
-                         f"instances respects its dataflow (a dependence cycle through its "
-                         f"recurrences?): {why}", pp.program.source, None)
+def _cycle(pp: PolyProgram, deps: Deps, why: str) -> LanguageError:
+    """The error for a def isl found no order for: the instance on a dependence cycle
+    (from the transitive closure of the dependences), else isl's reason."""
+    closure, _ = deps.all.transitive_closure()
+    on_cycle = closure.intersect(pp.domain.identity()).domain()
+    if not on_cycle.is_empty():
+        point = on_cycle.sample_point()
+        name = point.get_space().get_tuple_name(isl.dim_type.set)
+        s = pp.stmt(name)
+        coords = [str(point.get_coordinate_val(isl.dim_type.set, k))
+                  for k in range(point.get_space().dim(isl.dim_type.set))]
+        return LanguageError(f"def '{pp.program.name}': a dependence cycle: instance "
+                             f"{name}[{', '.join(coords)}] of {s.stmt.name} depends on its own "
+                             f"value through the reads of its recurrences",
+                             pp.program.source, s.stmt.pos)
+    return LanguageError(f"def '{pp.program.name}': no affine order of its statement instances "
+                         f"respects its dataflow: {why}", pp.program.source, None)

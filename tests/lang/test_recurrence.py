@@ -90,7 +90,7 @@ def test_a_read_of_an_unwritten_local_element_is_an_error() -> None:
     "  C(i) = D(i) + A(i)\n  D(i) = C(i)\n  B(i) = D(i) }",
 ])
 def test_a_dependence_cycle_is_an_error(source: str) -> None:
-    with pytest.raises(LanguageError, match=r"cycle"):
+    with pytest.raises(LanguageError, match=r"dependence cycle"):
         polyopt.compile(source, sizes={"N": 8})
 
 
