@@ -220,8 +220,9 @@ class _Builder:
             declared = self.cd.recurrent and self.cd.scope.tensors[cs.tensor].dims is not None
             fixed = ("its declaration fixed" if declared else "the first statement writing "
                      "it fixed (declare its type and shape to write it piecewise)")
+            at = f" (at {at}; compile with sizes= at which it fits)" if at else ""
             raise self.error(f"{cs.name} writes '{cs.tensor}' outside its shape ({ext}), "
-                             f"which {fixed}" + (f" (at {at})" if at else ""), cs.pos)
+                             f"which {fixed}{at}", cs.pos)
 
     def tensor(self, name: str) -> ir.Tensor:
         t = self.cd.scope.tensors[name]

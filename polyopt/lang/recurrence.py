@@ -23,10 +23,12 @@ def check_single_assignment(program: ir.Program) -> None:
             both = image.intersect(theirs)
             if both.is_empty():
                 continue
+            hint = (" (the pieces may be disjoint only from some sizes on: compile with "
+                    "sizes=)" if program.sizes else "")
             raise LanguageError(
                 f"in a def with recurrences each element is written by one statement, but "
-                f"{other.name} and {stmt.name} both write {_sample(both)}", program.source,
-                stmt.pos)
+                f"{other.name} and {stmt.name} both write {_sample(both)}{hint}",
+                program.source, stmt.pos)
         seen.setdefault(stmt.tensor, []).append((stmt, image))
 
 
