@@ -6,9 +6,12 @@ import pytest
 
 import polyopt
 from polyopt import kernels
-from polyopt.schedule import cost
+from polyopt.schedule import cost, order
 from polyopt.schedule import transform as tf
+from polyopt.schedule.fusion import nests
 from polyopt.schedule.machine import Machine
+from polyopt.schedule.memo import Memo
+from polyopt.schedule.nest import chain_of
 from polyopt.schedule.policy import cpu_policy
 
 COLSUM = "def colsum(float(N,M) A) -> (s) { s(j) +=! A(r_i,j) }"
@@ -250,11 +253,6 @@ def test_memos_give_what_a_fresh_model_gives(src, sizes, monkeypatch):
     """The model's memos (keyed by the loops' functions, shared by the candidate orders of a
     nest) change no estimate: each candidate of each chain, estimated again with no memo
     (a memo of no entries forgets at once), is the same."""
-    from polyopt.schedule import order
-    from polyopt.schedule.memo import Memo
-    from polyopt.schedule.fusion import nests
-    from polyopt.schedule.nest import chain_of
-
     s = polyopt.schedule(src, auto=False, sizes=sizes)
     chains = [chain_of(top) for top in nests(s.root)]
     kept = [order.candidates(s, ch, POLICY) for ch in chains]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import islpy as isl
 import numpy as np
 import pytest
 
 import polyopt
-from polyopt import IllegalScheduleError
+from polyopt import IllegalScheduleError, kernels
+from polyopt.schedule.legality import _PairOrders
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.tree import reordered
 
@@ -69,3 +71,36 @@ def test_a_reversed_consumer_fused_with_its_producer_is_still_refused() -> None:
     assert fused.reverse("i").stmts  # reversing both together keeps A before B per i
     with pytest.raises(IllegalScheduleError, match="flow dependence from statement A_0"):
         s.fuse("i", "i2")  # A(i) would run after B(i) reads it for i > 0
+
+
+CONV = kernels.source("conv2d")
+
+
+CONV_SIZES = dict(N=1, C=4, H=6, W=6, F=16, KH=3, KW=3, PH=1, PW=1)
+
+
+@pytest.mark.parametrize("src, sizes", [(SOFTMAX_LIKE, dict(N=5, D=7)), (THREE, dict(N=9)),
+                                        (CONV, CONV_SIZES)])
+def test_pair_orders_agree_with_the_whole_order(src, sizes) -> None:
+    """The check's order built per pair of statements a dependence joins says what the
+    whole lexicographic order says, for legal schedules (the pipeline's and program
+    order) and for an illegal one (program order with its statements run in reverse)."""
+    auto = polyopt.schedule(src, sizes=sizes)
+    plain = polyopt.schedule(src, auto=False, sizes=sizes)
+    backwards = plain.map.apply_range(isl_negate(plain.map))
+    for smap, deps in ((auto.map, auto.deps), (plain.map, plain.deps), (backwards, plain.deps)):
+        whole = smap.lex_lt_union_map(smap)
+        orders = _PairOrders(smap)
+        for _, dep in deps.named():
+            assert orders.covers(dep) == dep.is_subset(whole)
+    assert not all(_PairOrders(backwards).covers(d) for _, d in plain.deps.named())
+
+
+def isl_negate(smap):
+    """``[t] -> [-t]`` on the schedule's time space (the reversed order)."""
+    times = []
+    smap.range().foreach_set(times.append)
+    n = times[0].dim(isl.dim_type.set)
+    xs = ", ".join(f"t{k}" for k in range(n))
+    neg = ", ".join(f"-t{k}" for k in range(n))
+    return isl.UnionMap(f"{{ [{xs}] -> [{neg}] }}").align_params(smap.get_space())
