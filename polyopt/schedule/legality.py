@@ -10,6 +10,7 @@ import islpy as isl
 
 from polyopt.errors import IllegalScheduleError
 from polyopt.poly.deps import Deps
+from polyopt.schedule.memo import Memo
 from polyopt.schedule.policy import CAPS
 from polyopt.schedule.tree import Loop, Node, filter_domain, path_to, stmts_of
 
@@ -95,15 +96,28 @@ def _respects(times: isl.MultiUnionPwAff | None, dep: isl.UnionMap) -> bool:
 
 def carried(root: Node, loop: Loop, deps: Deps, domain: isl.UnionSet) -> isl.UnionMap:
     """The dependences ``loop`` carries: both ends below it, equal outer loops, different
-    values of ``loop``. Empty when its iterations may run in parallel."""
+    values of ``loop``. Empty when its iterations may run in parallel.
+
+    It depends on the loop's and its outer loops' functions, the statements below and the
+    dependences only: the pipeline asks again for a loop that a later step rebuilt without
+    changing those (a third of the calls for a convolution), so the answer is kept."""
+    outer = [n for n in path_to(root, loop)[:-1] if isinstance(n, Loop)]
+    return _CARRIED.get((deps, domain, loop.expr, *(n.expr for n in outer)), stmts_of(loop),
+                        lambda: _carried(outer, loop, deps, domain))
+
+
+_CARRIED: Memo[isl.UnionMap] = Memo(1024)
+
+
+def _carried(outer: list[Loop], loop: Loop, deps: Deps, domain: isl.UnionSet) -> isl.UnionMap:
     dom = filter_domain(domain, stmts_of(loop))
     dep = deps.all.intersect_domain(dom).intersect_range(dom)
     if dep.is_empty():
         return dep
     # Compared at the dependences' ends only: the pairs of instances with equal loop values
     # are quadratic in the statements below the loop (6.8 s of 11 for 160 fused ones).
-    for outer in (n for n in path_to(root, loop)[:-1] if isinstance(n, Loop)):
-        dep = dep.eq_at_multi_union_pw_aff(_at(outer, dom))
+    for lp in outer:
+        dep = dep.eq_at_multi_union_pw_aff(_at(lp, dom))
     here = _at(loop, dom)
     return dep.lex_lt_at_multi_union_pw_aff(here).union(
         dep.lex_gt_at_multi_union_pw_aff(here))
