@@ -8,9 +8,11 @@ import pytest
 
 import polyopt
 from polyopt import IllegalScheduleError, kernels
+from polyopt.schedule import legality
 from polyopt.schedule.legality import _PairOrders
 from polyopt.schedule.marks import Tag
-from polyopt.schedule.tree import reordered
+from polyopt.schedule.memo import Memo
+from polyopt.schedule.tree import loops, reordered
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 SOFTMAX_LIKE = """def f(float(N,D) X) -> (Y, s) {
@@ -104,3 +106,22 @@ def isl_negate(smap):
     xs = ", ".join(f"t{k}" for k in range(n))
     neg = ", ".join(f"-t{k}" for k in range(n))
     return isl.UnionMap(f"{{ [{xs}] -> [{neg}] }}").align_params(smap.get_space())
+
+
+@pytest.mark.parametrize("src, sizes", [(SOFTMAX_LIKE, dict(N=5, D=7)), (CONV, CONV_SIZES)])
+def test_carried_memos_give_what_a_fresh_check_gives(src, sizes, monkeypatch) -> None:
+    """``carried`` keeps its answers and the outer loops' comparisons per loop functions:
+    every loop of the pipeline's schedule (a tiled, fused convolution) and of program
+    order, asked again with memos that forget at once, carries the same dependences."""
+    schedules = [polyopt.schedule(src, sizes=sizes), polyopt.schedule(src, auto=False,
+                                                                       sizes=sizes)]
+
+    def every(s):
+        return [legality.carried(s.root, lp, s.deps, s.poly.domain) for lp in loops(s.root)]
+
+    kept = [every(s) for s in schedules]
+    assert any(not c.is_empty() for got in kept for c in got)
+    monkeypatch.setattr(legality, "_CARRIED", Memo(0))
+    monkeypatch.setattr(legality, "_LEVELS", Memo(0))
+    for s, got in zip(schedules, kept, strict=True):
+        assert all(a.is_equal(b) for a, b in zip(every(s), got, strict=True))
