@@ -59,16 +59,27 @@ def compute_deps(pp: PolyProgram) -> Deps:
     return _unorder_reductions(pp, Deps(flow, anti, output))
 
 
+def _chains(pp: PolyProgram) -> list[PolyStmt]:
+    """The accumulating statements whose instances may run in any order (the module's
+    docstring): reductions that read their target only through the update."""
+    return [s for s in pp.stmts if s.accumulates and s.stmt.op in ("+", "*", "min", "max")
+            and all(r.read.tensor != s.stmt.tensor and r.affine for r in s.reads)]
+
+
+def _same(s: PolyStmt) -> isl.UnionMap:
+    """Pairs of instances of ``s`` that update the same element."""
+    write = isl.UnionMap.from_map(s.write)
+    return write.apply_range(write.reverse())
+
+
 def _unorder_reductions(pp: PolyProgram, deps: Deps) -> Deps:
-    chains = [s for s in pp.stmts if s.accumulates and s.stmt.op in ("+", "*", "min", "max")
-              and all(r.read.tensor != s.stmt.tensor and r.affine for r in s.reads)]
+    chains = _chains(pp)
     if not chains:
         return deps
     flow, anti, output = deps.flow, deps.anti, deps.output
     reduction = isl.UnionMap.empty(flow.get_space())
     for s in chains:
-        write = isl.UnionMap.from_map(s.write)
-        same = write.apply_range(write.reverse())  # instances updating the same element
+        same = _same(s)
         maps = []
         for m in (flow, anti, output):
             rest, into, out_of = _around(m, s.name)
@@ -157,3 +168,63 @@ def _flow(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.UnionMap | Non
     if may is not None:
         info = info.set_may_source(may)
     return info.set_schedule_map(order).compute_flow().get_may_dependence()
+
+
+def relaid_deps(before: PolyProgram, deps: Deps, after: PolyProgram) -> Deps | None:
+    """The dependences of ``after``, a relayout of ``before`` (dependences ``deps``) that
+    reads inputs through packed copies (``poly.relayout.pack_program``, ``phase_program``),
+    derived without a dataflow analysis; None when ``after`` changes more than that (an
+    output computed in a blocked local, a padded read whose border piece the copy absorbed).
+
+    Why they are ``deps`` plus the copies' flow into their readers: ``after`` runs the same
+    statement instances as ``before`` (checked: names, domains, writes, every read but those
+    of the packed inputs), in the same order, after copies that run first. An input is never
+    written, so its reads, and their replacements by reads of the copies, take part in no
+    dependence among those instances: the dataflow among them is ``before``'s. Each element
+    of a copy is written once, by one copy instance (checked: the copies' writes are
+    injective), before any read of it: its readers' flow comes from that instance, and no
+    anti or output dependence involves a copy. A reduction chain's flow in is widened to
+    every instance updating the same element, as ``compute_deps`` does; the chains are
+    ``before``'s (checked). A test compares the result with a fresh analysis."""
+    new = [s for s in after.stmts if s.name not in {t.name for t in before.stmts}]
+    kept = [s for s in after.stmts if s not in new]
+    if (not new or len(kept) != len(before.stmts) or after.stmts[:len(new)] != tuple(new)
+            or not after.context.is_equal(before.context)
+            or [s.name for s in _chains(after)] != [s.name for s in _chains(before)]):
+        return None
+    copied = {s.stmt.tensor for s in new}
+    inputs = {t.name for t in before.program.inputs}
+    if not all(_same_stmt(a, b, copied, inputs) for a, b in zip(before.stmts, kept,
+                                                                 strict=True)):
+        return None
+    writes = union_all([isl.UnionMap.from_map(s.write.intersect_domain(s.domain)) for s in new],
+                       isl.UnionMap.empty(after.context.get_space()))
+    if any(r.read.tensor in copied for s in new for r in s.reads) or not writes.is_injective():
+        return None
+    chains = {s.name for s in _chains(after)}
+    flow = deps.flow
+    for s in kept:
+        reads = [isl.UnionMap.from_map(r.relation) for r in s.reads if r.read.tensor in copied]
+        if not reads:
+            continue
+        into = union_all([writes.apply_range(r.reverse()) for r in reads],
+                         isl.UnionMap.empty(writes.get_space())).intersect_params(after.context)
+        flow = flow.union(into.apply_range(_same(s)) if s.name in chains else into)
+    return Deps(flow.coalesce(), deps.anti, deps.output, deps.reduction)
+
+
+def _same_stmt(a: PolyStmt, b: PolyStmt, copied: set[str], inputs: set[str]) -> bool:
+    """Are ``a`` and ``b`` the same instances, writing and reading the same, but for ``b``
+    reading ``copied`` tensors where ``a`` read inputs (which no statement writes)?"""
+    if (a.name != b.name or a.kind != b.kind or a.stmt.op != b.stmt.op
+            or len(a.reads) != len(b.reads)
+            or not a.domain.is_equal(b.domain) or not a.write.is_equal(b.write)):
+        return False
+    mine = [r for r in b.reads if r.read.tensor not in copied]
+    packed = {r.read.tensor for r in a.reads} - {r.read.tensor for r in mine}
+    if not packed <= inputs:
+        return False
+    theirs = [r for r in a.reads if r.read.tensor not in packed]
+    return len(theirs) == len(mine) and all(
+        x.read.tensor == y.read.tensor and x.affine == y.affine
+        and x.relation.is_equal(y.relation) for x, y in zip(theirs, mine, strict=True))

@@ -18,7 +18,7 @@ from typing import Any
 import islpy as isl
 
 from polyopt.errors import IllegalScheduleError, ScheduleError
-from polyopt.poly import analyze
+from polyopt.poly import analyze_relaid
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.poly.relayout import Pack, relayout
@@ -297,7 +297,7 @@ class Schedule:
         """``pack`` each of ``packs`` in turn, with one dependence analysis for them all
         (``polyopt.poly.relayout``)."""
         program, names = relayout(self.poly.program, packs)
-        poly, deps = analyze(program, self.poly.borders)
+        poly, deps = analyze_relaid(program, self.poly, self.deps)
         steps = tuple(Step("pack", p.args) for p in packs)
         outputs = [p.tensor for p in packs
                    if self.poly.program.tensors[p.tensor].role == "output"]
