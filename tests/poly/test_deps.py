@@ -30,6 +30,16 @@ def _program(src, sizes):
     (CONV, UNPADDED, [Pack("Wt", 0, 16)]),
     (CONV, STRIDED, [Pack("Wt", 0, 16), Pack("I", 3, 2, 3, True)]),
     (CONV, dict(UNPADDED, N=None), [Pack("Wt", 0, 16)]),  # size-generic in N
+    # The copy holds the padding: the border pieces join their statements.
+    (CONV, PADDED, [Pack("I", 1, 1, 1)]),
+    (CONV, PADDED, [Pack("I", 1, 1, 1), Pack("Wt", 0, 16)]),
+    (kernels.source("depthwise_conv2d"), dict(N=1, C=16, H=8, W=8, KH=3, KW=3, PH=1, PW=1),
+     [Pack("I", 1, 1, 1)]),
+    (kernels.source("avgpool2d"), dict(N=1, C=4, H=8, W=8, KH=3, KW=3, SH=1, SW=1, PH=1, PW=1),
+     [Pack("I", 1, 1, 1)]),
+    (kernels.source("maxpool2d"), dict(N=1, C=4, H=9, W=9, KH=3, KW=3, SH=2, SW=2, PH=1, PW=1),
+     [Pack("I", 3, 2, 3, True)]),
+    (CONV, dict(PADDED, SW=2), [Pack("I", 3, 2, 3, True), Pack("Wt", 0, 16)]),
 ])
 def test_relaid_dependences_equal_a_fresh_analysis(src, sizes, packs):
     sizes = {k: v for k, v in sizes.items() if v is not None}
@@ -48,8 +58,8 @@ def test_relaid_dependences_equal_a_fresh_analysis(src, sizes, packs):
 
 
 @pytest.mark.parametrize("src, sizes, packs", [
-    (CONV, PADDED, [Pack("I", 1, 1, 1)]),  # the copy holds the padding: no border piece
     (CONV, UNPADDED, [Pack("O", 1, 16, 1)]),  # an output computed in a blocked local
+    (CONV, PADDED, [Pack("O", 1, 16, 1), Pack("I", 1, 1, 1)]),
 ])
 def test_other_relayouts_are_left_to_the_analysis(src, sizes, packs):
     program = _program(src, sizes)
