@@ -34,6 +34,7 @@ from polyopt.schedule.tree import (
     involves,
     loops,
     nest_of,
+    order_of,
     prune,
     pseudo_code,
     reordered,
@@ -413,7 +414,8 @@ class Schedule:
         what = Step(verb, _plain(args), kw).python()
         moved = reordered(self.root, root)
         if moved:  # a tag alone leaves the execution order
-            check_legal(new.map, self.deps, what, filter_domain(self.poly.domain, moved))
+            check_legal(order_of(root, self.poly.domain, moved), self.deps, what,
+                        filter_domain(self.poly.domain, moved))
             for tensor, loop, _ in self.contractions:  # a slice must still suffice
                 try:
                     contracted_dim(tf.find(root, loop), self.poly, tensor, new.map)

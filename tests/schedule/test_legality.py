@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import islpy as isl
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from polyopt.schedule import legality
 from polyopt.schedule.legality import _PairOrders
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.memo import Memo
-from polyopt.schedule.tree import loops, reordered
+from polyopt.schedule.tree import filter_domain, loops, order_of, reordered
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 SOFTMAX_LIKE = """def f(float(N,D) X) -> (Y, s) {
@@ -125,3 +127,20 @@ def test_carried_memos_give_what_a_fresh_check_gives(src, sizes, monkeypatch) ->
     monkeypatch.setattr(legality, "_LEVELS", Memo(0))
     for s, got in zip(schedules, kept, strict=True):
         assert all(a.is_equal(b) for a, b in zip(every(s), got, strict=True))
+
+
+@pytest.mark.parametrize("src, sizes", [(kernels.source("softmax"), dict(N=3, D=5)),
+                                        (CONV, CONV_SIZES)])
+def test_a_steps_order_of_its_statements_is_the_whole_trees(src, sizes) -> None:
+    """``order_of`` (a step's legality check reads the statements it moved from their
+    subtree alone) orders their instances as the whole schedule's map does, for each
+    statement, each pair and all of them, on the pipeline's schedule (fused, tiled)."""
+    s = polyopt.schedule(src, "softmax" if "softmax" in src else None, sizes=sizes)
+    names = s.stmts
+    assert len(names) >= 3
+    subsets = [(n,) for n in names] + list(itertools.combinations(names, 2)) + [names]
+    for stmts in subsets:
+        whole = s.map.intersect_domain(filter_domain(s.poly.domain, stmts))
+        part = order_of(s.root, s.poly.domain, stmts)
+        assert part.domain().is_equal(whole.domain())
+        assert part.lex_lt_union_map(part).is_equal(whole.lex_lt_union_map(whole)), stmts
