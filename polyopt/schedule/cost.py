@@ -90,14 +90,15 @@ class Estimate:
 # Loop nodes but keep their ``expr`` objects, so what depends only on the statements and the
 # loops' functions (domains with outer loops fixed, access boxes, strides, trip counts) is
 # computed once for all candidates (0.5 s of a 1.1 s lowering of a batch-8 convolution).
-_MAPS: Memo[dict[str, isl.Map]] = Memo(4096)
-_FIXED: Memo[isl.Set] = Memo(16384)
-_BOXES: Memo[dict[str, Box | None]] = Memo(8192)
-_STEPS: Memo[isl.Map | None] = Memo(8192)
-_STRIDES: Memo[Stride] = Memo(16384)
-_POINTS: Memo[int | None] = Memo(16384)
-_ACCESSES: Memo[tuple[Access, ...]] = Memo(4096)
-_TRIPS: Memo[int | None] = Memo(16384)
+# A lowering asks for a few hundred of each; the limits bound what a long process keeps.
+_MAPS: Memo[dict[str, isl.Map]] = Memo(1024)
+_FIXED: Memo[isl.Set] = Memo(2048)
+_BOXES: Memo[dict[str, Box | None]] = Memo(2048)
+_STEPS: Memo[isl.Map | None] = Memo(2048)
+_STRIDES: Memo[Stride] = Memo(2048)
+_POINTS: Memo[int | None] = Memo(2048)
+_ACCESSES: Memo[tuple[Access, ...]] = Memo(1024)
+_TRIPS: Memo[int | None] = Memo(2048)
 
 
 def accesses(poly: PolyProgram, stmt: str) -> tuple[Access, ...]:
