@@ -246,11 +246,11 @@ def _same_instances(before: PolyProgram, after: PolyProgram,
     and read what they read, but inputs now read through ``copied`` tensors; and is it a
     reduction chain when they were (a merged one that is not must not accumulate)?"""
     inputs = {t.name for t in before.program.inputs}
-    chains = {s.name for s in _chains(before)} | {s.name for s in _chains(after)}
+    was, now = {s.name for s in _chains(before)}, {s.name for s in _chains(after)}
     for name, ps in pieces.items():
         n = after.stmt(name)
-        if any((p.name in chains) != (name in chains) for p in ps) or (
-                len(ps) > 1 and n.accumulates and name not in chains):
+        if any((p.name in was) != (name in now) for p in ps) or (
+                len(ps) > 1 and n.accumulates and name not in now):
             return False
         doms = [p.domain.set_tuple_name(name) for p in ps]
         if not union_all([isl.UnionSet.from_set(d) for d in doms], isl.UnionSet.empty(
