@@ -6,7 +6,7 @@ import functools
 
 from polyopt import ir
 from polyopt.poly.bounds import check_bounds
-from polyopt.poly.deps import Deps, compute_deps
+from polyopt.poly.deps import Deps, compute_deps, relaid_deps
 from polyopt.poly.model import PolyProgram, PolyStmt, ReadAccess, affine_text, build_poly
 
 
@@ -16,6 +16,19 @@ def analyze(program: ir.Program, borders: bool = True) -> tuple[PolyProgram, Dep
     the schedule it replays and the tuner's space share it (the model and its artifacts are
     immutable)."""
     return _analyze(program, program.source, bool(borders))
+
+
+def analyze_relaid(program: ir.Program, before: PolyProgram,
+                   deps: Deps) -> tuple[PolyProgram, Deps]:
+    """``analyze`` of ``program``, a relayout of ``before`` (whose dependences are ``deps``),
+    with its dependences derived from ``deps`` when the relayout only reads inputs through
+    packed copies (``deps.relaid_deps``), else analysed."""
+    pp = model_of(program, before.borders)
+    derived = relaid_deps(before, deps, pp)
+    if derived is None:
+        return analyze(program, before.borders)
+    check_bounds(pp)
+    return pp, derived
 
 
 def model_of(program: ir.Program, borders: bool = True) -> PolyProgram:
@@ -44,6 +57,7 @@ __all__ = [
     "ReadAccess",
     "affine_text",
     "analyze",
+    "analyze_relaid",
     "build_poly",
     "check_bounds",
     "compute_deps",

@@ -66,16 +66,27 @@ def compute_deps(pp: PolyProgram) -> Deps:
     return _unorder_reductions(pp, Deps(flow, anti, output))
 
 
+def _chains(pp: PolyProgram) -> list[PolyStmt]:
+    """The accumulating statements whose instances may run in any order (the module's
+    docstring): reductions that read their target only through the update."""
+    return [s for s in pp.stmts if s.accumulates and s.stmt.op in ("+", "*", "min", "max")
+            and all(r.read.tensor != s.stmt.tensor and r.affine for r in s.reads)]
+
+
+def _same(s: PolyStmt) -> isl.UnionMap:
+    """Pairs of instances of ``s`` that update the same element."""
+    write = isl.UnionMap.from_map(s.write)
+    return write.apply_range(write.reverse())
+
+
 def _unorder_reductions(pp: PolyProgram, deps: Deps) -> Deps:
-    chains = [s for s in pp.stmts if s.accumulates and s.stmt.op in ("+", "*", "min", "max")
-              and all(r.read.tensor != s.stmt.tensor and r.affine for r in s.reads)]
+    chains = _chains(pp)
     if not chains:
         return deps
     flow, anti, output = deps.flow, deps.anti, deps.output
     reduction = isl.UnionMap.empty(flow.get_space())
     for s in chains:
-        write = isl.UnionMap.from_map(s.write)
-        same = write.apply_range(write.reverse())  # instances updating the same element
+        same = _same(s)
         maps = []
         for m in (flow, anti, output):
             rest, into, out_of = _around(m, s.name)
@@ -268,3 +279,137 @@ def _sample(s: isl.Set) -> str:
     n = s.dim(isl.dim_type.set)
     coords = [str(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
     return f"{s.get_tuple_name()}({', '.join(coords)})"
+
+
+def relaid_deps(before: PolyProgram, deps: Deps, after: PolyProgram) -> Deps | None:
+    """The dependences of ``after``, a relayout of ``before`` (dependences ``deps``) that
+    reads inputs through packed copies (``poly.relayout.pack_program``, ``phase_program``),
+    derived without a dataflow analysis; None when ``after`` changes more than that (an
+    output computed in a blocked local).
+
+    Why: ``after`` runs ``before``'s statement instances (checked: the same domains, writes
+    and reads but of the packed inputs), after copies that run first. A padded read's
+    border piece is absorbed into its statement (the copy holds the padding): that
+    statement's instances are its pieces', renamed; its pieces ran one after the other,
+    it runs them interleaved, which changes only the order among its own instances. An
+    input is never written, so the reads that moved to the copies take part in no
+    dependence among the statements. So the dependences between different statements are
+    ``before``'s, renamed: between a statement and a reduction chain they are widened to
+    every instance of the chain updating the same element (``compute_deps``), and a merged
+    chain's are widened again over all its pieces' instances (the pieces' last writer or
+    first reader of an element is one of the merged instances, whose widening they all
+    share); the order among a merged chain's own instances is its new reduction chain (a
+    merged statement that is not a chain must not accumulate). Each copied element is
+    written once (checked: the copies' writes are injective), before every read: its
+    readers' flow comes from that instance (widened into chains), and no anti or output
+    dependence involves a copy. A test compares the result with a fresh analysis."""
+    if before.program.value_semantics:  # its dependences are not program-order ones
+        return None
+    olds = {s.name for s in before.stmts}
+    new = [s for s in after.stmts if s.name not in olds]
+    kept = after.stmts[len(new):]
+    if (not new or tuple(new) != after.stmts[:len(new)] or any(s.name not in olds for s in kept)
+            or not after.context.is_equal(before.context)):
+        return None
+    pieces = _pieces(before, kept)
+    copied = {s.stmt.tensor for s in new}
+    if pieces is None or not _same_instances(before, after, pieces, copied):
+        return None
+    writes = union_all([isl.UnionMap.from_map(s.write.intersect_domain(s.domain)) for s in new],
+                       isl.UnionMap.empty(after.context.get_space()))
+    if any(r.read.tensor in copied for s in new for r in s.reads) or not writes.is_injective():
+        return None
+    rename = {p.name: n for n, ps in pieces.items() for p in ps}
+    maps = [_renamed(m, rename) for m in (deps.flow, deps.anti, deps.output)]
+    chains = {s.name: s for s in _chains(after)}
+    flow = maps[0]
+    for s in kept:
+        reads = [isl.UnionMap.from_map(r.relation) for r in s.reads if r.read.tensor in copied]
+        if reads:
+            flow = flow.union(union_all([writes.apply_range(r.reverse()) for r in reads],
+                                        isl.UnionMap.empty(writes.get_space()))
+                              .intersect_params(after.context))
+    maps[0] = flow
+    for name, s in chains.items():  # the copies' flow in; a merged chain's pieces
+        if len(pieces[name]) > 1 or any(r.read.tensor in copied for r in s.reads):
+            maps = _widened(maps, s)
+    reduction = union_all([_chain(s, _same(s)) for s in chains.values()],
+                          isl.UnionMap.empty(after.context.get_space())) if chains else None
+    flow, anti, output = (m.coalesce() for m in maps)
+    return Deps(flow, anti, output, reduction)
+
+
+def _pieces(before: PolyProgram, kept: tuple[PolyStmt, ...]) -> dict[str, list[PolyStmt]] | None:
+    """The statements of ``before`` behind each statement of ``after`` (``kept``): the one
+    of the same name, and the border pieces whose statement lost its border; None when a
+    statement of ``before`` has no counterpart."""
+    out: dict[str, list[PolyStmt]] = {s.name: [] for s in kept}
+    unguarded = {s.stmt.name: s.name for s in kept if not s.guarded}
+    for p in before.stmts:
+        name = p.name if p.name in out else unguarded.get(p.stmt.name) if p.guarded else None
+        if name is None:
+            return None
+        out[name].append(p)
+    return out
+
+
+def _same_instances(before: PolyProgram, after: PolyProgram,
+                    pieces: dict[str, list[PolyStmt]], copied: set[str]) -> bool:
+    """Does each statement of ``after`` run its pieces' instances, write what they wrote
+    and read what they read, but inputs now read through ``copied`` tensors; and is it a
+    reduction chain when they were (a merged one that is not must not accumulate)?"""
+    inputs = {t.name for t in before.program.inputs}
+    was, now = {s.name for s in _chains(before)}, {s.name for s in _chains(after)}
+    for name, ps in pieces.items():
+        n = after.stmt(name)
+        if any((p.name in was) != (name in now) for p in ps) or (
+                len(ps) > 1 and n.accumulates and name not in now):
+            return False
+        doms = [p.domain.set_tuple_name(name) for p in ps]
+        if not union_all([isl.UnionSet.from_set(d) for d in doms], isl.UnionSet.empty(
+                n.domain.get_space())).is_equal(isl.UnionSet.from_set(n.domain)):
+            return False
+        if not all(_same_accesses(p, n, d, copied, inputs) for p, d in zip(ps, doms,
+                                                                         strict=True)):
+            return False
+    return True
+
+
+def _same_accesses(p: PolyStmt, n: PolyStmt, dom: isl.Set, copied: set[str],
+                   inputs: set[str]) -> bool:
+    """Does ``n`` over piece ``p``'s instances ``dom`` write and read what ``p`` did (but for
+    ``p``'s reads of inputs that ``n`` reads through ``copied`` tensors)?"""
+    if (p.kind != n.kind or p.stmt.op != n.stmt.op or len(p.reads) != len(n.reads)
+            or not n.write.intersect_domain(dom).is_equal(
+                p.write.intersect_domain(p.domain).set_tuple_name(isl.dim_type.in_, n.name))):
+        return False
+    for x, y in zip(p.reads, n.reads, strict=True):
+        if y.read.tensor in copied:
+            if x.read.tensor not in inputs:
+                return False
+        elif x.read.tensor != y.read.tensor or x.affine != y.affine or not y.relation \
+                .intersect_domain(dom).is_equal(x.relation.set_tuple_name(isl.dim_type.in_,
+                                                                          n.name)):
+            return False
+    return True
+
+
+def _renamed(umap: isl.UnionMap, rename: dict[str, str]) -> isl.UnionMap:
+    """``umap`` with each statement named as ``rename`` says."""
+    out = isl.UnionMap.empty(umap.get_space())
+    for m in _maps(umap):
+        for kind in (isl.dim_type.in_, isl.dim_type.out):
+            m = m.set_tuple_name(kind, rename.get(m.get_tuple_name(kind), m.get_tuple_name(kind)))
+        out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def _widened(maps: list[isl.UnionMap], s: PolyStmt) -> list[isl.UnionMap]:
+    """``maps`` without chain ``s`` on itself, the dependences into and out of it widened
+    to every instance updating the same element (``_unorder_reductions``' step)."""
+    same = _same(s)
+    out = []
+    for m in maps:
+        rest, into, out_of = _around(m, s.name)
+        out.append(rest.union(into.apply_range(same)).union(same.apply_range(out_of)))
+    return out

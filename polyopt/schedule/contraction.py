@@ -46,10 +46,28 @@ def contracted_dim(loop: Loop, poly: PolyProgram, tensor: str, order: isl.UnionM
     if not dims:
         raise ScheduleError(f"contract: no dimension of {tensor} is indexed by loop "
                             f"{loop.name}'s value in every access")
-    # The users' times alone: the flow among them is the same, and the whole tree of 160
-    # statements took 0.11 s per local.
-    _check_flow(reads, writes, value, filter_map(order, users), tensor, loop.name)
+    # Every access indexes dimension dims[0] by the loop's value, so a value flows within
+    # one iteration of the loop; what is left is that every read sees a write. A schedule
+    # respects its dependences (each step is checked), and a flow dependence, widened to
+    # every instance of a reduction chain updating the element, orders a read after the
+    # write program order gives it: a read that sees a write in program order sees one in
+    # every schedule. So one check in program order per local serves every schedule and
+    # loop (5x cheaper than under a tiled schedule, and asked again after each later step);
+    # the schedule's own order decides only when it fails.
+    if not _sourced(poly, tensor):
+        # The users' times alone: the flow among them is the same, and the whole tree of
+        # 160 statements took 0.11 s per local.
+        _check_flow(reads, writes, value, filter_map(order, users), tensor, loop.name)
     return dims[0]
+
+
+@lru_cache(maxsize=32)
+def _sourced(poly: PolyProgram, tensor: str) -> bool:
+    """Does every read of local ``tensor`` see a write before it in program order?"""
+    writes, reads = _accesses(poly, tensor)
+    info = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
+    flow = info.set_schedule_map(poly.program_order).compute_flow()
+    return bool(flow.get_may_no_source().is_empty())
 
 
 def _accesses(poly: PolyProgram, tensor: str) -> tuple[isl.UnionMap, isl.UnionMap]:

@@ -10,6 +10,7 @@ import islpy as isl
 
 from polyopt.errors import IllegalScheduleError
 from polyopt.poly.deps import Deps
+from polyopt.schedule.memo import Memo
 from polyopt.schedule.policy import CAPS
 from polyopt.schedule.tree import Loop, Node, filter_domain, path_to, stmts_of
 
@@ -22,12 +23,12 @@ def check_legal(smap: isl.UnionMap, deps: Deps, what: str = "the schedule",
     if within is not None:
         smap = smap.intersect_domain(within)
     whole = smap.n_map() <= CAPS.legality_whole_order
-    order = smap.lex_lt_union_map(smap) if whole else None
+    orders = _PairOrders(smap) if whole else None
     times = None if whole else _as_times(smap)
     for kind, dep in deps.named():
         if within is not None:
             dep = dep.intersect_domain(within).intersect_range(within)
-        if dep.is_subset(order) if order is not None else _respects(times, dep):
+        if orders.covers(dep) if orders is not None else _respects(times, dep):
             continue
         # The instances at fault: ``smap``'s whole order (every pair of statements) is
         # quadratic in the statements, so only that of the dependence's ends.
@@ -43,6 +44,33 @@ def check_legal(smap: isl.UnionMap, deps: Deps, what: str = "the schedule",
             f"{what} violates a {kind} dependence from statement {src} to statement "
             f"{dst}: these instances of {dst} would run before (or with) the instances of "
             f"{src} they depend on:\n  {one}")
+
+
+class _PairOrders:
+    """``smap``'s lexicographic order, one pair of statements at a time, built for the pairs
+    a dependence joins only (a fused convolution's six statements have 36 pairs, and its
+    dependences join a few: 5x less time per check than the whole order)."""
+
+    def __init__(self, smap: isl.UnionMap) -> None:
+        self._times: dict[str, isl.UnionMap] = {}
+        smap.foreach_map(lambda m: self._times.__setitem__(
+            m.get_tuple_name(isl.dim_type.in_), isl.UnionMap.from_map(m)))
+        self._orders: dict[tuple[str, str], isl.UnionMap] = {}
+
+    def covers(self, dep: isl.UnionMap) -> bool:
+        """Does every pair of ``dep`` run its source before its sink?"""
+        maps: list[isl.Map] = []
+        dep.foreach_map(maps.append)
+        for m in maps:
+            pair = (m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out))
+            if pair not in self._orders:
+                if pair[0] not in self._times or pair[1] not in self._times:
+                    return False  # an end without a time: the caller looks closer
+                self._orders[pair] = self._times[pair[0]].lex_lt_union_map(
+                    self._times[pair[1]])
+            if not isl.UnionMap.from_map(m).is_subset(self._orders[pair]):
+                return False
+        return True
 
 
 def _as_times(smap: isl.UnionMap) -> isl.MultiUnionPwAff | None:
@@ -68,18 +96,47 @@ def _respects(times: isl.MultiUnionPwAff | None, dep: isl.UnionMap) -> bool:
 
 def carried(root: Node, loop: Loop, deps: Deps, domain: isl.UnionSet) -> isl.UnionMap:
     """The dependences ``loop`` carries: both ends below it, equal outer loops, different
-    values of ``loop``. Empty when its iterations may run in parallel."""
-    dom = filter_domain(domain, stmts_of(loop))
-    dep = deps.all.intersect_domain(dom).intersect_range(dom)
+    values of ``loop``. Empty when its iterations may run in parallel.
+
+    It depends on the loop's and its outer loops' functions, the statements below and the
+    dependences only: the pipeline asks again for a loop that a later step rebuilt without
+    changing those (a third of the calls for a convolution), so the answer is kept."""
+    outer = [n for n in path_to(root, loop)[:-1] if isinstance(n, Loop)]
+    return _CARRIED.get((deps, domain, loop.expr, *(n.expr for n in outer)), stmts_of(loop),
+                        lambda: _carried(outer, loop, deps, domain))
+
+
+_CARRIED: Memo[isl.UnionMap] = Memo(1024)
+
+
+def _carried(outer: list[Loop], loop: Loop, deps: Deps, domain: isl.UnionSet) -> isl.UnionMap:
+    stmts = stmts_of(loop)
+    dep = _level(deps, domain, stmts, outer)
     if dep.is_empty():
         return dep
-    # Compared at the dependences' ends only: the pairs of instances with equal loop values
-    # are quadratic in the statements below the loop (6.8 s of 11 for 160 fused ones).
-    for outer in (n for n in path_to(root, loop)[:-1] if isinstance(n, Loop)):
-        dep = dep.eq_at_multi_union_pw_aff(_at(outer, dom))
-    here = _at(loop, dom)
+    here = _at(loop, filter_domain(domain, stmts))
     return dep.lex_lt_at_multi_union_pw_aff(here).union(
         dep.lex_gt_at_multi_union_pw_aff(here))
+
+
+def _level(deps: Deps, domain: isl.UnionSet, stmts: tuple[str, ...],
+           outer: list[Loop]) -> isl.UnionMap:
+    """The dependences between instances of ``stmts`` with equal values of the loops of
+    ``outer``, each prefix kept: the loops of a nest share their outer loops, so a deep
+    register-tiled nest costs one comparison per loop, not one per loop and level."""
+    def make() -> isl.UnionMap:
+        dom = filter_domain(domain, stmts)
+        if not outer:
+            return deps.all.intersect_domain(dom).intersect_range(dom)
+        dep = _level(deps, domain, stmts, outer[:-1])
+        # Compared at the dependences' ends only: the pairs of instances with equal loop
+        # values are quadratic in the statements below the loop (6.8 s of 11 for 160 fused
+        # ones).
+        return dep if dep.is_empty() else dep.eq_at_multi_union_pw_aff(_at(outer[-1], dom))
+    return _LEVELS.get((deps, domain, *(lp.expr for lp in outer)), stmts, make)
+
+
+_LEVELS: Memo[isl.UnionMap] = Memo(1024)
 
 
 def _at(loop: Loop, dom: isl.UnionSet) -> isl.MultiUnionPwAff:

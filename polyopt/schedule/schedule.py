@@ -20,7 +20,7 @@ import islpy as isl
 
 from polyopt.errors import IllegalScheduleError, ScheduleError
 from polyopt.lang import Definition, build_program
-from polyopt.poly import analyze
+from polyopt.poly import analyze, analyze_relaid
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.poly.relayout import Pack, relayout
@@ -39,6 +39,7 @@ from polyopt.schedule.tree import (
     involves,
     loops,
     nest_of,
+    order_of,
     prune,
     pseudo_code,
     reordered,
@@ -313,7 +314,7 @@ class Schedule:
         """``pack`` each of ``packs`` in turn, with one dependence analysis for them all
         (``polyopt.poly.relayout``)."""
         program, names = relayout(self.poly.program, packs)
-        poly, deps = analyze(program, self.poly.borders)
+        poly, deps = analyze_relaid(program, self.poly, self.deps)
         steps = tuple(Step("pack", p.args) for p in packs)
         outputs = [p.tensor for p in packs
                    if self.poly.program.tensors[p.tensor].role == "output"]
@@ -430,7 +431,8 @@ class Schedule:
         what = Step(verb, _plain(args), kw).python()
         moved = reordered(self.root, root)
         if moved:  # a tag alone leaves the execution order
-            check_legal(new.map, self.deps, what, filter_domain(self.poly.domain, moved))
+            check_legal(order_of(root, self.poly.domain, moved), self.deps, what,
+                        filter_domain(self.poly.domain, moved))
             for tensor, loop, _ in self.contractions:  # a slice must still suffice
                 try:
                     contracted_dim(tf.find(root, loop), self.poly, tensor, new.map)

@@ -99,3 +99,21 @@ def test_large_copies_are_refused_before_listing_blocks(monkeypatch: pytest.Monk
     text = polyopt.compile(src, sizes={"I": 64, "K": 4096}).source
     assert "transposed copy" not in text
     assert all(n <= transpose.MAX_BLOCKS for n in listed), listed
+
+
+def test_many_blocks_loop_over_the_columns() -> None:
+    """A copy back of 32 x 35 (2 x 3 blocks of 16) loops over each row's blocks, the last
+    flush with the end (gcc inlined a transpose per unrolled block: most of its time for a
+    strided convolution). Copies of fewer blocks stay unrolled (the 16 x 16 tiles above)."""
+    sizes = {"N": 1, "C": 8, "H": 9, "W": 37, "F": 32, "KH": 3, "KW": 3}
+    kernel = polyopt.compile(CONV, sizes=sizes)
+    text = kernel.source
+    assert "transposed copy O_0: 32 x 35" in text
+    assert "for (long po_j = 0; po_j < 35L; po_j += 16L) {" in text
+    assert "const long po_c = po_j + 16L <= 35L ? po_j : 19L;" in text
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 8, 9, 37)).astype(np.float32)
+    w = rng.standard_normal((32, 8, 3, 3)).astype(np.float32)
+    want = np.einsum("nchwij,fcij->nfhw",
+                     np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3)), w)
+    np.testing.assert_allclose(kernel(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(8 * 9))

@@ -6,9 +6,12 @@ import pytest
 
 import polyopt
 from polyopt import kernels
-from polyopt.schedule import cost
+from polyopt.schedule import cost, order
 from polyopt.schedule import transform as tf
+from polyopt.schedule.fusion import nests
 from polyopt.schedule.machine import Machine
+from polyopt.schedule.memo import Memo
+from polyopt.schedule.nest import chain_of
 from polyopt.schedule.policy import cpu_policy
 
 COLSUM = "def colsum(float(N,M) A) -> (s) { s(j) +=! A(r_i,j) }"
@@ -234,3 +237,26 @@ def test_outer_axis_sum_keeps_whole_rows_under_a_parallel_loop():
     x = np.random.default_rng(0).random((16, 256, 512), dtype=np.float32)
     k = polyopt.compile(OUTER_AXIS, sizes=sizes, schedule=s)
     np.testing.assert_allclose(k(x), x.sum(0), rtol=1e-5)
+
+
+POOL = """def pool(float(N,C,H,W) I) -> (O) {
+  O(n,c,h,w) max=! I(n,c,2*h+r_kh,2*w+r_kw) where r_kh in 0:3, r_kw in 0:3
+}"""
+
+
+@pytest.mark.parametrize("src, sizes", [
+    (POOL, dict(N=2, C=8, H=15, W=15)),
+    (BLUR, dict(H=130, W=130)),
+    (MIDDLE, dict(P=4, Q=64, R=96)),
+])
+def test_memos_give_what_a_fresh_model_gives(src, sizes, monkeypatch):
+    """The model's memos (keyed by the loops' functions, shared by the candidate orders of a
+    nest) change no estimate: each candidate of each chain, estimated again with no memo
+    (a memo of no entries forgets at once), is the same."""
+    s = polyopt.schedule(src, auto=False, sizes=sizes)
+    chains = [chain_of(top) for top in nests(s.root)]
+    kept = [order.candidates(s, ch, POLICY) for ch in chains]
+    assert sum(len(plans) for plans in kept) > 1
+    for name in [n for n in vars(cost) if isinstance(getattr(cost, n), Memo)]:
+        monkeypatch.setattr(cost, name, Memo(0))
+    assert [order.candidates(s, ch, POLICY) for ch in chains] == kept

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
+
+import islpy as isl
 import numpy as np
 import pytest
 
 import polyopt
-from polyopt import IllegalScheduleError
+from polyopt import IllegalScheduleError, kernels
+from polyopt.schedule import legality
+from polyopt.schedule.legality import _PairOrders
 from polyopt.schedule.marks import Tag
-from polyopt.schedule.tree import reordered
+from polyopt.schedule.memo import Memo
+from polyopt.schedule.tree import filter_domain, loops, order_of, reordered
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 SOFTMAX_LIKE = """def f(float(N,D) X) -> (Y, s) {
@@ -69,3 +75,72 @@ def test_a_reversed_consumer_fused_with_its_producer_is_still_refused() -> None:
     assert fused.reverse("i").stmts  # reversing both together keeps A before B per i
     with pytest.raises(IllegalScheduleError, match="flow dependence from statement A_0"):
         s.fuse("i", "i2")  # A(i) would run after B(i) reads it for i > 0
+
+
+CONV = kernels.source("conv2d")
+
+
+CONV_SIZES = dict(N=1, C=4, H=6, W=6, F=16, KH=3, KW=3, PH=1, PW=1)
+
+
+@pytest.mark.parametrize("src, sizes", [(SOFTMAX_LIKE, dict(N=5, D=7)), (THREE, dict(N=9)),
+                                        (CONV, CONV_SIZES)])
+def test_pair_orders_agree_with_the_whole_order(src, sizes) -> None:
+    """The check's order built per pair of statements a dependence joins says what the
+    whole lexicographic order says, for legal schedules (the pipeline's and program
+    order) and for an illegal one (program order with its statements run in reverse)."""
+    auto = polyopt.schedule(src, sizes=sizes)
+    plain = polyopt.schedule(src, auto=False, sizes=sizes)
+    backwards = plain.map.apply_range(isl_negate(plain.map))
+    for smap, deps in ((auto.map, auto.deps), (plain.map, plain.deps), (backwards, plain.deps)):
+        whole = smap.lex_lt_union_map(smap)
+        orders = _PairOrders(smap)
+        for _, dep in deps.named():
+            assert orders.covers(dep) == dep.is_subset(whole)
+    assert not all(_PairOrders(backwards).covers(d) for _, d in plain.deps.named())
+
+
+def isl_negate(smap):
+    """``[t] -> [-t]`` on the schedule's time space (the reversed order)."""
+    times = []
+    smap.range().foreach_set(times.append)
+    n = times[0].dim(isl.dim_type.set)
+    xs = ", ".join(f"t{k}" for k in range(n))
+    neg = ", ".join(f"-t{k}" for k in range(n))
+    return isl.UnionMap(f"{{ [{xs}] -> [{neg}] }}").align_params(smap.get_space())
+
+
+@pytest.mark.parametrize("src, sizes", [(SOFTMAX_LIKE, dict(N=5, D=7)), (CONV, CONV_SIZES)])
+def test_carried_memos_give_what_a_fresh_check_gives(src, sizes, monkeypatch) -> None:
+    """``carried`` keeps its answers and the outer loops' comparisons per loop functions:
+    every loop of the pipeline's schedule (a tiled, fused convolution) and of program
+    order, asked again with memos that forget at once, carries the same dependences."""
+    schedules = [polyopt.schedule(src, sizes=sizes), polyopt.schedule(src, auto=False,
+                                                                       sizes=sizes)]
+
+    def every(s):
+        return [legality.carried(s.root, lp, s.deps, s.poly.domain) for lp in loops(s.root)]
+
+    kept = [every(s) for s in schedules]
+    assert any(not c.is_empty() for got in kept for c in got)
+    monkeypatch.setattr(legality, "_CARRIED", Memo(0))
+    monkeypatch.setattr(legality, "_LEVELS", Memo(0))
+    for s, got in zip(schedules, kept, strict=True):
+        assert all(a.is_equal(b) for a, b in zip(every(s), got, strict=True))
+
+
+@pytest.mark.parametrize("src, sizes", [(kernels.source("softmax"), dict(N=3, D=5)),
+                                        (CONV, CONV_SIZES)])
+def test_a_steps_order_of_its_statements_is_the_whole_trees(src, sizes) -> None:
+    """``order_of`` (a step's legality check reads the statements it moved from their
+    subtree alone) orders their instances as the whole schedule's map does, for each
+    statement, each pair and all of them, on the pipeline's schedule (fused, tiled)."""
+    s = polyopt.schedule(src, "softmax" if "softmax" in src else None, sizes=sizes)
+    names = s.stmts
+    assert len(names) >= 3
+    subsets = [(n,) for n in names] + list(itertools.combinations(names, 2)) + [names]
+    for stmts in subsets:
+        whole = s.map.intersect_domain(filter_domain(s.poly.domain, stmts))
+        part = order_of(s.root, s.poly.domain, stmts)
+        assert part.domain().is_equal(whole.domain())
+        assert part.lex_lt_union_map(part).is_equal(whole.lex_lt_union_map(whole)), stmts

@@ -1,0 +1,68 @@
+"""Dependences (poly/deps.py): those of a program relaid out through packed copies of its
+inputs, derived from the program's, equal a fresh dataflow analysis."""
+
+from __future__ import annotations
+
+import pytest
+
+from polyopt import kernels
+from polyopt.lang import build_program, define
+from polyopt.poly import build_poly, compute_deps
+from polyopt.poly.deps import relaid_deps
+from polyopt.poly.relayout import Pack, relayout
+
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+SOFTMAX = kernels.source("softmax")
+CONV = kernels.source("conv2d")
+UNPADDED = dict(N=2, C=8, H=9, W=9, F=32, KH=3, KW=3)
+STRIDED = dict(UNPADDED, SW=2)
+PADDED = dict(UNPADDED, PH=1, PW=1)
+
+
+def _program(src, sizes):
+    return build_program(define(src), sizes=sizes)
+
+
+@pytest.mark.parametrize("src, sizes, packs", [
+    (MM, dict(M=20, N=40, K=30), [Pack("B", 1, 16)]),
+    (MM, dict(M=20, N=40, K=30), [Pack("A", 0, 8), Pack("B", 1, 16)]),
+    (SOFTMAX, dict(N=6, D=40), [Pack("X", 1, 16)]),
+    (CONV, UNPADDED, [Pack("Wt", 0, 16)]),
+    (CONV, STRIDED, [Pack("Wt", 0, 16), Pack("I", 3, 2, 3, True)]),
+    (CONV, dict(UNPADDED, N=None), [Pack("Wt", 0, 16)]),  # size-generic in N
+    # The copy holds the padding: the border pieces join their statements.
+    (CONV, PADDED, [Pack("I", 1, 1, 1)]),
+    (CONV, PADDED, [Pack("I", 1, 1, 1), Pack("Wt", 0, 16)]),
+    (kernels.source("depthwise_conv2d"), dict(N=1, C=16, H=8, W=8, KH=3, KW=3, PH=1, PW=1),
+     [Pack("I", 1, 1, 1)]),
+    (kernels.source("avgpool2d"), dict(N=1, C=4, H=8, W=8, KH=3, KW=3, SH=1, SW=1, PH=1, PW=1),
+     [Pack("I", 1, 1, 1)]),
+    (kernels.source("maxpool2d"), dict(N=1, C=4, H=9, W=9, KH=3, KW=3, SH=2, SW=2, PH=1, PW=1),
+     [Pack("I", 3, 2, 3, True)]),
+    (CONV, dict(PADDED, SW=2), [Pack("I", 3, 2, 3, True), Pack("Wt", 0, 16)]),
+])
+def test_relaid_dependences_equal_a_fresh_analysis(src, sizes, packs):
+    sizes = {k: v for k, v in sizes.items() if v is not None}
+    program = _program(src, sizes)
+    before = build_poly(program)
+    after = build_poly(relayout(program, packs)[0])
+    derived = relaid_deps(before, compute_deps(before), after)
+    assert derived is not None
+    fresh = compute_deps(after)
+    for (kind, got), (_, want) in zip(derived.named(), fresh.named(), strict=True):
+        assert got.is_equal(want), kind
+    assert (derived.reduction is None) == (fresh.reduction is None)
+    if fresh.reduction is not None:
+        assert derived.reduction.is_equal(fresh.reduction)
+    assert not fresh.flow.is_equal(compute_deps(before).flow)  # the copies' flow is there
+
+
+@pytest.mark.parametrize("src, sizes, packs", [
+    (CONV, UNPADDED, [Pack("O", 1, 16, 1)]),  # an output computed in a blocked local
+    (CONV, PADDED, [Pack("O", 1, 16, 1), Pack("I", 1, 1, 1)]),
+])
+def test_other_relayouts_are_left_to_the_analysis(src, sizes, packs):
+    program = _program(src, sizes)
+    before = build_poly(program)
+    after = build_poly(relayout(program, packs)[0])
+    assert relaid_deps(before, compute_deps(before), after) is None
