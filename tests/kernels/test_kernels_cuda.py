@@ -16,7 +16,8 @@ def _first_shapes(cases: dict[str, Case]) -> list[pytest.param]:
 @pytest.mark.parametrize("key", _first_shapes(REFERENCES))
 def test_kernel_emulated(key: str) -> None:
     case = REFERENCES[key]
-    for i, shape in enumerate(case.shapes[:2]):
+    # PolyBench's datasets at MINI only: SMALL adds compile time, not paths.
+    for i, shape in enumerate(case.shapes[:1] if case.bind else case.shapes[:2]):
         run_case(case, shape, seed=3000 + i, target="cuda-emulated")
 
 
