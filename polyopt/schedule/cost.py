@@ -30,7 +30,6 @@ made for given sizes); :func:`estimate` returns None otherwise.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,32 +37,23 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from polyopt import ir
-from polyopt.dtypes import DTYPES
-from polyopt.poly.model import PolyProgram, PolyStmt, tensor_box
+from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.memo import Memo
 from polyopt.schedule.policy import CpuPolicy
-from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, pieces, raw_iterator, stmts_of
+from polyopt.schedule.strides import (
+    GATHER,
+    INVARIANT,
+    UNIT,
+    accesses,
+    elem_bytes,
+    extents,
+    loop_map,
+    step_map,
+    stride,
+)
+from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, raw_iterator, stmts_of
 
-INVARIANT, UNIT, STRIDED, GATHER = "invariant", "unit", "strided", "gather"
 _SET = isl.dim_type.set
-
-
-@dataclass(frozen=True)
-class Access:
-    """One read or write of a statement: its relation restricted to the domain."""
-
-    stmt: str
-    tensor: str
-    write: bool
-    relation: isl.Map
-
-
-@dataclass(frozen=True)
-class Stride:
-    """How an access moves along one loop: a class and, unless a gather, the bytes."""
-
-    kind: str
-    bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -91,108 +81,10 @@ class Estimate:
 # loops' functions (domains with outer loops fixed, access boxes, strides, trip counts) is
 # computed once for all candidates (0.5 s of a 1.1 s lowering of a batch-8 convolution).
 # A lowering asks for a few hundred of each; the limits bound what a long process keeps.
-_MAPS: Memo[dict[str, isl.Map]] = Memo(1024)
 _FIXED: Memo[isl.Set] = Memo(2048)
 _BOXES: Memo[dict[str, Box | None]] = Memo(2048)
-_STEPS: Memo[isl.Map | None] = Memo(2048)
-_STRIDES: Memo[Stride] = Memo(2048)
 _POINTS: Memo[int | None] = Memo(2048)
-_ACCESSES: Memo[tuple[Access, ...]] = Memo(1024)
 _TRIPS: Memo[int | None] = Memo(2048)
-
-
-def accesses(poly: PolyProgram, stmt: str) -> tuple[Access, ...]:
-    """The reads and the write of statement ``stmt`` (the same objects for every
-    estimate, which the memos key on)."""
-    return _ACCESSES.get((poly,), stmt, lambda: _accesses(poly, stmt))
-
-
-def _accesses(poly: PolyProgram, stmt: str) -> tuple[Access, ...]:
-    s = poly.stmt(stmt)
-    out = [Access(stmt, r.read.tensor, False, r.relation) for r in s.reads]
-    write = s.write.intersect_domain(s.domain)
-    out.append(Access(stmt, s.stmt.tensor, True, write))
-    return tuple(out)
-
-
-def _elem(poly: PolyProgram, tensor: str) -> int:
-    return int(DTYPES[poly.program.tensors[tensor].dtype].np.itemsize)
-
-
-@functools.lru_cache(maxsize=256)  # per model (compared by identity) and tensor
-def _extents(poly: PolyProgram, tensor: str) -> tuple[int, ...] | None:
-    box = tensor_box(poly.program, tensor)
-    out = []
-    for k in range(box.dim(_SET)):
-        hi = box.dim_max_val(k)
-        if not hi.is_int():
-            return None
-        out.append(int(hi.to_python()) + 1)
-    return tuple(out)
-
-
-def _loop_map(lp: Loop, stmt: str) -> isl.Map | None:
-    """``stmt[i] -> [value of lp]``."""
-    return _loop_maps(lp).get(stmt)
-
-
-def _loop_maps(lp: Loop) -> dict[str, isl.Map]:
-    """Each statement's ``stmt[i] -> [value of lp]``: one pass over the loop's pieces (a
-    loop over n statements has n of them; a lookup each was quadratic)."""
-    return _MAPS.get((lp.expr,), None, lambda: {
-        pa.get_domain_space().get_tuple_name(_SET): isl.Map.from_pw_aff(pa)
-        for pa in pieces(lp.expr)})
-
-
-def _same(m: isl.Map) -> isl.Map:
-    return m.apply_range(m.reverse())
-
-
-def step_map(path: list[Loop], lp: Loop, s: PolyStmt) -> isl.Map | None:
-    """``s[i] -> s[i']``: the next iteration of ``lp`` with the other loops of ``path``
-    (the loops above ``s``) unchanged, within the domain."""
-    others = sorted((o.expr for o in path if o is not lp), key=id)  # their order: no matter
-    return _STEPS.get((s, lp.expr, *others), len(others), lambda: _step_map(path, lp, s))
-
-
-def _step_map(path: list[Loop], lp: Loop, s: PolyStmt) -> isl.Map | None:
-    m = _loop_map(lp, s.name)
-    if m is None:
-        return None
-    plus = isl.Map("{ [v] -> [v + 1] }").align_params(m.get_space())
-    out = m.apply_range(plus).apply_range(m.reverse())
-    for other in path:
-        om = _loop_map(other, s.name) if other is not lp else None
-        if om is not None:
-            out = out.intersect(_same(om))
-    return out.intersect_domain(s.domain).intersect_range(s.domain)
-
-
-def stride(poly: PolyProgram, acc: Access, step: isl.Map) -> Stride:
-    """The stride class of ``acc`` along the loop whose next iteration is ``step``."""
-    return _STRIDES.get((poly, acc.relation, step), acc.tensor,
-                        lambda: _stride(poly, acc, step))
-
-
-def _stride(poly: PolyProgram, acc: Access, step: isl.Map) -> Stride:
-    moves = acc.relation.reverse().apply_range(step).apply_range(acc.relation)
-    if moves.is_empty():
-        return Stride(INVARIANT)
-    deltas = moves.deltas()
-    lo, hi = deltas.lexmin(), deltas.lexmax()
-    if not lo.is_equal(hi) or not lo.is_singleton():
-        return Stride(GATHER)
-    point = lo.sample_point()
-    ext = _extents(poly, acc.tensor)
-    if ext is None:
-        return Stride(GATHER)
-    flat, scale = 0, 1
-    for k in range(len(ext) - 1, -1, -1):
-        flat += int(point.get_coordinate_val(_SET, k).to_python()) * scale
-        scale *= ext[k]
-    size = _elem(poly, acc.tensor)
-    kind = INVARIANT if flat == 0 else UNIT if abs(flat) == 1 else STRIDED
-    return Stride(kind, abs(flat) * size)
 
 
 def _fixed_domain(s: PolyStmt, outer: list[Loop] | tuple[Loop, ...]) -> isl.Set:
@@ -206,7 +98,7 @@ def _fixed_domain(s: PolyStmt, outer: list[Loop] | tuple[Loop, ...]) -> isl.Set:
 
 def _fix(dom: isl.Set, lp: Loop, stmt: str) -> isl.Set:
     """``dom`` with loop ``lp`` fixed at its first value (empty stays empty)."""
-    m = _loop_map(lp, stmt)
+    m = loop_map(lp, stmt)
     if m is None:
         return dom
     m = m.intersect_domain(dom)
@@ -256,12 +148,12 @@ def footprint(ctx: _Ctx, node: Node, outer: list[Loop], granule: int) -> int | N
         return ctx.foot[key]
     total: int | None = 0
     for tensor, box in _boxes(ctx, node, outer).items():
-        ext = _extents(ctx.poly, tensor)
+        ext = extents(ctx.poly, tensor)
         if box is None or ext is None:
             total = None
             break
         lo, hi = box
-        total = (total or 0) + (_granules(lo, hi, ext, _elem(ctx.poly, tensor), granule)
+        total = (total or 0) + (_granules(lo, hi, ext, elem_bytes(ctx.poly, tensor), granule)
                                 if lo else 1)
     ctx.foot[key] = total
     return total
@@ -312,7 +204,7 @@ def _trip(poly: PolyProgram, lp: Loop, outer: tuple[Loop, ...]) -> int | None:
     lo: int | None = None
     hi: int | None = None
     for name in stmts_of(lp):
-        m = _loop_map(lp, name)
+        m = loop_map(lp, name)
         if m is None:
             continue
         vals = m.intersect_domain(_fixed_domain(poly.stmt(name), list(outer))).range()
@@ -402,7 +294,7 @@ def vector_loads(poly: PolyProgram, s: PolyStmt, path: list[Loop],
     loads = 0
     for a in accesses(poly, s.name):
         st = stride(poly, a, step)
-        k = 1 if st.kind in (INVARIANT, UNIT) else st.bytes // _elem(poly, a.tensor)
+        k = 1 if st.kind in (INVARIANT, UNIT) else st.bytes // elem_bytes(poly, a.tensor)
         if st.kind == GATHER or k > (1 if a.write else max_stride):
             return None
         loads += 0 if a.write else k
@@ -447,7 +339,7 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, int, tupl
         n = _points(_fixed_domain(s, outer))
         if n is None:
             raise _Unknown
-        lanes = lanes_of(_elem(ctx.poly, s.stmt.tensor))
+        lanes = lanes_of(elem_bytes(ctx.poly, s.stmt.tensor))
         each = (_ops(s) / m.fma_units + len(s.reads) / ctx.policy.loads_per_cycle)
         loads = vector_loads(ctx.poly, s, [*outer, *path], ctx.policy.max_vector_stride) \
             if path else None

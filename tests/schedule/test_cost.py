@@ -6,7 +6,7 @@ import pytest
 
 import polyopt
 from polyopt import kernels
-from polyopt.schedule import cost, order
+from polyopt.schedule import cost, order, strides
 from polyopt.schedule import transform as tf
 from polyopt.schedule.fusion import nests
 from polyopt.schedule.machine import Machine
@@ -35,8 +35,8 @@ def _strides(src, sizes, loop):
     path = [n for n in tf.path_to(s.root, tf.find(s.root, "j")) if isinstance(n, type(lp))]
     (name,) = tf.stmts_of(lp)
     stmt = s.poly.stmt(name)
-    step = cost.step_map(path, lp, stmt)
-    return [cost.stride(s.poly, a, step) for a in cost.accesses(s.poly, name)]
+    step = strides.step_map(path, lp, stmt)
+    return [strides.stride(s.poly, a, step) for a in strides.accesses(s.poly, name)]
 
 
 def test_stride_classes():
@@ -257,6 +257,7 @@ def test_memos_give_what_a_fresh_model_gives(src, sizes, monkeypatch):
     chains = [chain_of(top) for top in nests(s.root)]
     kept = [order.candidates(s, ch, POLICY) for ch in chains]
     assert sum(len(plans) for plans in kept) > 1
-    for name in [n for n in vars(cost) if isinstance(getattr(cost, n), Memo)]:
-        monkeypatch.setattr(cost, name, Memo(0))
+    for module in (cost, strides):
+        for name in [n for n in vars(module) if isinstance(getattr(module, n), Memo)]:
+            monkeypatch.setattr(module, name, Memo(0))
     assert [order.candidates(s, ch, POLICY) for ch in chains] == kept
