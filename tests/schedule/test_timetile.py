@@ -1,0 +1,114 @@
+"""Time tiling of stencil bands (polyopt/schedule/timetile.py): the tiled schedules are legal
+(every verb is checked), compute what PolyBench's loops compute, and are really tiled, run
+as a wavefront of parallel tiles, with the decisions noted."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt import kernels
+from polyopt.errors import OptionError
+from polyopt.schedule.knobs import Knobs
+from polyopt.schedule.machine import Machine
+from polyopt.schedule.marks import Tag
+from polyopt.schedule.policy import cpu_policy
+
+_spec = importlib.util.spec_from_file_location(
+    "polybench_refs", Path(__file__).parents[1] / "kernels" / "polybench_refs.py")
+assert _spec is not None and _spec.loader is not None
+refs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(refs)
+
+# small tiles, so that the small sizes hold several tiles per wavefront
+SMALL_TILES = {"time_tile": 2, "space_tile": 8}
+
+
+def _options(fusion: str = "min", **knobs: Any) -> dict[str, Any]:
+    return {"fusion": fusion, "knobs": {**SMALL_TILES, **knobs}}
+
+
+def _check(name: str, sizes: dict[str, int], options: dict[str, Any]) -> polyopt.Schedule:
+    src = kernels.get(name)
+    k = polyopt.compile(src, name, sizes=sizes, options=options)
+    ins, want, red = refs.CASES[name][0](np.random.default_rng(7), sizes)
+    got = k(*ins)
+    got = got if isinstance(got, tuple) else (got,)
+    tol = 2e-5 * math.sqrt(red)
+    for g, w in zip(got, want, strict=True):
+        scale = max(1.0, float(np.abs(w).max()))
+        np.testing.assert_allclose(np.asarray(g), w, rtol=tol, atol=tol * scale, err_msg=name)
+    return k.schedule
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("name,sizes", [
+    ("jacobi_1d", {"N": 40, "T": 8}),
+    ("jacobi_2d", {"N": 24, "T": 6}),
+])
+def test_time_tiled_matches_reference(name: str, sizes: dict[str, int]) -> None:
+    s = _check(name, sizes, _options())
+    assert "w" in s.loops, s  # the wavefront of tiles, outermost in its nest
+    w = s.loop("w")
+    tiles = [lp for lp in s.loops if lp.endswith("_o")]
+    assert Tag.PARALLEL in s.loop(tiles[0]).tags, s  # the time tiles of a wavefront
+    assert w.child is s.loop(tiles[0])
+    points = [lp for lp in s.loops if lp.endswith("_i")]
+    assert len(points) == len(tiles) + 1, s  # time and space point loops below the tiles
+    notes = "\n".join(s.notes)
+    assert "time tiled 2 x 8" in notes and "parallelogram" in notes, notes
+    assert "wavefront of tiles" in notes and "parallel" in notes, notes
+    vectors = [lp for lp in s.loops if Tag.VECTORIZE in s.loop(lp).tags]
+    assert vectors, s  # each statement's innermost loop below the tiles
+
+
+# heat_3d is left out: isl's scheduler alone takes minutes on it (scripts/stencil_study.py
+# checks it against its numpy loop).
+@pytest.mark.cc
+def test_seidel_matches_reference() -> None:
+    """seidel-2d's in-place sweep: tiled or not, what runs is what PolyBench computes."""
+    _check("seidel_2d", {"N": 20, "T": 4}, _options())
+
+
+@pytest.mark.cc
+def test_smart_fusion_band_tiles_without_vector_loop() -> None:
+    """isl's default fusion puts the border copies in the stencil's band: it is still
+    tiled (t and i; j whole), and the note says why j is not vectorized."""
+    s = _check("jacobi_2d", {"N": 24, "T": 6}, _options("smart"))
+    assert {"w", "t_o", "t_i", "i_i", "j"} <= set(s.loops), s
+    assert any("not vectorized" in n for n in s.notes), s.notes
+
+
+def test_model_sizes_and_notes() -> None:
+    """Without knobs the sizes come from the cache rule (``CpuPolicy.time_tile``)."""
+    s = polyopt.schedule(kernels.get("jacobi_2d"), "jacobi_2d", sizes={"N": 600, "T": 16},
+                         options={"fusion": "min", "machine": {"l2_bytes": 1 << 20}})
+    policy = cpu_policy(Machine(64, 32, l2_bytes=1 << 20))
+    height, width = policy.time_tile(3 * 600 * 4, 1, 2, 16)
+    assert any(f"time tiled {height} x {width}" in n and "L2" in n for n in s.notes), s.notes
+
+
+def test_time_tile_rule() -> None:
+    policy = cpu_policy(Machine(64, 32, l2_bytes=2 << 20))
+    # jacobi-2d at N=3000: 3 planes of 3000 floats per row; 1 MB holds 2*16 + 4 rows
+    assert policy.time_tile(36000, 1, 2, 60) == (8, 16)
+    assert policy.time_tile(36000, 1, 2, 3) == (3, 16)  # no taller than the steps
+    low = policy.time_tile_space[0]
+    assert policy.time_tile(10 << 20, 1, 2, 60) == (low // 2, low)  # nothing fits: smallest
+
+
+def test_knobs_off_and_checked() -> None:
+    s = polyopt.schedule(kernels.get("jacobi_2d"), "jacobi_2d", sizes={"N": 24, "T": 6},
+                         options={"fusion": "min", "knobs": {"time_tile": 0}})
+    assert "w" not in s.loops
+    with pytest.raises(OptionError, match="tile_shape"):
+        Knobs.from_options({"tile_shape": "hexagon"})
+    s = polyopt.schedule(kernels.get("jacobi_2d"), "jacobi_2d", sizes={"N": 24, "T": 6},
+                         options=_options(tile_shape="diamond"))
+    assert any("diamond: not built" in n for n in s.notes), s.notes
