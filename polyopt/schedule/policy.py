@@ -346,14 +346,16 @@ class CpuPolicy:
         of the ``dims`` tiled space loops (the innermost, untiled level times the planes it
         reads and writes) and ``2 * slope`` the halo the reads of the step before reach
         (the band's skew moves ``slope`` per step). The next step then finds what it reads
-        in L2. The height is ``W // slope`` steps (at most ``steps``, at least 1): a tile
-        then leans by its own width, so it still starts with a full row."""
+        in L2. The height is ``W // slope`` steps: a tile then leans by its own width, so it
+        still starts with a full row; at most ``steps / cores`` (at least 1), so that a
+        wavefront holds a tile for each core."""
         low, high = self.time_tile_space
         budget = self.time_tile_cache_share * self.machine.l2_bytes
         width = low
         while width * 2 <= high and row_bytes * (2 * width + 2 * slope) ** dims <= budget:
             width *= 2
-        return max(1, min(steps, width // max(1, slope))), width
+        height = min(steps // self.machine.cores, width // max(1, slope))
+        return max(1, height), width
 
     def time_tile_why(self, row_bytes: int, dims: int, slope: int, steps: int) -> str:
         """The rule of ``time_tile`` with its numbers, for the schedule's notes."""
@@ -362,7 +364,7 @@ class CpuPolicy:
         return (f"space {width}: one step's working set {row_bytes} B per row x "
                 f"({width} + 2*{slope})^{dims} = {ws} B <= {self.time_tile_cache_share} x "
                 f"L2 {self.machine.l2_bytes} B; height {height} = {width} // slope {slope} "
-                f"(at most {steps} steps)")
+                f"(at most {steps} steps / {self.machine.cores} cores)")
 
     @property
     def parallel_trips(self) -> int:

@@ -16,7 +16,7 @@ import polyopt
 from polyopt import kernels
 from polyopt.errors import OptionError
 from polyopt.schedule.knobs import Knobs
-from polyopt.schedule.machine import Machine
+from polyopt.schedule.machine import Machine, configured
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import cpu_policy
 
@@ -89,7 +89,7 @@ def test_model_sizes_and_notes() -> None:
     """Without knobs the sizes come from the cache rule (``CpuPolicy.time_tile``)."""
     s = polyopt.schedule(kernels.get("jacobi_2d"), "jacobi_2d", sizes={"N": 600, "T": 16},
                          options={"fusion": "min", "machine": {"l2_bytes": 1 << 20}})
-    policy = cpu_policy(Machine(64, 32, l2_bytes=1 << 20))
+    policy = cpu_policy(configured({"l2_bytes": 1 << 20}))
     height, width = policy.time_tile(3 * 600 * 4, 1, 2, 16)
     assert any(f"time tiled {height} x {width}" in n and "L2" in n for n in s.notes), s.notes
 
@@ -99,6 +99,8 @@ def test_time_tile_rule() -> None:
     # jacobi-2d at N=3000: 3 planes of 3000 floats per row; 1 MB holds 2*16 + 4 rows
     assert policy.time_tile(36000, 1, 2, 60) == (8, 16)
     assert policy.time_tile(36000, 1, 2, 3) == (3, 16)  # no taller than the steps
+    two = cpu_policy(Machine(64, 32, cores=2, l2_bytes=2 << 20))
+    assert two.time_tile(36000, 1, 2, 6) == (3, 16)  # a tile per core in a wavefront
     low = policy.time_tile_space[0]
     assert policy.time_tile(10 << 20, 1, 2, 60) == (low // 2, low)  # nothing fits: smallest
 

@@ -1,0 +1,260 @@
+"""Issue 17's stencil study: time tiling of jacobi-2d and heat-3d (kernels/stencil.tc) over
+tile sizes and shapes, against program order and numpy, in one run.
+
+Variants of each kernel, all timed in the same process, in interleaved rounds (each round
+calls every variant once; the table gives the best and the median of the rounds):
+
+- ``program order``: PolyBench 4.2's own loop nest (two sweeps per step, ping-pong between
+  A and B, in place), written here in C and compiled with polyopt's gcc flags
+  (``polyopt.runtime.compiler.DEFAULT_FLAGS``: -O3 -march=native ...; one thread, as
+  PolyBench's code has no OpenMP);
+- ``numpy``: the same loop over whole-array slices (float32, one temporary per sweep);
+- ``polyopt default``: ``polyopt.compile`` with no options (isl's ``smart`` fusion, which
+  puts the border copies into the stencil's band);
+- ``untiled``: isl's ``min`` fusion, time tiling off (``knobs={"time_tile": 0}``): the
+  space loops of each step in parallel;
+- ``model``: ``min`` fusion, the time tile the cost model chose (``CpuPolicy.time_tile``);
+- ``HxW``: ``min`` fusion, parallelogram tiles of H steps by W (``time_tile``/``space_tile``
+  knobs), run as a wavefront of parallel tiles;
+- diamond tiles are not built by polyopt yet: the table lists them as refused.
+
+Every polyopt variant is checked against numpy's result first. The polyopt kernels store
+the (T, N, ...) planes of their locals whole (no storage contraction yet): at N=3000, T=60
+that is 2.1 GB per local, 4.3 GB per jacobi-2d kernel, so the tile sweep runs at a size
+of its own (``--sweep``) and the target size compares the model's tile only.
+
+    python3 scripts/stencil_study.py [--quick] [--rounds 5] [--plot study.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import polyopt
+from polyopt import kernels
+from polyopt.errors import MissingToolError
+from polyopt.runtime.compiler import load_library
+
+C_SOURCE = r"""
+void jacobi_2d(int T, int N, float *A, float *B) {
+  for (int t = 0; t < T; t++) {
+    for (int i = 1; i < N - 1; i++)
+      for (int j = 1; j < N - 1; j++)
+        B[i * N + j] = 0.2f * (A[i * N + j] + A[i * N + j - 1] + A[i * N + j + 1]
+                               + A[(i + 1) * N + j] + A[(i - 1) * N + j]);
+    for (int i = 1; i < N - 1; i++)
+      for (int j = 1; j < N - 1; j++)
+        A[i * N + j] = 0.2f * (B[i * N + j] + B[i * N + j - 1] + B[i * N + j + 1]
+                               + B[(i + 1) * N + j] + B[(i - 1) * N + j]);
+  }
+}
+
+#define H(X, i, j, k) X[((i) * N + (j)) * N + (k)]
+static void heat_step(int N, const float *A, float *B) {
+  for (int i = 1; i < N - 1; i++)
+    for (int j = 1; j < N - 1; j++)
+      for (int k = 1; k < N - 1; k++)
+        H(B, i, j, k) = 0.125f * (H(A, i + 1, j, k) - 2.0f * H(A, i, j, k) + H(A, i - 1, j, k))
+                      + 0.125f * (H(A, i, j + 1, k) - 2.0f * H(A, i, j, k) + H(A, i, j - 1, k))
+                      + 0.125f * (H(A, i, j, k + 1) - 2.0f * H(A, i, j, k) + H(A, i, j, k - 1))
+                      + H(A, i, j, k);
+}
+
+void heat_3d(int T, int N, float *A, float *B) {
+  for (int t = 0; t < T; t++) {
+    heat_step(N, A, B);
+    heat_step(N, B, A);
+  }
+}
+"""
+
+
+def numpy_jacobi_2d(a: np.ndarray, b: np.ndarray, steps: int) -> tuple[np.ndarray, ...]:
+    a, b = a.copy(), b.copy()
+    for _ in range(steps):
+        b[1:-1, 1:-1] = np.float32(0.2) * (a[1:-1, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:]
+                                           + a[2:, 1:-1] + a[:-2, 1:-1])
+        a[1:-1, 1:-1] = np.float32(0.2) * (b[1:-1, 1:-1] + b[1:-1, :-2] + b[1:-1, 2:]
+                                           + b[2:, 1:-1] + b[:-2, 1:-1])
+    return a, b
+
+
+def _heat(x: np.ndarray) -> np.ndarray:
+    c, e = x[1:-1, 1:-1, 1:-1], np.float32(0.125)
+    return (e * (x[2:, 1:-1, 1:-1] - 2 * c + x[:-2, 1:-1, 1:-1])
+            + e * (x[1:-1, 2:, 1:-1] - 2 * c + x[1:-1, :-2, 1:-1])
+            + e * (x[1:-1, 1:-1, 2:] - 2 * c + x[1:-1, 1:-1, :-2]) + c)
+
+
+def numpy_heat_3d(a: np.ndarray, b: np.ndarray, steps: int) -> tuple[np.ndarray, ...]:
+    a, b = a.copy(), b.copy()
+    for _ in range(steps):
+        b[1:-1, 1:-1, 1:-1] = _heat(a)
+        a[1:-1, 1:-1, 1:-1] = _heat(b)
+    return a, b
+
+
+NUMPY = {"jacobi_2d": numpy_jacobi_2d, "heat_3d": numpy_heat_3d}
+DIMS = {"jacobi_2d": 2, "heat_3d": 3}
+
+
+@dataclass
+class Variant:
+    label: str
+    run: Callable[[], Any]
+    times: list[float] = field(default_factory=list)
+    note: str = ""
+
+
+def _program_order(name: str, a: np.ndarray, b: np.ndarray, steps: int) -> Callable[[], Any]:
+    lib = load_library(C_SOURCE)
+    fn = getattr(lib, name)
+    work = [a.copy(), b.copy()]
+
+    def run() -> Any:
+        work[0][...], work[1][...] = a, b  # fresh inputs (in place, as PolyBench)
+        fn(ctypes.c_int(steps), ctypes.c_int(a.shape[0]),
+           work[0].ctypes.data_as(ctypes.c_void_p), work[1].ctypes.data_as(ctypes.c_void_p))
+        return tuple(work)
+    return run
+
+
+def _tile_note(k: polyopt.Kernel) -> str:
+    for n in k.schedule.notes:
+        if "time tiled" in n:
+            return n.split("time tiled ", 1)[1].split(" (", 1)[0]
+    return "not time-tiled"
+
+
+def _polyopt(name: str, sizes: dict[str, int], options: dict[str, Any] | None,
+             ins: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...]) -> tuple[Any, str]:
+    k = polyopt.compile(kernels.get(name), name, sizes=sizes, options=options)
+    got = k(*ins)
+    tol = 1e-4 * sizes["T"] ** 0.5
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=tol, atol=tol, err_msg=name)
+    return (lambda: k(*ins)), _tile_note(k)
+
+
+def variants(name: str, n: int, steps: int, tiles: list[tuple[int, int]],
+             untiled: bool = True, seed: int = 0) -> list[Variant]:
+    rng = np.random.default_rng(seed)
+    shape = (n,) * DIMS[name]
+    a, b = (rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(2))
+    want = NUMPY[name](a, b, steps)
+    sizes = {"N": n, "T": steps}
+    out = [Variant("program order (C, 1 thread)", _program_order(name, a, b, steps)),
+           Variant("numpy", lambda: NUMPY[name](a, b, steps))]
+    configs: list[tuple[str, dict[str, Any] | None]] = [("polyopt default", None)]
+    if untiled:
+        configs.append(("untiled (min fusion)", {"fusion": "min", "knobs": {"time_tile": 0}}))
+    configs.append(("model", {"fusion": "min"}))
+    configs += [(f"{h}x{w}", {"fusion": "min", "knobs": {"time_tile": h, "space_tile": w}})
+                for h, w in tiles]
+    for label, options in configs:
+        t0 = time.perf_counter()
+        run, tile = _polyopt(name, sizes, options, (a, b), want)
+        print(f"  {name} {label}: compiled and checked in {time.perf_counter() - t0:.1f} s "
+              f"(tile {tile})", flush=True)
+        out.append(Variant(label, run, note=tile))
+    return out
+
+
+def _nothing() -> None:
+    return None
+
+
+def measure(vs: list[Variant], rounds: int) -> None:
+    for _ in range(rounds):
+        for v in vs:
+            t0 = time.perf_counter()
+            v.run()
+            v.times.append(time.perf_counter() - t0)
+
+
+def table(name: str, n: int, steps: int, vs: list[Variant]) -> str:
+    base = min(vs[0].times)
+    ref = min(vs[1].times)
+    lines = [f"### {name}, N={n}, T={steps}", "",
+             "| variant | tile (steps x space) | best ms | median ms | vs program order "
+             "| vs numpy |", "|---|---|---|---|---|---|"]
+    for v in vs:
+        best = min(v.times)
+        lines.append(f"| {v.label} | {v.note} | {best * 1e3:.4g} | "
+                     f"{statistics.median(v.times) * 1e3:.4g} | {base / best:.2f}x | "
+                     f"{ref / best:.2f}x |")
+    lines.append("| diamond | refused: not built (see polyopt/schedule/timetile.py) | | | | |")
+    tiled = [v for v in vs if v.note and v.note != "not time-tiled" and v.label != "model"]
+    model = next(v for v in vs if v.label == "model")
+    if tiled:
+        best = min(tiled, key=lambda v: min(v.times))
+        lines += ["", f"Cost model's tile: {model.note} ({min(model.times) * 1e3:.4g} ms); "
+                  f"measured best of the sweep: {best.note} ({min(best.times) * 1e3:.4g} ms)."]
+    return "\n".join(lines)
+
+
+def plot(path: str, results: list[tuple[str, list[Variant]]]) -> None:
+    try:
+        import matplotlib  # optional: only --plot needs it
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise MissingToolError(f"--plot needs the matplotlib package (pip install "
+                               f"matplotlib): {e}") from None
+    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4), squeeze=False)
+    for ax, (title, vs) in zip(axes[0], results, strict=True):
+        base = min(vs[0].times)
+        ax.barh([v.label for v in vs], [base / min(v.times) for v in vs])
+        ax.axvline(1.0, color="k", lw=0.5)
+        ax.set_title(title)
+        ax.set_xlabel("speed-up over program order (best of rounds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--kernels", default="jacobi_2d", help="comma-separated: jacobi_2d,heat_3d")
+    p.add_argument("--target", default="3000x60", help="N x T of the target comparison")
+    p.add_argument("--sweep", default="1500x60", help="N x T of the tile sweep (jacobi_2d)")
+    p.add_argument("--plot", default=None, help="write a bar chart (PNG) here")
+    args = p.parse_args(argv)
+    runs: list[tuple[str, int, int, list[tuple[int, int]], bool]] = []
+    tiles = [(2, 16), (4, 32), (8, 16), (8, 32), (16, 64)]
+    for name in args.kernels.split(","):
+        if args.quick:
+            runs.append((name, 64 if name == "jacobi_2d" else 16, 8, [(2, 8), (4, 16)], True))
+            continue
+        if name == "jacobi_2d":
+            sn, st = (int(x) for x in args.sweep.split("x"))
+            runs.append((name, sn, st, tiles, True))
+            tn, tt = (int(x) for x in args.target.split("x"))
+            runs.append((name, tn, tt, [], False))  # two kernels of 4.3 GB at 3000x60
+        else:
+            runs.append((name, 120, 60, [(2, 8), (4, 16), (8, 16)], True))
+    results = []
+    for name, n, steps, sweep, untiled in runs:
+        print(f"{name} N={n} T={steps}: compiling", flush=True)
+        vs = variants(name, n, steps, sweep, untiled)
+        measure(vs, args.rounds)
+        print(table(name, n, steps, vs), "\n", flush=True)
+        # only the times stay: the kernels' planes (GBs at the target size) go now
+        results.append((f"{name} N={n} T={steps}",
+                        [Variant(v.label, _nothing, v.times, v.note) for v in vs]))
+        del vs
+    if args.plot:
+        plot(args.plot, results)
+
+
+if __name__ == "__main__":
+    main()
