@@ -16,9 +16,10 @@ what was done, and each verb's legality check covers it. The steps:
    operands packed into panels; the printer turns the inner loops into a register-tile
    micro-kernel. MR, NR and KC come from the machine model (``polyopt.schedule.machine``)
    (``register_tile.py``);
-4. a stencil band whose loops all carry dependences (a time-iterated recurrence) is
-   time-tiled: parallelogram tiles of isl's skewed band, run as a wavefront whose tiles
-   the parallel stage shares out (``timetile.py``); otherwise
+4. a stencil band whose loops all carry dependences (a time-iterated recurrence; on isl's
+   ``min`` fusion schedule, which replaces a ``smart`` one that fused border copies into
+   the band, ``timetile.stencil_base``) is time-tiled: parallelogram tiles of isl's
+   skewed band, run as a wavefront of parallel tiles (``timetile.py``); otherwise
 4'. other nests vectorize their innermost loop when it carries no dependence (or only an
    unordered reduction), after moving loops of one iteration outermost; a nest with a
    transposed access is tiled first (the printer transposes such copies in registers);
@@ -50,7 +51,7 @@ from polyopt.schedule.parallel import parallelize
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.register_tile import register_tile
 from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.timetile import time_tile
+from polyopt.schedule.timetile import stencil_base, time_tile
 from polyopt.schedule.tree import Leaf, Loop, Sequence, raw_iterator
 
 
@@ -59,7 +60,7 @@ def optimize(schedule: Schedule, *, openmp: bool = True,
     """The default CPU schedule for ``schedule``'s def (``knobs`` fix some decisions), after
     its layout (``blocked.plan_layout``)."""
     policy = cpu_policy(machine or host())
-    schedule = split_inits(schedule)
+    schedule = split_inits(stencil_base(schedule, knobs))
     if schedule.fusion != "min":
         schedule = fuse_outer(schedule)
     for name in [n.name for n in nests(schedule.root)]:

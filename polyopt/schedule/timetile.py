@@ -26,13 +26,16 @@ here: the ``tile_shape`` knob says so in a note (see ``time_tile``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import islpy as isl
 
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
 from polyopt.schedule import transform as tf
-from polyopt.schedule.fusion import loop_free
+from polyopt.schedule.auto import compute_schedule
+from polyopt.schedule.fusion import loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.nest import chain_of, trip
 from polyopt.schedule.policy import CpuPolicy
@@ -43,11 +46,25 @@ from polyopt.schedule.tree import Leaf, Loop, Sequence, loops, pieces
 def time_tile(schedule: Schedule, top: str, policy: CpuPolicy,
               knobs: Knobs = DEFAULT_KNOBS, *, openmp: bool = True) -> Schedule | None:
     """The nest at loop ``top`` time-tiled (module docstring), or None when it is not a
-    stencil band: fewer than two loops above its innermost level, a loop of them free of
-    dependences (the ordinary pipeline parallelizes that one), or a band that no
-    parallelogram tile of legally."""
+    stencil band (``stencil_band``). A band that no parallelogram tile fits legally keeps
+    its loops, with a note."""
+    found = stencil_band(schedule, top, knobs)
+    if found is None:
+        return None
+    return _tile_band(*found, policy, knobs, openmp)
+
+
+def stencil_band(schedule: Schedule, top: str,
+                 knobs: Knobs = DEFAULT_KNOBS) -> tuple[Schedule, list[Loop]] | None:
+    """The band of the nest at loop ``top`` to time-tile, with the schedule whose sub-nests
+    were fused to form it; None when the knobs turn time tiling off, or for a def without
+    recurrences, fewer than two loops above the innermost level, a statement that
+    accumulates (a reduction), or a loop of the band free of dependences (the ordinary
+    pipeline parallelizes that one)."""
     if knobs.time_tile == 0 or knobs.tile_shape == "none":
         return None
+    if not schedule.poly.program.value_semantics:
+        return None  # no recurrence: a nest whose loops all carry dependences reduces
     lp = tf.find(schedule.root, top)
     if isinstance(lp.child, Leaf) or loop_free(schedule, lp):
         return None
@@ -57,9 +74,42 @@ def time_tile(schedule: Schedule, top: str, policy: CpuPolicy,
     if gathered is None:
         return None
     band = _band(chain)
-    if len(band) < 2 or any(loop_free(gathered, lp) for lp in band):
+    if len(band) < 2 or any(gathered.poly.stmt(s).accumulates for s in tf.stmts_of(band[0])):
+        return None  # a reduction (lu's, cholesky's): split-K or the order model serve it
+    if any(loop_free(gathered, lp) for lp in band):
         return None
-    return _tile_band(gathered, band, policy, knobs, openmp)
+    return gathered, band
+
+
+def stencil_base(schedule: Schedule, knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
+    """isl's ``min`` fusion schedule in place of its ``smart`` one when that has a stencil
+    band holding statements that read none of the band's tensors (the border copies of
+    kernels/stencil.tc):
+    their guards then run in the band's innermost loop, which cannot vectorize (jacobi-2d
+    at N=3000, T=60: 9.4 s against 2.2 s, BENCHMARKS.md). Under ``min`` fusion the copies
+    are nests of their own and the stencil's statements sub-nests that ``stencil_band``
+    fuses down to per-statement vector loops. The schedule's ``fusion`` says ``min``, so
+    its steps replay on the base they were made on."""
+    if schedule.base != "isl" or schedule.fusion != "smart" or schedule.steps or \
+            not schedule.poly.program.value_semantics:
+        return schedule
+    for top in nests(schedule.root):
+        found = stencil_band(schedule, top.name, knobs)
+        if found is None:
+            continue
+        stmts = [schedule.poly.stmt(s) for s in tf.stmts_of(found[1][0])]
+        written = {s.stmt.tensor for s in stmts}
+        copies = [s.name for s in stmts if not any(r.read.tensor in written for r in s.reads)]
+        if copies:
+            other = replace(compute_schedule(schedule.poly, schedule.deps, fusion="min"),
+                            notes=schedule.notes)
+            return other.note(f"{top.name}: isl's min fusion, not smart: smart put "
+                              f"{len(copies)} statements that read none of the band's "
+                              f"tensors (copies of inputs: {', '.join(copies[:4])}...) into "
+                              "the stencil's band, whose innermost loop then runs their "
+                              "guards and does not vectorize")
+    return schedule
+
 
 def _gather(schedule: Schedule, top: str, deep: bool) -> tuple[Schedule | None, list[Loop]]:
     """The chain of loops from ``top`` after fusing sibling sub-nests below it level by

@@ -19,6 +19,7 @@ from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import Machine, configured
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import cpu_policy
+from polyopt.schedule.timetile import time_tile
 
 _spec = importlib.util.spec_from_file_location(
     "polybench_refs", Path(__file__).parents[1] / "kernels" / "polybench_refs.py")
@@ -77,12 +78,27 @@ def test_seidel_matches_reference() -> None:
 
 
 @pytest.mark.cc
-def test_smart_fusion_band_tiles_without_vector_loop() -> None:
-    """isl's default fusion puts the border copies in the stencil's band: it is still
-    tiled (t and i; j whole), and the note says why j is not vectorized."""
-    s = _check("jacobi_2d", {"N": 24, "T": 6}, _options("smart"))
-    assert {"w", "t_o", "t_i", "i_i", "j"} <= set(s.loops), s
-    assert any("not vectorized" in n for n in s.notes), s.notes
+def test_default_fusion_switches_to_min_for_stencils() -> None:
+    """isl's default (smart) fusion puts the border copies into the stencil's band: the
+    pipeline takes the min fusion schedule instead and says so; the schedule replays."""
+    src = kernels.get("jacobi_2d")
+    sizes = {"N": 24, "T": 6}
+    s = _check("jacobi_2d", sizes, {"knobs": SMALL_TILES})
+    assert s.fusion == "min" and "w" in s.loops, s
+    assert any("min fusion, not smart" in n for n in s.notes), s.notes
+    again = polyopt.Schedule.from_json(s.as_json(), src, "jacobi_2d", sizes=sizes)
+    assert again.loops == s.loops
+
+
+def test_smart_band_alone_is_tiled_without_vector_loop() -> None:
+    """A smart-fused band (as isl gives it, no switch) tiles t and i with j whole; the note
+    says why j is not vectorized."""
+    s = polyopt.schedule(kernels.get("jacobi_2d"), "jacobi_2d", sizes={"N": 24, "T": 6},
+                         auto="isl")
+    policy = cpu_policy(configured(None))
+    tiled = time_tile(s, "t", policy, Knobs(**SMALL_TILES))
+    assert tiled is not None and {"w", "t_o", "t_i", "i_i", "j"} <= set(tiled.loops), tiled
+    assert any("not vectorized" in n for n in tiled.notes), tiled.notes
 
 
 def test_model_sizes_and_notes() -> None:
