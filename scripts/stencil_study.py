@@ -21,7 +21,8 @@ calls every variant once; the table gives the best and the median of the rounds)
 Every polyopt variant is checked against numpy's result first. The polyopt kernels store
 the (T, N, ...) planes of their locals whole (no storage contraction yet): at N=3000, T=60
 that is 2.1 GB per local, 4.3 GB per jacobi-2d kernel, so the tile sweep runs at a size
-of its own (``--sweep``) and the target size compares the model's tile only.
+of its own (``--sweep``) and the target size times the default (the model's tile) and the
+tiles of ``--target-tiles`` only.
 
     python3 scripts/stencil_study.py [--quick] [--rounds 5] [--plot study.png]
 """
@@ -154,9 +155,9 @@ def variants(name: str, n: int, steps: int, tiles: list[tuple[int, int]],
     out = [Variant("program order (C, 1 thread)", _program_order(name, a, b, steps)),
            Variant("numpy", lambda: NUMPY[name](a, b, steps))]
     configs: list[tuple[str, dict[str, Any] | None]] = [("polyopt default", None)]
-    if untiled:
+    if untiled:  # at the target size only the default (the model's tile): memory
         configs.append(("untiled (min fusion)", {"fusion": "min", "knobs": {"time_tile": 0}}))
-    configs.append(("model", {"fusion": "min"}))
+        configs.append(("model", {"fusion": "min"}))
     configs += [(f"{h}x{w}", {"fusion": "min", "knobs": {"time_tile": h, "space_tile": w}})
                 for h, w in tiles]
     for label, options in configs:
@@ -193,7 +194,7 @@ def table(name: str, n: int, steps: int, vs: list[Variant]) -> str:
                      f"{ref / best:.2f}x |")
     lines.append("| diamond | refused: not built (see polyopt/schedule/timetile.py) | | | | |")
     tiled = [v for v in vs if v.label[0].isdigit()]  # the sweep's HxW variants
-    model = next(v for v in vs if v.label == "model")
+    model = next((v for v in vs if v.label == "model"), vs[2])  # else the default's
     if tiled:
         best = min(tiled, key=lambda v: min(v.times))
         lines += ["", f"Cost model's tile: {model.note} ({min(model.times) * 1e3:.4g} ms); "
@@ -220,13 +221,21 @@ def plot(path: str, results: list[tuple[str, list[Variant]]]) -> None:
     fig.savefig(path, dpi=120)
 
 
+def _tile(text: str) -> tuple[int, int]:
+    h, w = text.split("x")
+    return int(h), int(w)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--kernels", default="jacobi_2d", help="comma-separated: jacobi_2d,heat_3d")
     p.add_argument("--target", default="3000x60", help="N x T of the target comparison")
-    p.add_argument("--sweep", default="1500x60", help="N x T of the tile sweep (jacobi_2d)")
+    p.add_argument("--sweep", default="1500x60",
+                   help="N x T of the tile sweep (jacobi_2d; 'none' skips it)")
+    p.add_argument("--target-tiles", default="16x64",
+                   help="comma-separated HxW tiles timed at the target size too ('' for none)")
     p.add_argument("--plot", default=None, help="write a bar chart (PNG) here")
     args = p.parse_args(argv)
     runs: list[tuple[str, int, int, list[tuple[int, int]], bool]] = []
@@ -236,10 +245,12 @@ def main(argv: list[str] | None = None) -> None:
             runs.append((name, 64 if name == "jacobi_2d" else 16, 8, [(2, 8), (4, 16)], True))
             continue
         if name == "jacobi_2d":
-            sn, st = (int(x) for x in args.sweep.split("x"))
-            runs.append((name, sn, st, tiles, True))
+            if args.sweep != "none":
+                sn, st = (int(x) for x in args.sweep.split("x"))
+                runs.append((name, sn, st, tiles, True))
             tn, tt = (int(x) for x in args.target.split("x"))
-            runs.append((name, tn, tt, [], False))  # two kernels of 4.3 GB at 3000x60
+            few = [_tile(x) for x in args.target_tiles.split(",") if x]
+            runs.append((name, tn, tt, few, False))  # 4.3 GB per kernel at 3000x60
         else:
             runs.append((name, 120, 60, [(2, 8), (4, 16), (8, 16)], True))
     results = []

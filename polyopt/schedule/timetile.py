@@ -20,8 +20,12 @@ have distances 0 or 1. The pipeline here
    stride 1 when that loop is the stride-1 index plus a multiple of the time: the skew
    adds ``2t``, not a multiple of ``j``).
 
-Each decision is a note on the schedule. Diamond tiles (concurrent start) are not built
-here: the ``tile_shape`` knob says so in a note (see ``time_tile``).
+Each decision is a note on the schedule. Diamond tiles (concurrent start) are not built:
+in the band's coordinates ``(t, i' = 2t + i)`` of jacobi, the second diamond face is
+``4t - i'`` (plus an offset per statement), and a band over ``i'`` and ``4t - i'`` needs
+``i'`` twice and the time loop scaled by 4, which no verb does (``skew`` adds a multiple of
+an outer loop to an inner one, in place). ``tile_shape="diamond"`` is refused with a note
+saying so; building it needs a verb that replaces a band by given hyperplanes.
 """
 
 from __future__ import annotations
