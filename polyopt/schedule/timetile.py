@@ -222,10 +222,27 @@ def _vectorize_inner(schedule: Schedule, inner: str) -> Schedule:
         try:
             schedule = schedule.vectorize(name).note(
                 f"{name}: vector loop: a statement's innermost loop below the time tiles, "
-                "dependence-free")
+                f"dependence-free; {_stride(schedule, chain_of(k)[-1])}")
         except ScheduleError as e:
             schedule = schedule.note(f"{name}: not vectorized: {str(e).splitlines()[0]}")
     return schedule
+
+def _stride(schedule: Schedule, lp: Loop) -> str:
+    """How the vector loop ``lp`` moves its statements' targets: stride 1 when its
+    coefficient of the target's last index is 1 (the skew adds a multiple of ``t``, not of
+    ``j``, so the loop still walks ``j`` one by one)."""
+    out = []
+    for name in tf.stmts_of(lp):
+        st = schedule.poly.stmt(name)
+        for pa in pieces(lp.expr):
+            space = pa.get_domain_space()
+            k = space.find_dim_by_name(isl.dim_type.set, st.stmt.lhs[-1]) if st.stmt.lhs else -1
+            if space.get_tuple_name(isl.dim_type.set) != name or k < 0 or pa.n_piece() != 1:
+                continue
+            c = pa.get_pieces()[0][1].get_coefficient_val(isl.dim_type.in_, k)
+            out.append(f"{name} stride {'1' if c.is_one() else f'1/{c.to_python()}'}")
+    return ", ".join(out) or "stride unknown"
+
 
 def _slope(band: list[Loop]) -> int:
     """How far the band's second loop moves per time step: the largest ratio of its

@@ -67,6 +67,7 @@ def test_time_tiled_matches_reference(name: str, sizes: dict[str, int]) -> None:
     assert "wavefront of tiles" in notes and "parallel" in notes, notes
     vectors = [lp for lp in s.loops if Tag.VECTORIZE in s.loop(lp).tags]
     assert vectors, s  # each statement's innermost loop below the tiles
+    assert any("vector loop" in n and "stride 1" in n for n in s.notes), notes
 
 
 # heat_3d is left out: isl's scheduler alone takes minutes on it (scripts/stencil_study.py
