@@ -234,12 +234,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--target", default="3000x60", help="N x T of the target comparison")
     p.add_argument("--sweep", default="1500x60",
                    help="N x T of the tile sweep (jacobi_2d; 'none' skips it)")
-    p.add_argument("--target-tiles", default="16x64",
+    p.add_argument("--target-tiles", default="16x128",
                    help="comma-separated HxW tiles timed at the target size too ('' for none)")
     p.add_argument("--plot", default=None, help="write a bar chart (PNG) here")
     args = p.parse_args(argv)
     runs: list[tuple[str, int, int, list[tuple[int, int]], bool]] = []
-    tiles = [(2, 16), (4, 32), (8, 16), (8, 32), (16, 64)]
+    tiles = [(4, 16), (8, 32), (16, 32), (8, 64), (16, 64), (16, 128), (32, 128)]
     for name in args.kernels.split(","):
         if args.quick:
             runs.append((name, 64 if name == "jacobi_2d" else 16, 8, [(2, 8), (4, 16)], True))

@@ -301,9 +301,15 @@ class CpuPolicy:
     halo rows of neighbouring tiles and the hardware prefetcher's lines. As ``cube_tile``'s
     budget; checked against the measured best by ``scripts/stencil_study.py``."""
 
-    time_tile_space: tuple[int, int] = (4, 256)
-    """Smallest and largest space size of a time tile (powers of two): below 4 rows the
-    halo outweighs the tile; above 256 the wavefront has too few tiles to share out."""
+    time_tile_space: tuple[int, int] = (64, 256)
+    """Smallest and largest space size of a time tile (powers of two). 64: measured on
+    jacobi-2d, T=60, without storage contraction (``scripts/stencil_study.py``,
+    BENCHMARKS.md): at N=1500 tiles 64-128 rows wide took 380-420 ms against 640-870 ms
+    for 16-32 (the cache rule alone gave 32); at N=3000 16 x 64 took 1434 ms against
+    2067 ms for the rule's 8 x 16. With every plane streaming to memory, fewer and wider
+    tiles (fewer halo rows re-read, fewer wavefronts) win over an L2-sized step; re-measure
+    once the locals are contracted. Above 256 the wavefront has too few tiles to share
+    out."""
 
     caps: Caps = CAPS
     """Code-size and stack limits (machine-independent)."""
@@ -345,16 +351,16 @@ class CpuPolicy:
         (W + 2 * slope) ** dims`` bytes, ``row_bytes`` being what a step touches per value
         of the ``dims`` tiled space loops (the innermost, untiled level times the planes it
         reads and writes) and ``2 * slope`` the halo the reads of the step before reach
-        (the band's skew moves ``slope`` per step). The next step then finds what it reads
-        in L2. The height is ``W // slope`` steps: a tile then leans by its own width, so it
-        still starts with a full row; at most ``steps / cores`` (at least 1), so that a
-        wavefront holds a tile for each core."""
+        (the band's skew moves ``slope`` per step); the next step then finds what it reads
+        in L2. The height is ``W // (2 * slope)`` steps: a tile then leans by half its
+        width; at most ``steps / cores`` (at least 1), so that a wavefront holds a tile for
+        each core. The lower end of ``time_tile_space`` is measured (its docstring)."""
         low, high = self.time_tile_space
         budget = self.time_tile_cache_share * self.machine.l2_bytes
         width = low
         while width * 2 <= high and row_bytes * (2 * width + 2 * slope) ** dims <= budget:
             width *= 2
-        height = min(steps // self.machine.cores, width // max(1, slope))
+        height = min(steps // self.machine.cores, width // (2 * max(1, slope)))
         return max(1, height), width
 
     def time_tile_why(self, row_bytes: int, dims: int, slope: int, steps: int) -> str:
@@ -363,7 +369,8 @@ class CpuPolicy:
         ws = row_bytes * (width + 2 * slope) ** dims
         return (f"space {width}: one step's working set {row_bytes} B per row x "
                 f"({width} + 2*{slope})^{dims} = {ws} B <= {self.time_tile_cache_share} x "
-                f"L2 {self.machine.l2_bytes} B; height {height} = {width} // slope {slope} "
+                f"L2 {self.machine.l2_bytes} B (at least {self.time_tile_space[0]}); height "
+                f"{height} = {width} // (2 * slope {slope}) "
                 f"(at most {steps} steps / {self.machine.cores} cores)")
 
     @property

@@ -113,13 +113,15 @@ def test_model_sizes_and_notes() -> None:
 
 def test_time_tile_rule() -> None:
     policy = cpu_policy(Machine(64, 32, l2_bytes=2 << 20))
-    # jacobi-2d at N=3000: 3 planes of 3000 floats per row; 1 MB holds 2*16 + 4 rows
-    assert policy.time_tile(36000, 1, 2, 60) == (8, 16)
-    assert policy.time_tile(36000, 1, 2, 3) == (3, 16)  # no taller than the steps
-    two = cpu_policy(Machine(64, 32, cores=2, l2_bytes=2 << 20))
-    assert two.time_tile(36000, 1, 2, 6) == (3, 16)  # a tile per core in a wavefront
     low = policy.time_tile_space[0]
-    assert policy.time_tile(10 << 20, 1, 2, 60) == (low // 2, low)  # nothing fits: smallest
+    # jacobi-2d at N=3000: 3 planes of 3000 floats per row; 1 MB holds fewer than 2*64 + 4
+    # rows: the smallest width, leaning by half of it (slope 2)
+    assert policy.time_tile(36000, 1, 2, 60) == (low // 4, low)
+    assert policy.time_tile(36000, 1, 2, 3) == (3, low)  # no taller than the steps
+    two = cpu_policy(Machine(64, 32, cores=2, l2_bytes=2 << 20))
+    assert two.time_tile(36000, 1, 2, 6) == (3, low)  # a tile per core in a wavefront
+    # 5000 B per row (jacobi-2d at N=416): 2*64 + 4 rows fit in 1 MB, 2*128 + 4 not
+    assert policy.time_tile(5000, 1, 2, 60) == (128 // 4, 128)
 
 
 def test_knobs_off_and_checked() -> None:
