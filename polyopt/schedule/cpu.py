@@ -64,8 +64,9 @@ def optimize(schedule: Schedule, *, openmp: bool = True,
     if schedule.fusion != "min":
         schedule = fuse_outer(schedule)
     for name in [n.name for n in nests(schedule.root)]:
-        tiled = time_tile(schedule, name, policy, knobs, openmp=openmp)
-        schedule = tile_nest(schedule, name, policy, knobs) if tiled is None else tiled
+        schedule, tiled = time_tile(schedule, name, policy, knobs, openmp=openmp)
+        if not tiled:
+            schedule = tile_nest(schedule, name, policy, knobs)
     schedule = fuse_tiled(schedule)
     if openmp:
         schedule = parallelize(schedule, policy, knobs)

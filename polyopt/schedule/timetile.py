@@ -48,14 +48,17 @@ from polyopt.schedule.tree import Leaf, Loop, Sequence, loops, pieces
 
 
 def time_tile(schedule: Schedule, top: str, policy: CpuPolicy,
-              knobs: Knobs = DEFAULT_KNOBS, *, openmp: bool = True) -> Schedule | None:
-    """The nest at loop ``top`` time-tiled (module docstring), or None when it is not a
-    stencil band (``stencil_band``). A band that no parallelogram tile fits legally keeps
-    its loops, with a note."""
+              knobs: Knobs = DEFAULT_KNOBS, *, openmp: bool = True) -> tuple[Schedule, bool]:
+    """The nest at loop ``top`` time-tiled (module docstring) and True; or ``schedule`` and
+    False when it is not a stencil band (``stencil_band``), with a note when its band
+    takes no parallelogram tile legally (the ordinary pipeline then takes the nest)."""
     found = stencil_band(schedule, top, knobs)
     if found is None:
-        return None
-    return _tile_band(*found, policy, knobs, openmp)
+        return schedule, False
+    out = _tile_band(*found, policy, knobs, openmp)
+    if isinstance(out, str):
+        return schedule.note(out), False
+    return out, True
 
 
 def stencil_band(schedule: Schedule, top: str,
@@ -144,7 +147,8 @@ def _band(chain: list[Loop]) -> list[Loop]:
     return chain
 
 def _tile_band(schedule: Schedule, band: list[Loop], policy: CpuPolicy,
-               knobs: Knobs, openmp: bool) -> Schedule | None:
+               knobs: Knobs, openmp: bool) -> Schedule | str:
+    """The band tiled, or why it cannot be."""
     names = [lp.name for lp in band]
     domain = schedule.poly.domain
     steps = trip(band[0], domain)
@@ -162,7 +166,7 @@ def _tile_band(schedule: Schedule, band: list[Loop], policy: CpuPolicy,
     try:
         tiled = schedule.tile(tuple(names), tuple(sizes), names=labels)
     except ScheduleError as e:
-        return schedule.note(f"{names[0]}: no time tiling: {str(e).splitlines()[0]}")
+        return f"{names[0]}: no time tiling: {str(e).splitlines()[0]}"
     why = (f"{names[0]}: time tiled {' x '.join(map(str, sizes))} (parallelogram, "
            f"loops {', '.join(names)}): no loop of the band is dependence-free; "
            f"{_size_why(policy, row_bytes, len(band) - 1, slope, steps, knobs)}")
