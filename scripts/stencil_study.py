@@ -69,6 +69,22 @@ static void heat_step(int N, const float *A, float *B) {
                       + H(A, i, j, k);
 }
 
+void fdtd_2d(int T, int NX, int NY, float *ex, float *ey, float *hz, const float *fict) {
+  for (int t = 0; t < T; t++) {
+    for (int j = 0; j < NY; j++) ey[j] = fict[t];
+    for (int i = 1; i < NX; i++)
+      for (int j = 0; j < NY; j++)
+        ey[i * NY + j] = ey[i * NY + j] - 0.5f * (hz[i * NY + j] - hz[(i - 1) * NY + j]);
+    for (int i = 0; i < NX; i++)
+      for (int j = 1; j < NY; j++)
+        ex[i * NY + j] = ex[i * NY + j] - 0.5f * (hz[i * NY + j] - hz[i * NY + j - 1]);
+    for (int i = 0; i < NX - 1; i++)
+      for (int j = 0; j < NY - 1; j++)
+        hz[i * NY + j] = hz[i * NY + j] - 0.7f * (ex[i * NY + j + 1] - ex[i * NY + j]
+                                                 + ey[(i + 1) * NY + j] - ey[i * NY + j]);
+  }
+}
+
 void heat_3d(int T, int N, float *A, float *B) {
   for (int t = 0; t < T; t++) {
     heat_step(N, A, B);
@@ -103,8 +119,32 @@ def numpy_heat_3d(a: np.ndarray, b: np.ndarray, steps: int) -> tuple[np.ndarray,
     return a, b
 
 
-NUMPY = {"jacobi_2d": numpy_jacobi_2d, "heat_3d": numpy_heat_3d}
-DIMS = {"jacobi_2d": 2, "heat_3d": 3}
+def numpy_fdtd_2d(ex: np.ndarray, ey: np.ndarray, hz: np.ndarray, fict: np.ndarray,
+                  steps: int) -> tuple[np.ndarray, ...]:
+    ex, ey, hz = ex.copy(), ey.copy(), hz.copy()
+    half, c = np.float32(0.5), np.float32(0.7)
+    for t in range(steps):
+        ey[0, :] = fict[t]
+        ey[1:, :] -= half * (hz[1:, :] - hz[:-1, :])
+        ex[:, 1:] -= half * (hz[:, 1:] - hz[:, :-1])
+        hz[:-1, :-1] -= c * (ex[:-1, 1:] - ex[:-1, :-1] + ey[1:, :-1] - ey[:-1, :-1])
+    return ex, ey, hz
+
+
+NUMPY: dict[str, Callable[..., tuple[np.ndarray, ...]]] = {
+    "jacobi_2d": numpy_jacobi_2d, "heat_3d": numpy_heat_3d, "fdtd_2d": numpy_fdtd_2d}
+
+
+def inputs(name: str, n: int, steps: int,
+           rng: np.random.Generator) -> tuple[tuple[np.ndarray, ...], dict[str, int]]:
+    """The kernel's inputs (float32 in [-1, 1]) and sizes: N x N (x N) arrays A and B, or
+    fdtd-2d's ex, ey, hz (N x N) and fict (T)."""
+    def rand(*shape: int) -> np.ndarray:
+        return rng.uniform(-1, 1, shape).astype(np.float32)
+    if name == "fdtd_2d":
+        return (rand(n, n), rand(n, n), rand(n, n), rand(steps)), {"NX": n, "NY": n, "T": steps}
+    shape = (n,) * (3 if name == "heat_3d" else 2)
+    return (rand(*shape), rand(*shape)), {"N": n, "T": steps}
 
 
 @dataclass
@@ -115,16 +155,18 @@ class Variant:
     note: str = ""
 
 
-def _program_order(name: str, a: np.ndarray, b: np.ndarray, steps: int) -> Callable[[], Any]:
-    lib = load_library(C_SOURCE)
-    fn = getattr(lib, name)
-    work = [a.copy(), b.copy()]
+def _program_order(name: str, ins: tuple[np.ndarray, ...], steps: int) -> Callable[[], Any]:
+    """PolyBench's nest on copies of ``ins`` (it updates its arrays in place); fdtd-2d's
+    ``fict`` is only read."""
+    fn = getattr(load_library(C_SOURCE), name)
+    work = [x.copy() for x in ins]
+    dims = [ctypes.c_int(d) for d in ins[0].shape[:1 if name != "fdtd_2d" else 2]]
 
     def run() -> Any:
-        work[0][...], work[1][...] = a, b  # fresh inputs (in place, as PolyBench)
-        fn(ctypes.c_int(steps), ctypes.c_int(a.shape[0]),
-           work[0].ctypes.data_as(ctypes.c_void_p), work[1].ctypes.data_as(ctypes.c_void_p))
-        return tuple(work)
+        for w, x in zip(work, ins, strict=True):
+            w[...] = x  # fresh inputs
+        fn(ctypes.c_int(steps), *dims, *(w.ctypes.data_as(ctypes.c_void_p) for w in work))
+        return tuple(work[:3 if name == "fdtd_2d" else 2])
     return run
 
 
@@ -147,13 +189,10 @@ def _polyopt(name: str, sizes: dict[str, int], options: dict[str, Any] | None,
 
 def variants(name: str, n: int, steps: int, tiles: list[tuple[int, int]],
              untiled: bool = True, seed: int = 0) -> list[Variant]:
-    rng = np.random.default_rng(seed)
-    shape = (n,) * DIMS[name]
-    a, b = (rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(2))
-    want = NUMPY[name](a, b, steps)
-    sizes = {"N": n, "T": steps}
-    out = [Variant("program order (C, 1 thread)", _program_order(name, a, b, steps)),
-           Variant("numpy", lambda: NUMPY[name](a, b, steps))]
+    ins, sizes = inputs(name, n, steps, np.random.default_rng(seed))
+    want = NUMPY[name](*ins, steps)
+    out = [Variant("program order (C, 1 thread)", _program_order(name, ins, steps)),
+           Variant("numpy", lambda: NUMPY[name](*ins, steps))]
     configs: list[tuple[str, dict[str, Any] | None]] = [("polyopt default", None)]
     if untiled:  # at the target size only the default (the model's tile): memory
         configs.append(("untiled (min fusion)", {"fusion": "min", "knobs": {"time_tile": 0}}))
@@ -162,7 +201,7 @@ def variants(name: str, n: int, steps: int, tiles: list[tuple[int, int]],
                 for h, w in tiles]
     for label, options in configs:
         t0 = time.perf_counter()
-        run, tile = _polyopt(name, sizes, options, (a, b), want)
+        run, tile = _polyopt(name, sizes, options, ins, want)
         print(f"  {name} {label}: compiled and checked in {time.perf_counter() - t0:.1f} s "
               f"(tile {tile})", flush=True)
         out.append(Variant(label, run, note=tile))
@@ -230,7 +269,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--kernels", default="jacobi_2d", help="comma-separated: jacobi_2d,heat_3d")
+    p.add_argument("--kernels", default="jacobi_2d,fdtd_2d",
+                   help="comma-separated: jacobi_2d, fdtd_2d, heat_3d (isl's scheduler takes "
+                        "minutes on heat_3d)")
     p.add_argument("--target", default="3000x60", help="N x T of the target comparison")
     p.add_argument("--sweep", default="1500x60",
                    help="N x T of the tile sweep (jacobi_2d; 'none' skips it)")
@@ -242,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     tiles = [(4, 16), (8, 32), (16, 32), (8, 64), (16, 64), (16, 128), (32, 128)]
     for name in args.kernels.split(","):
         if args.quick:
-            runs.append((name, 64 if name == "jacobi_2d" else 16, 8, [(2, 8), (4, 16)], True))
+            runs.append((name, 16 if name == "heat_3d" else 64, 8, [(2, 8), (4, 16)], True))
             continue
         if name == "jacobi_2d":
             if args.sweep != "none":
@@ -251,6 +292,8 @@ def main(argv: list[str] | None = None) -> None:
             tn, tt = (int(x) for x in args.target.split("x"))
             few = [_tile(x) for x in args.target_tiles.split(",") if x]
             runs.append((name, tn, tt, few, False))  # 4.3 GB per kernel at 3000x60
+        elif name == "fdtd_2d":  # 3 locals of T x N x N: 720 MB per kernel at 1000 x 60
+            runs.append((name, 1000, 60, [(8, 64), (16, 128)], True))
         else:
             runs.append((name, 120, 60, [(2, 8), (4, 16), (8, 16)], True))
     results = []
