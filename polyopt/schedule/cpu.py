@@ -16,7 +16,11 @@ what was done, and each verb's legality check covers it. The steps:
    operands packed into panels; the printer turns the inner loops into a register-tile
    micro-kernel. MR, NR and KC come from the machine model (``polyopt.schedule.machine``)
    (``register_tile.py``);
-4. other nests vectorize their innermost loop when it carries no dependence (or only an
+4. a stencil band whose loops all carry dependences (a time-iterated recurrence; on isl's
+   ``min`` fusion schedule, which replaces a ``smart`` one that fused border copies into
+   the band, ``timetile.stencil_base``) is time-tiled: parallelogram tiles of isl's
+   skewed band, run as a wavefront of parallel tiles (``timetile.py``); otherwise
+4'. other nests vectorize their innermost loop when it carries no dependence (or only an
    unordered reduction), after moving loops of one iteration outermost; a nest with a
    transposed access is tiled first (the printer transposes such copies in registers);
 5. the contraction's nest fuses with its neighbours along the dependence-free outer loops
@@ -47,6 +51,7 @@ from polyopt.schedule.parallel import parallelize
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.register_tile import register_tile
 from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.timetile import stencil_base, time_tile
 from polyopt.schedule.tree import Leaf, Loop, Sequence, raw_iterator
 
 
@@ -55,11 +60,13 @@ def optimize(schedule: Schedule, *, openmp: bool = True,
     """The default CPU schedule for ``schedule``'s def (``knobs`` fix some decisions), after
     its layout (``blocked.plan_layout``)."""
     policy = cpu_policy(machine or host())
-    schedule = split_inits(schedule)
+    schedule = split_inits(stencil_base(schedule, knobs))
     if schedule.fusion != "min":
         schedule = fuse_outer(schedule)
     for name in [n.name for n in nests(schedule.root)]:
-        schedule = tile_nest(schedule, name, policy, knobs)
+        schedule, tiled = time_tile(schedule, name, policy, knobs, openmp=openmp)
+        if not tiled:
+            schedule = tile_nest(schedule, name, policy, knobs)
     schedule = fuse_tiled(schedule)
     if openmp:
         schedule = parallelize(schedule, policy, knobs)

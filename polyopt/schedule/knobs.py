@@ -46,7 +46,16 @@ KNOBS: dict[str, tuple[type, int, str]] = {
                          "reduction (each thread sums a private copy) in place of the model's "
                          "parallel loop; False never splits (default: only when no loop of "
                          "independent iterations has enough iterations)"),
+    "time_tile": (int, 0, "time-tiled stencil bands (schedule/timetile.py): time steps per "
+                          "tile (0: no time tiling)"),
+    "space_tile": (int, 1, "time-tiled stencil bands: tile size of each space loop of the "
+                           "band"),
+    "tile_shape": (str, 0, "time-tiled stencil bands: parallelogram (default) or none (no "
+                           "time tiling); diamond is refused with a note"),
 }
+
+# string knobs that take one of a few words
+CHOICES: dict[str, tuple[str, ...]] = {"tile_shape": ("parallelogram", "diamond", "none")}
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,9 @@ class Knobs:
     vector: str | None = None
     parallel: str | None = None
     split_k: bool | None = None
+    time_tile: int | None = None
+    space_tile: int | None = None
+    tile_shape: str | None = None
 
     @staticmethod
     def from_options(value: Any) -> Knobs:
@@ -79,6 +91,9 @@ class Knobs:
             kind, low, _ = KNOBS[name]
             if not _valid(kind, low, v):
                 raise OptionError(f"option knobs {name}={v!r}: expected {_expected(kind, low)}")
+            if v is not None and name in CHOICES and v not in CHOICES[name]:
+                raise OptionError(f"option knobs {name}={v!r}: expected one of "
+                                  f"{', '.join(CHOICES[name])}")
         return Knobs(**dict(value))
 
     def as_dict(self) -> dict[str, Any]:

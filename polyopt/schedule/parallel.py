@@ -28,6 +28,8 @@ def parallelize(schedule: Schedule, policy: CpuPolicy,
     and ``split_k`` knobs come first where they apply (``_by_knobs``), at any size: they are
     a person's or the tuner's decision."""
     for top in nests(schedule.root):
+        if any(Tag.PARALLEL in lp.tags for lp in loops(top)):
+            continue  # the time tiler's wavefront (``timetile.py``) chose its parallel loop
         n = _instances(schedule, top)
         schedule, why = _by_knobs(schedule, top.name, policy, knobs)
         if not why and n < policy.min_parallel_work:

@@ -296,6 +296,21 @@ class CpuPolicy:
     """Cache tiles the tuner tries for transposed accesses besides the line (default) and
     none."""
 
+    time_tile_cache_share: float = 0.5
+    """Share of L2 one step of a time tile may use (``time_tile``): the other half holds the
+    halo rows of neighbouring tiles and the hardware prefetcher's lines. As ``cube_tile``'s
+    budget; checked against the measured best by ``scripts/stencil_study.py``."""
+
+    time_tile_space: tuple[int, int] = (64, 256)
+    """Smallest and largest space size of a time tile (powers of two). 64: measured on
+    jacobi-2d, T=60, without storage contraction (``scripts/stencil_study.py``,
+    BENCHMARKS.md): at N=1500 tiles 64-128 rows wide took 380-420 ms against 640-870 ms
+    for 16-32 (the cache rule alone gave 32); at N=3000 16 x 64 took 1434 ms against
+    2067 ms for the rule's 8 x 16. With every plane streaming to memory, fewer and wider
+    tiles (fewer halo rows re-read, fewer wavefronts) win over an L2-sized step; re-measure
+    once the locals are contracted. Above 256 the wavefront has too few tiles to share
+    out."""
+
     caps: Caps = CAPS
     """Code-size and stack limits (machine-independent)."""
 
@@ -326,6 +341,37 @@ class CpuPolicy:
         on 64-byte lines), the least that uses each line whole; larger, L2-sized tiles
         measured 1.5x slower at 4096^2 (a page per row exhausts the TLB)."""
         return max(2, self.machine.line_bytes // elem_bytes)
+
+    def time_tile(self, row_bytes: int, dims: int, slope: int, steps: int) -> tuple[int, int]:
+        """(time steps, space size) of a parallelogram tile of a skewed stencil band
+        (``schedule/timetile.py``): the one rule for its sizes.
+
+        The space size ``W`` is the largest power of two in ``time_tile_space`` whose tile
+        keeps one step's working set within ``time_tile_cache_share`` of L2: ``row_bytes *
+        (W + 2 * slope) ** dims`` bytes, ``row_bytes`` being what a step touches per value
+        of the ``dims`` tiled space loops (the innermost, untiled level times the planes it
+        reads and writes) and ``2 * slope`` the halo the reads of the step before reach
+        (the band's skew moves ``slope`` per step); the next step then finds what it reads
+        in L2. The height is ``W // (2 * slope)`` steps: a tile then leans by half its
+        width; at most ``steps / cores`` (at least 1), so that a wavefront holds a tile for
+        each core. The lower end of ``time_tile_space`` is measured (its docstring)."""
+        low, high = self.time_tile_space
+        budget = self.time_tile_cache_share * self.machine.l2_bytes
+        width = low
+        while width * 2 <= high and row_bytes * (2 * width + 2 * slope) ** dims <= budget:
+            width *= 2
+        height = min(steps // self.machine.cores, width // (2 * max(1, slope)))
+        return max(1, height), width
+
+    def time_tile_why(self, row_bytes: int, dims: int, slope: int, steps: int) -> str:
+        """The rule of ``time_tile`` with its numbers, for the schedule's notes."""
+        height, width = self.time_tile(row_bytes, dims, slope, steps)
+        ws = row_bytes * (width + 2 * slope) ** dims
+        return (f"space {width}: one step's working set {row_bytes} B per row x "
+                f"({width} + 2*{slope})^{dims} = {ws} B <= {self.time_tile_cache_share} x "
+                f"L2 {self.machine.l2_bytes} B (at least {self.time_tile_space[0]}); height "
+                f"{height} = {width} // (2 * slope {slope}) "
+                f"(at most {steps} steps / {self.machine.cores} cores)")
 
     @property
     def parallel_trips(self) -> int:
