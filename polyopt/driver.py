@@ -138,8 +138,7 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
         sched = _schedule(program, options, schedule)
         # Layout steps (pack) add tensors and statements: later stages see the schedule's.
         pp, deps = sched.poly, sched.deps
-        storage = () if is_cuda(options) else modulo_storage(
-            pp, sched.map, tuple(t for t, _, _ in sched.contractions))
+        storage = () if is_cuda(options) else modulo_storage(sched)
         ast = build_ast(pp, sched, deps, storage)
         if is_cuda(options):
             src = render_cuda(ast, specialized=not program.sizes, grid_cap=options["gpu"].grid)

@@ -2,14 +2,17 @@
 whose elements die a bounded distance after they are written along one dimension is stored
 modulo that distance — jacobi's ``(T, N, N)`` planes as ``(2, N, N)``.
 
-The modulus is chosen after scheduling, for the schedule at hand: the smallest ``m`` for
-which storing ``X(.., x_d, ..)`` at ``X(.., x_d % m, ..)`` keeps every value until its last
-read. Two elements share a cell when they differ by a multiple of ``m`` along ``d`` only;
-the later one (larger ``x_d``) may be written only after every read of the earlier one
-(memory-based anti dependences) and after the earlier one's write (output dependences).
-Those are checked exactly against the schedule with isl, as any verb is; this finds the
-minimal modulus along one dimension for the schedule (a search over ``m``, where the
-lattice method of Darte, Schreiber and Villard finds minimal moduli for any mapping).
+The modulus is chosen after scheduling, for the schedule at hand, along a local's first
+dimension (the step of a recurrence, by the convention of its declaration ``(T, N, N)``):
+storing ``X(x0, ..)`` at ``X(x0 % m, ..)`` makes elements ``k`` planes apart share a cell
+whenever ``m`` divides ``k``. The later one may be written only after every read of the
+earlier one (memory-based anti dependences) and after the earlier one's write (output
+dependences). One isl computation against the schedule's order finds every distance ``k``
+at which some such pair runs the wrong way (``_clashes``); the smallest ``m`` that divides
+none of them is the minimal modulus for the schedule (where the lattice method of Darte,
+Schreiber and Villard finds minimal moduli for any linear mapping). A statement that stores
+the same value in every plane (a boundary copied from an input) may overwrite its own cells
+in any order.
 """
 
 from __future__ import annotations
@@ -19,13 +22,17 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from polyopt import ir
-from polyopt.errors import IllegalScheduleError
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
-from polyopt.schedule.legality import check_legal
+from polyopt.schedule.legality import carried
+from polyopt.schedule.marks import Tag
+from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.tree import loops
 
-# The largest modulus tried: a recurrence whose values live longer than this many planes
-# saves too little to be worth the search (each try is one legality check).
+_SET = isl.dim_type.set
+
+# The largest modulus taken: a recurrence whose values live longer than this many planes
+# saves too little to be worth a modulo in every index.
 MAX_MODULUS = 16
 
 
@@ -43,60 +50,110 @@ class Modulo:
                 f"({self.modulus} of {self.extent})")
 
 
-def modulo_storage(pp: PolyProgram, smap: isl.UnionMap,
-                   sliced: tuple[str, ...] = ()) -> tuple[Modulo, ...]:
+def modulo_storage(sched: Schedule) -> tuple[Modulo, ...]:
     """For each local of a def with recurrences (all sizes bound; not kept as slices, not
-    read through padding), the dimension and smallest modulus that ``smap`` allows, if any
-    saves storage."""
+    read through padding), the smallest modulus along its first dimension that the
+    schedule allows (its order, and no parallel loop carrying what sharing cells adds), if
+    one saves storage."""
+    pp, smap = sched.poly, sched.map
+    sliced = {t for t, _, _ in sched.contractions}
     program = pp.program
     if not program.value_semantics or program.sizes:
         return ()
     padded = {r.read.tensor for s in pp.stmts for r in s.reads if r.read.pad is not None}
+    candidates = [t for t in program.locals
+                  if t.name not in sliced and t.name not in padded and t.rank >= 2]
+    if not candidates:
+        return ()
+    before = smap.lex_lt_union_map(smap)  # a -> b: a runs before b
     out = []
-    for t in program.locals:
-        if t.name in sliced or t.name in padded or t.rank < 2:
-            continue
-        best = _best(pp, smap, t.name, [int(e) for e in t.shape])
-        if best is not None:
-            out.append(best)
+    for t in candidates:
+        extent = int(t.shape[0])
+        clashes = _clashes(pp, before.reverse(), t.name, t.rank)
+        m = next((m for m in range(1, min(extent, MAX_MODULUS + 1))
+                  if not any(k % m == 0 for k in clashes)
+                  and _parallel_safe(sched, _shared(pp, t.name, t.rank, m))), None)
+        if m is not None:
+            out.append(Modulo(t.name, 0, m, extent))
     return tuple(out)
 
 
-def _best(pp: PolyProgram, smap: isl.UnionMap, tensor: str,
-          shape: list[int]) -> Modulo | None:
-    writes = _union([s.write for s in pp.stmts if s.stmt.tensor == tensor], pp)
-    reads = _union([r.relation for s in pp.stmts for r in s.reads if r.read.tensor == tensor]
-                   + [s.write for s in pp.stmts if s.stmt.tensor == tensor and s.accumulates],
-                   pp)
-    best: Modulo | None = None
-    for dim in range(len(shape) - 1):  # never the stride-1 dimension: vector loads stay
-        for m in range(1, min(shape[dim], MAX_MODULUS + 1)):
-            if best is not None and shape[dim] // m <= best.extent // best.modulus:
-                break
-            if _legal(pp, smap, writes, reads, tensor, len(shape), dim, m):
-                best = Modulo(tensor, dim, m, shape[dim])
-                break
-    return best
+def _parallel_safe(sched: Schedule, shared: Deps) -> bool:
+    """No parallel loop carries a dependence that sharing cells adds (its iterations run
+    at once: the schedule's order says nothing about them)."""
+    return all(carried(sched.root, lp, shared, sched.poly.domain).is_empty()
+               for lp in loops(sched.root) if Tag.PARALLEL in lp.tags)
 
 
-def _legal(pp: PolyProgram, smap: isl.UnionMap, writes: isl.UnionMap, reads: isl.UnionMap,
-           tensor: str, rank: int, dim: int, m: int) -> bool:
-    """Does ``smap`` keep every value of ``tensor`` stored modulo ``m`` along ``dim``?"""
+def _shared(pp: PolyProgram, tensor: str, rank: int, m: int) -> Deps:
+    """The memory-based dependences of storing ``tensor`` modulo ``m`` along dimension 0:
+    the reads and write of an element before the writes of the elements that share its
+    cell in later planes (a plane-invariant statement's own writes aside)."""
     xs = [f"x{k}" for k in range(rank)]
-    ys = [f"y{k}" if k == dim else f"x{k}" for k in range(rank)]
+    ys = ["y0", *xs[1:]]
     alias = isl.UnionMap(f"{pp.program.params} -> {{ {tensor}[{', '.join(xs)}] -> "
                          f"{tensor}[{', '.join(ys)}] : exists (q : q >= 1 and "
-                         f"y{dim} = x{dim} + {m} * q) }}")
-    later = alias.apply_range(writes.reverse())
-    # A read of a value -> a write of its cell after it; an instance reads before it writes.
-    anti = reads.apply_range(later).subtract(pp.domain.identity())
-    output = writes.apply_range(later)
-    empty = isl.UnionMap.empty(anti.get_space())
-    try:
-        check_legal(smap, Deps(empty, anti.coalesce(), output.coalesce()), "storage")
-    except IllegalScheduleError:
+                         f"y0 = x0 + {m} * q) }}")
+    empty = isl.UnionMap.empty(pp.context.get_space())
+    anti, output = empty, empty
+    writers = [s for s in pp.stmts if s.stmt.tensor == tensor]
+    for w in writers:
+        written = isl.UnionMap.from_map(w.write)
+        reads = _union([r.relation.intersect_range(w.write.range()) for s in pp.stmts
+                        for r in s.reads if r.read.tensor == tensor], pp)
+        for w2 in writers:
+            if w2.stmt is w.stmt and _plane_invariant(w.stmt):
+                continue
+            later = alias.apply_range(isl.UnionMap.from_map(w2.write).reverse())
+            anti = anti.union(reads.apply_range(later))
+            output = output.union(written.apply_range(later))
+    return Deps(empty, anti.subtract(pp.domain.identity()), output)
+
+
+def _clashes(pp: PolyProgram, after: isl.UnionMap, tensor: str, rank: int) -> set[int]:
+    """The distances ``k >= 1`` along dimension 0 at which sharing a cell breaks the
+    schedule: an element's read runs after the write of the element ``k`` planes on, or
+    its write after that one's (``after``: b -> a, a runs before b). A write that stores
+    the same value in every plane (``_plane_invariant``) clashes with no write of its own."""
+    xs = [f"x{k}" for k in range(rank)]
+    ys = ["y0", *xs[1:]]
+    later = isl.UnionMap(f"{pp.program.params} -> {{ {tensor}[{', '.join(xs)}] -> "
+                         f"{tensor}[{', '.join(ys)}] : y0 > x0 }}")
+    writers = [s for s in pp.stmts if s.stmt.tensor == tensor]
+    out: set[int] = set()
+    for w in writers:
+        written = isl.UnionMap.from_map(w.write)
+        users = _union([r.relation.intersect_range(w.write.range()) for s in pp.stmts
+                        for r in s.reads if r.read.tensor == tensor], pp)
+        users = users.union(written)  # its write, for the output dependences
+        for w2 in writers:
+            if w2.stmt is w.stmt and _plane_invariant(w.stmt):
+                continue
+            # [user -> writer] -> [element -> its later element], for the pairs whose
+            # writer runs first: exact per pair of elements (a composition through the
+            # instances would mix in the other elements a user reads).
+            pairs = users.product(isl.UnionMap.from_map(w2.write)).intersect_domain(
+                after.wrap())
+            elements = pairs.range().unwrap().intersect(later)
+            elements.deltas().foreach_set(lambda d: d.foreach_point(
+                lambda p: out.add(int(p.get_coordinate_val(_SET, 0).to_python()))))
+    return out
+
+
+def _plane_invariant(stmt: ir.Stmt) -> bool:
+    """Does ``stmt`` store one value per element of its planes (its first LHS index in
+    neither its right-hand side nor another index's range)? Then its writes of one cell
+    from different planes store the same value, in any order."""
+    v = stmt.lhs[0]
+    if any(isinstance(e, ir.Var) and e.name == v for e in stmt.rhs.walk()):
         return False
-    return True
+    dom = isl.Set(stmt.domain)
+    k = dom.find_dim_by_name(_SET, v)
+    lo, hi = dom.dim_min_val(k), dom.dim_max_val(k)
+    if not (lo.is_int() and hi.is_int()):
+        return False
+    box = dom.eliminate(_SET, k, 1).lower_bound_val(_SET, k, lo).upper_bound_val(_SET, k, hi)
+    return bool(dom.is_equal(box))
 
 
 def _union(maps: list[isl.Map], pp: PolyProgram) -> isl.UnionMap:

@@ -99,11 +99,9 @@ def test_storage_is_contracted_to_what_the_schedule_keeps_alive() -> None:
     is enough; the C says so and the results stay right."""
     sizes = {"N": 14, "T": 7}
     kernel = polyopt.compile(kernels.get("jacobi_2d"), "jacobi_2d", sizes=sizes)
-    sched = kernel.schedule
-    sliced = tuple(t for t, _, _ in sched.contractions)
-    (mod,) = modulo_storage(sched.poly, sched.map, sliced)
-    assert (mod.tensor, mod.dim, mod.extent) == ("At", 0, 7) and mod.modulus < 7
-    assert f"/* storage: {mod} */" in kernel.source
+    mods = modulo_storage(kernel.schedule)
+    assert [(m.tensor, m.dim, m.extent) for m in mods] == [("At", 0, 7), ("Bt", 0, 7)]
+    assert all(m.modulus < 7 and f"/* storage: {m} */" in kernel.source for m in mods)
     rng = np.random.default_rng(2)
     a, b = (rng.random((14, 14)).astype(np.float32) for _ in range(2))
     got = kernel(a, b)
@@ -112,12 +110,19 @@ def test_storage_is_contracted_to_what_the_schedule_keeps_alive() -> None:
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
-def test_a_schedule_that_writes_every_plane_first_keeps_them_whole() -> None:
-    """Under program order (every statement its own nest) each boundary statement writes
-    all planes before the interior reads the first: no modulus is legal."""
-    sched = polyopt.schedule(kernels.get("jacobi_2d"), "jacobi_2d", sizes={"N": 8, "T": 4},
-                             auto=False)
-    assert [m.tensor for m in modulo_storage(sched.poly, sched.map)] in ([], ["Bt"])
+@pytest.mark.parametrize(("boundary", "modulus"), [("X(i)", 2), ("X(i) * float(t)", None)])
+def test_a_boundary_written_for_every_plane_first(boundary: str, modulus: int | None) -> None:
+    """In an order that writes every plane's boundary first, a boundary that is the same in
+    every plane may share its cells (two planes serve the interior); one that is not keeps
+    the planes whole."""
+    src = f"""def f<T=6>(float(N) X) -> (Y) local (float(T,N) A) {{
+    A(t,i) = {boundary} where t in 0:T, i in 0:1
+    A(t,i) = X(i) where t in 0:1, i in 1:N
+    A(t,i) = A(t-1,i) + A(t-1,i-1) where t in 1:T, i in 1:N
+    Y(i) = A(T-1,i)
+}}"""
+    sched = polyopt.schedule(src, sizes={"N": 8}, auto=False)
+    assert [m.modulus for m in modulo_storage(sched)] == ([modulus] if modulus else [])
 
 
 def test_a_def_with_recurrences_is_refused_by_grad() -> None:
