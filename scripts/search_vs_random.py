@@ -1,21 +1,44 @@
 """Model-guided search against random search at equal trial budgets (issue 15, item 7).
 
-For each operator of the suite (``scripts/bench_suite.py``, its benchmark sizes) and each
-seed, ``polyopt.tune`` runs once per strategy with the largest budget, into no database and
-a fresh kernel cache (no run reuses another's compiles); the best at budget B is the best
-of its first B trials (a search never looks ahead, so that is what a B-trial run finds).
-The strategies of one seed run back to back; then the default and each strategy's best at
-each budget are compiled in this process and timed side by side (3 interleaved rounds of
-the best of 10 calls): the tuner's own times of one configuration differed by 2x from run
-to run on a shared machine, which a search's best-of-N picks up as luck. The table gives,
-per operator and budget, the median over seeds of these side-by-side times of each
+**Table mode** (the fair study). Comparing two live tuning runs is unfair: a tuner's best
+of N noisy measurements picks up luck, and on this shared 2-core machine one
+configuration's time moved by 2x between runs. So each operator's schedule space is
+measured once, into a table (``scripts/search_table.py``): the whole space when it has at
+most ``--sample`` configurations, else the default and a fixed uniform sample of
+``--sample - 1``; each configuration compiled, checked against the default's output and
+timed as the CPU time of one thread (``time.thread_time``, ``OMP_NUM_THREADS=1``) in
+``--rounds`` interleaved rounds (each the least of 3 samples of about 2 ms; the table keeps
+the median over rounds), together with the tuner's features and the pipeline's predicted
+cycles of each configuration. Then each strategy is simulated on the table: it proposes
+configurations (only the table's), and gets their tabled times back; both strategies see the
+same numbers, so luck is out. For each budget (default 8, 16, 32, 64) and ``--seeds``
+seeds (default 64), the best found within the budget over the table's best; the table gives
+the median and quartiles over seeds per strategy and budget::
+
+    flock -s /tmp/bench.lock python3 scripts/search_vs_random.py --tables T.json \\
+        --measure --ops permute_210,bmm --sample 192      # measure (minutes per operator)
+    python3 scripts/search_vs_random.py --tables T.json   # simulate (seconds)
+
+The table's clock is one thread's, so the parallel-loop knob shows its single-thread cost
+only (fork/join and sharing the cores are not in it), and a sample of a large space holds
+few configurations next to the default: the model's local moves there are to the nearest
+tabled configurations.
+
+**Live runs** (``--json``; the earlier study). For each operator of the suite
+(``scripts/bench_suite.py``, its benchmark sizes) and each seed, ``polyopt.tune`` runs once
+per strategy with the largest budget, into no database and a fresh kernel cache (no run
+reuses another's compiles); the best at budget B is the best of its first B trials (a search
+never looks ahead, so that is what a B-trial run finds). The strategies of one seed run back
+to back; then the default and each strategy's best at each budget are compiled in this
+process and timed side by side (3 interleaved rounds of the best of 10 calls). The table
+gives, per operator and budget, the median over seeds of these side-by-side times of each
 strategy's best (and of the default), and model / random (below 1: the model-guided
 search's best is faster).
 
     flock /tmp/bench.lock python3 scripts/search_vs_random.py --ops sum_axis0,bmm \\
         --budgets 16,24 --seeds 0,1,2 --json /tmp/svr.json
 
-Runs append to ``--json`` (one locked run per operator keeps each short); ``--table``
+Live runs append to ``--json`` (one locked run per operator keeps each short); ``--table``
 prints the table of a saved file without running anything.
 """
 

@@ -100,7 +100,9 @@ def tune(source: str | lang.Definition, name: str | None = None, *, sizes: Mappi
          progress: Callable[[int, int, Trial], None] | None = None) -> TuneResult:
     """Search the schedule space of def ``name`` at ``sizes`` with ``trials`` measurements.
 
-    ``strategy``: "random", "genetic" or "model" (cost-model-guided evolution). ``db``: a path
+    ``strategy``: "random", "genetic" or "model" (``polyopt.tune.guided``: the pipeline's
+    predicted cycles rank the space first, then a model fit on the measurements, with local
+    moves from the fastest so far and random picks). ``db``: a path
     or ``Database`` (default: the user's tuning database; False: record nothing).
     ``executor``: where to measure (default: a worker process here; a
     ``dask.distributed.Client`` measures on its cluster).
