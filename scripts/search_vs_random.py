@@ -19,6 +19,9 @@ the median and quartiles over seeds per strategy and budget::
         --measure --ops permute_210,bmm --sample 192      # measure (minutes per operator)
     python3 scripts/search_vs_random.py --tables T.json   # simulate (seconds)
 
+``scripts/data/search_tables.json`` holds the tables of the study of 2026-12-02 (11 suite
+operators, measured on the shared 2-core machine under load 4-5).
+
 The table's clock is one thread's, so the parallel-loop knob shows its single-thread cost
 only (fork/join and sharing the cores are not in it), and a sample of a large space holds
 few configurations next to the default: the model's local moves there are to the nearest
@@ -222,8 +225,9 @@ def study_table(tables: dict[str, Any], result: dict[str, Any],
                                         f"{default:.3f}", *cells]) + " |")
     ties = sum(_median(by, "model", b) == _median(by, "random", b)
                for by in result.values() for b in budgets)
-    lines.append(f"\nmodel's median below random's in {wins} of "
-                 f"{len(result) * len(budgets)} (operator, budget) cells; equal in {ties}")
+    cells = len(result) * len(budgets)
+    lines.append(f"\nof {cells} (operator, budget) cells, the model's median is below "
+                 f"random's in {wins}, above in {cells - wins - ties}, equal in {ties}")
     return "\n".join(lines)
 
 
