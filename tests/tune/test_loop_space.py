@@ -14,6 +14,7 @@ import polyopt
 from polyopt import lang
 from polyopt.tune import features
 from polyopt.tune.features import Predicted
+from polyopt.tune.search import search
 from polyopt.tune.space import space_for
 from polyopt.tune.tuner import analytic
 
@@ -125,8 +126,6 @@ def test_the_model_search_tries_the_predicted_fastest_first() -> None:
     """Before it has measurements to learn from, model-guided search ranks the space by
     the pipeline's predicted cycles: its first batch holds the configuration with the
     least prediction (there, with no features, only the prior guides it)."""
-    from polyopt.tune.search import search
-
     space = space_for(TRANSPOSE, None, {"M": 64, "N": 96})
     _, prior = analytic(lang.define(TRANSPOSE), None, {"M": 64, "N": 96})
     assert prior is not None
