@@ -1,21 +1,47 @@
 """Model-guided search against random search at equal trial budgets (issue 15, item 7).
 
-For each operator of the suite (``scripts/bench_suite.py``, its benchmark sizes) and each
-seed, ``polyopt.tune`` runs once per strategy with the largest budget, into no database and
-a fresh kernel cache (no run reuses another's compiles); the best at budget B is the best
-of its first B trials (a search never looks ahead, so that is what a B-trial run finds).
-The strategies of one seed run back to back; then the default and each strategy's best at
-each budget are compiled in this process and timed side by side (3 interleaved rounds of
-the best of 10 calls): the tuner's own times of one configuration differed by 2x from run
-to run on a shared machine, which a search's best-of-N picks up as luck. The table gives,
-per operator and budget, the median over seeds of these side-by-side times of each
+**Table mode** (the fair study). Comparing two live tuning runs is unfair: a tuner's best
+of N noisy measurements picks up luck, and on this shared 2-core machine one
+configuration's time moved by 2x between runs. So each operator's schedule space is
+measured once, into a table (``scripts/search_table.py``): the whole space when it has at
+most ``--sample`` configurations, else the default and a fixed uniform sample of
+``--sample - 1``; each configuration compiled, checked against the default's output and
+timed as the CPU time of one thread (``time.thread_time``, ``OMP_NUM_THREADS=1``) in
+``--rounds`` interleaved rounds (each the least of 3 samples of about 2 ms; the table keeps
+the median over rounds), together with the tuner's features and the pipeline's predicted
+cycles of each configuration. Then each strategy is simulated on the table: it proposes
+configurations (only the table's), and gets their tabled times back; both strategies see the
+same numbers, so luck is out. For each budget (default 8, 16, 32, 64) and ``--seeds``
+seeds (default 64), the best found within the budget over the table's best; the table gives
+the median and quartiles over seeds per strategy and budget::
+
+    flock -s /tmp/bench.lock python3 scripts/search_vs_random.py --tables T.json \\
+        --measure --ops permute_210,bmm --sample 192      # measure (minutes per operator)
+    python3 scripts/search_vs_random.py --tables T.json   # simulate (seconds)
+
+``scripts/data/search_tables.json`` holds the tables of the study of 2026-12-02 (11 suite
+operators, measured on the shared 2-core machine under load 4-5).
+
+The table's clock is one thread's, so the parallel-loop knob shows its single-thread cost
+only (fork/join and sharing the cores are not in it), and a sample of a large space holds
+few configurations next to the default: the model's local moves there are to the nearest
+tabled configurations.
+
+**Live runs** (``--json``; the earlier study). For each operator of the suite
+(``scripts/bench_suite.py``, its benchmark sizes) and each seed, ``polyopt.tune`` runs once
+per strategy with the largest budget, into no database and a fresh kernel cache (no run
+reuses another's compiles); the best at budget B is the best of its first B trials (a search
+never looks ahead, so that is what a B-trial run finds). The strategies of one seed run back
+to back; then the default and each strategy's best at each budget are compiled in this
+process and timed side by side (3 interleaved rounds of the best of 10 calls). The table
+gives, per operator and budget, the median over seeds of these side-by-side times of each
 strategy's best (and of the default), and model / random (below 1: the model-guided
 search's best is faster).
 
     flock /tmp/bench.lock python3 scripts/search_vs_random.py --ops sum_axis0,bmm \\
         --budgets 16,24 --seeds 0,1,2 --json /tmp/svr.json
 
-Runs append to ``--json`` (one locked run per operator keeps each short); ``--table``
+Live runs append to ``--json`` (one locked run per operator keeps each short); ``--table``
 prints the table of a saved file without running anything.
 """
 
@@ -133,22 +159,128 @@ def table(runs: Sequence[dict[str, Any]], budgets: Sequence[int]) -> str:
     return "\n".join(lines)
 
 
+# -- table mode: strategies simulated on a measured table ---------------------------------
+
+def table_space(table: dict[str, Any]) -> Any:
+    from polyopt.tune.space import Space
+
+    return Space("c", tuple((name, tuple(values)) for name, values in table["knobs"].items()))
+
+
+def simulate(table: dict[str, Any], strategy: str, trials: int, seed: int) -> list[float]:
+    """The tabled times (ms, inf for a failed one) of the configurations ``strategy``
+    proposes, in order, when it may propose only the table's."""
+    from polyopt.tune.history import key
+    from polyopt.tune.search import search
+
+    rows = {key(c): i for i, c in enumerate(table["configs"])}
+    ms = [m if m is not None else math.inf for m in table["ms"]]
+
+    def row(config: dict[str, Any]) -> int:
+        if key(config) not in rows:
+            raise KeyError(f"{strategy} proposed a configuration outside the table: {config}")
+        return rows[key(config)]
+
+    history = search(table_space(table), lambda cs: [ms[row(c)] / 1e3 for c in cs], trials,
+                     strategy, seed, features=lambda c: table["features"][row(c)],
+                     prior=lambda c: table["prior"][row(c)] or 0.0, pool=table["configs"])
+    return [t * 1e3 for _, t in history]
+
+
+def study(tables: dict[str, Any], budgets: Sequence[int], seeds: int) -> dict[str, Any]:
+    """Per operator, strategy and budget, each seed's best found over the table's best."""
+    out: dict[str, Any] = {}
+    for op, table in tables.items():
+        best = min(m for m in table["ms"] if m is not None)
+        out[op] = {}
+        for strategy in STRATEGIES:
+            runs = [simulate(table, strategy, max(budgets), seed) for seed in range(seeds)]
+            out[op][strategy] = {str(b): [min(r[:b]) / best for r in runs] for b in budgets}
+    return out
+
+
+def quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[1], q[2]
+
+
+def study_table(tables: dict[str, Any], result: dict[str, Any],
+                budgets: Sequence[int]) -> str:
+    """Markdown: per operator and budget, median (quartiles) of best found / table best."""
+    head = ["operator", "space", "table", "default / best",
+            *[f"{s} @{b}" for b in budgets for s in STRATEGIES]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    wins = 0
+    for op, by in result.items():
+        t = tables[op]
+        best = min(m for m in t["ms"] if m is not None)
+        cells = []
+        for b in budgets:
+            for s in STRATEGIES:
+                q1, med, q3 = quartiles(by[s][str(b)])
+                cells.append(f"{med:.3f} ({q1:.3f}-{q3:.3f})")
+            wins += _median(by, "model", b) < _median(by, "random", b)
+        default = t["ms"][0] / best if t["ms"][0] is not None else math.inf
+        lines.append("| " + " | ".join([op, str(t["space_size"]), str(len(t["configs"])),
+                                        f"{default:.3f}", *cells]) + " |")
+    ties = sum(_median(by, "model", b) == _median(by, "random", b)
+               for by in result.values() for b in budgets)
+    cells = len(result) * len(budgets)
+    lines.append(f"\nof {cells} (operator, budget) cells, the model's median is below "
+                 f"random's in {wins}, above in {cells - wins - ties}, equal in {ties}")
+    return "\n".join(lines)
+
+
+def _median(by: dict[str, Any], strategy: str, budget: int) -> float:
+    return statistics.median(by[strategy][str(budget)])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", default="", help="suite operators, comma-separated")
-    p.add_argument("--budgets", default="16,24")
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--json", required=True, help="results file (appended to)")
+    p.add_argument("--budgets", default=None, help="default: 8,16,32,64 (table mode), "
+                   "16,24 (live runs)")
+    p.add_argument("--seeds", default=None, help="table mode: how many (default 64); "
+                   "live runs: which (default 0,1,2)")
+    p.add_argument("--tables", help="table mode: the tables file (JSON, keyed by operator)")
+    p.add_argument("--measure", action="store_true", help="measure --ops into --tables")
+    p.add_argument("--sample", type=int, default=192,
+                   help="configurations per table (the whole space when smaller)")
+    p.add_argument("--rounds", type=int, default=5, help="timing rounds per table")
+    p.add_argument("--json", help="live runs: results file (appended to)")
     p.add_argument("--table", action="store_true", help="print the saved table only")
     args = p.parse_args(argv)
-    budgets = sorted(int(b) for b in args.budgets.split(","))
+    ops = list(filter(None, args.ops.split(",")))
+    if args.tables:
+        return _table_mode(args, ops)
+    if not args.json:
+        p.error("give --tables (table mode) or --json (live runs)")
+    return _live(args, ops)
+
+
+def _table_mode(args: argparse.Namespace, ops: list[str]) -> int:
+    path = Path(args.tables)
+    if args.measure:
+        from search_table import measure
+
+        measure(ops, args.sample, args.rounds, 0, path, suite_cases())
+    tables = json.loads(path.read_text())
+    tables = {op: tables[op] for op in ops} if ops else tables
+    budgets = sorted(int(b) for b in (args.budgets or "8,16,32,64").split(","))
+    result = study(tables, budgets, int(args.seeds or 64))
+    print(study_table(tables, result, budgets))
+    return 0
+
+
+def _live(args: argparse.Namespace, ops: list[str]) -> int:
+    budgets = sorted(int(b) for b in (args.budgets or "16,24").split(","))
     path = Path(args.json)
     runs: list[dict[str, Any]] = json.loads(path.read_text()) if path.exists() else []
     if not args.table:
         cases = suite_cases()
-        for op in filter(None, args.ops.split(",")):
-            for seed in (int(s) for s in args.seeds.split(",")):
+        for op in ops:
+            for seed in (int(s) for s in (args.seeds or "0,1,2").split(",")):
                 mine = []
                 for strategy in STRATEGIES:
                     mine.append(one_run(cases[op], strategy, max(budgets), seed))
@@ -160,7 +292,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 path.write_text(json.dumps(runs, indent=1))
     print(table(runs, budgets))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

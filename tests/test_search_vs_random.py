@@ -1,9 +1,12 @@
-"""scripts/search_vs_random.py: the best at a budget is the best of the first trials, and
-the table takes the side-by-side times' medians over seeds when there are some."""
+"""scripts/search_vs_random.py: the best at a budget is the best of the first trials, the
+table takes the side-by-side times' medians over seeds when there are some, and in table
+mode the strategies propose only tabled configurations and are scored against the table's
+best."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "search_vs_random.py"
@@ -33,3 +36,35 @@ def test_the_table_takes_medians_of_the_side_by_side_times() -> None:
             for s, x in (("random", a), ("model", b))]
     row = svr.table(runs, [1, 2]).splitlines()[-1]
     assert row == "| k | 9 | 0,1,2 | 4 | 4 | 4 | 2.5 | 1.5 | 1.000 | 0.600 |"
+
+
+def synthetic_table(n: int = 4) -> dict:
+    """A table of every configuration of two knobs; the time grows with both knobs'
+    positions and the prediction follows it."""
+    values = [None, *range(1, n)]
+    configs = [{"a": a, "b": b} for a in values for b in values]
+    ms = [1.0 + values.index(c["a"]) + 2 * values.index(c["b"]) for c in configs]
+    ms[-1] = None  # a failed configuration
+    return {"knobs": {"a": values, "b": values}, "space_size": n * n, "configs": configs,
+            "ms": ms, "features": [[float(m or 99)] for m in ms],
+            "prior": [float(m or 99) for m in ms]}
+
+
+def test_a_simulated_strategy_proposes_table_configurations_once_each() -> None:
+    table = synthetic_table()
+    for strategy in svr.STRATEGIES:
+        got = svr.simulate(table, strategy, 64, seed=3)
+        assert len(got) == len(table["configs"]) and got[0] == 1.0  # default first
+        assert sorted(got) == sorted(m if m is not None else float("inf")
+                                     for m in table["ms"])
+
+
+def test_the_study_reports_best_found_over_the_table_best(tmp_path: Path) -> None:
+    tables = {"k": synthetic_table()}
+    result = svr.study(tables, [1, 2, 16], seeds=5)
+    assert result["k"]["random"]["1"] == [1.0] * 5  # the default is the table's best
+    text = svr.study_table(tables, result, [1, 2, 16])
+    assert text.splitlines()[2].startswith("| k | 16 | 16 | 1.000 | 1.000 (1.000-1.000)")
+    path = tmp_path / "tables.json"
+    path.write_text(json.dumps(tables))
+    assert svr.main(["--tables", str(path), "--budgets", "1,2", "--seeds", "3"]) == 0

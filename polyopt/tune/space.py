@@ -14,6 +14,7 @@ for the machine model, in the contraction's vector lanes; ``GpuPolicy``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -65,6 +66,23 @@ class Space:
             i = values.index(out[name]) if out[name] in values else 0
             out[name] = values[max(0, min(len(values) - 1, i + rng.choice((-1, 1))))]
         return out
+
+    def neighbours(self, config: Config) -> list[Config]:
+        """Every configuration that differs from ``config`` in one knob."""
+        return [{**config, name: v} for name, values in self.knobs for v in values
+                if v != config.get(name)]
+
+    def pool(self, n: int, rng: random.Random) -> list[Config]:
+        """The whole space when it has at most ``n`` configurations, else the default and
+        ``n - 1`` distinct ones drawn uniformly."""
+        if math.prod(len(v) for _, v in self.knobs) <= n:
+            return [dict(zip((k for k, _ in self.knobs), vs, strict=True))
+                    for vs in itertools.product(*(v for _, v in self.knobs))]
+        out = {json.dumps(self.default, sort_keys=True, default=str): self.default}
+        while len(out) < n:
+            c = self.sample(rng)
+            out.setdefault(json.dumps(c, sort_keys=True, default=str), c)
+        return list(out.values())
 
     def crossover(self, a: Config, b: Config, rng: random.Random) -> Config:
         return {name: (a if rng.random() < 0.5 else b)[name] for name, _ in self.knobs}

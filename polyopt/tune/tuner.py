@@ -28,7 +28,7 @@ from polyopt.tune.db import Database, Record, default_path
 from polyopt.tune.features import Footprints, Predicted
 from polyopt.tune.key import Key
 from polyopt.tune.measure import Confirm, Job, Result, Runner, prepare
-from polyopt.tune.search import STRATEGIES, search
+from polyopt.tune.search import STRATEGIES, Features, Prior, search
 from polyopt.tune.space import Config, Space, space_for
 
 
@@ -100,7 +100,9 @@ def tune(source: str | lang.Definition, name: str | None = None, *, sizes: Mappi
          progress: Callable[[int, int, Trial], None] | None = None) -> TuneResult:
     """Search the schedule space of def ``name`` at ``sizes`` with ``trials`` measurements.
 
-    ``strategy``: "random", "genetic" or "model" (cost-model-guided evolution). ``db``: a path
+    ``strategy``: "random", "genetic" or "model" (``polyopt.tune.guided``: the pipeline's
+    predicted cycles rank the space first, then a model fit on the measurements, with local
+    moves from the fastest so far and random picks). ``db``: a path
     or ``Database`` (default: the user's tuning database; False: record nothing).
     ``executor``: where to measure (default: a worker process here; a
     ``dask.distributed.Client`` measures on its cluster).
@@ -134,10 +136,10 @@ def tune(source: str | lang.Definition, name: str | None = None, *, sizes: Mappi
             out.append(trial.result.best)
         return out
 
-    features = _features(definition, sizes, target)
+    features, prior = analytic(definition, None, sizes, target)
     try:
         with Runner(timeout, executor) as runner:
-            search(space, evaluate, trials, strategy, seed, seeds, features)
+            search(space, evaluate, trials, strategy, seed, seeds, features, prior=prior)
             confirmed = _confirm(runner, done, source, name, sizes, target, data, repeat)
     finally:  # the inputs and reference (tens of MB for a large kernel) are scratch
         shutil.rmtree(Path(data).parent, ignore_errors=True)
@@ -173,16 +175,19 @@ def _confirm(runner: Runner, done: list[Trial], source: str, name: str | None,
     return list(zip(chosen, runner.confirm(Confirm(jobs)), strict=True))
 
 
-def _features(definition: lang.Definition, sizes: Mapping[str, int],
-              target: str = "c") -> Callable[[Config], tuple[float, ...]]:
-    """isl footprints of a configuration's tiles, for the cost model (when the definition
-    has a contraction to tile), and on the CPU the pipeline's own cost model's predicted
-    cycles of its schedule; on ``cuda``, against the device's GPU model (the named default
-    without one)."""
+def analytic(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
+             target: str = "c") -> tuple[Features, Prior | None]:
+    """What the search knows of a configuration before measuring it: its features (isl
+    footprints of its tiles, when the definition has a contraction to tile, and on the CPU
+    the pipeline's own cost model's predicted cycles of its schedule; on ``cuda``, against
+    the device's GPU model, the named default without one) and, on the CPU, that prediction
+    alone (log2 cycles), the model-guided search's prior."""
+    definition = lang.define(source, name)
     gpu = device_model() if target == "cuda" else None
     fp = Footprints(definition, None, sizes, gpu=gpu)
     predicted = None if target.startswith("cuda") else Predicted(definition, None, sizes)
-    return functools.partial(_feature_row, fp if fp.stmt is not None else None, predicted)
+    features = functools.partial(_feature_row, fp if fp.stmt is not None else None, predicted)
+    return features, (predicted.of if predicted is not None else None)
 
 
 def _feature_row(fp: Footprints | None, predicted: Predicted | None,

@@ -14,8 +14,9 @@ import polyopt
 from polyopt import lang
 from polyopt.tune import features
 from polyopt.tune.features import Predicted
+from polyopt.tune.search import search
 from polyopt.tune.space import space_for
-from polyopt.tune.tuner import _features
+from polyopt.tune.tuner import analytic
 
 COLSUM = "def colsum(float(M,N) A) -> (S) { S(n) +=! A(m,n) }"
 TRANSPOSE = "def tr(float(M,N) A) -> (B) { B(n,m) = A(m,n) }"
@@ -90,11 +91,12 @@ def test_the_models_prediction_is_a_finite_feature_and_cheap_once_cached(
         monkeypatch: pytest.MonkeyPatch) -> None:
     sizes = {"M": 64, "N": 96}
     space = space_for(TRANSPOSE, None, sizes)
-    row = _features(lang.define(TRANSPOSE), sizes)
+    row, prior = analytic(lang.define(TRANSPOSE), None, sizes)
     rng = random.Random(0)
     pool = [space.sample(rng) for _ in range(64)]
     values = [row(c) for c in pool]
     assert all(len(v) == 1 and math.isfinite(v[0]) and v[0] > 0 for v in values)
+    assert prior is not None and [(prior(c),) for c in pool] == values
 
     def no_lowering(*args: object, **kwargs: object) -> None:
         raise AssertionError("a cached prediction lowered the definition again")
@@ -103,7 +105,7 @@ def test_the_models_prediction_is_a_finite_feature_and_cheap_once_cached(
     with monkeypatch.context() as m:
         m.setattr(features, "base_schedule", no_lowering)
         assert [row(c) for c in pool] == values
-    mm = _features(lang.define(MM), {"M": 64, "N": 48, "K": 40})({})
+    mm = analytic(lang.define(MM), None, {"M": 64, "N": 48, "K": 40})[0]({})
     assert len(mm) == 12 and all(math.isfinite(x) for x in mm)
 
 
@@ -120,16 +122,15 @@ def test_the_encoding_tells_the_models_choice_from_each_value() -> None:
     assert len({tuple(c) for c in codes.values()}) == len(codes)  # None and False differ
 
 
-def test_the_model_search_ranks_by_an_optimistic_bound() -> None:
-    """The ensemble's bound is below its mean where the models disagree, and finite."""
-    from polyopt.tune import search as s
-
+def test_the_model_search_tries_the_predicted_fastest_first() -> None:
+    """Before it has measurements to learn from, model-guided search ranks the space by
+    the pipeline's predicted cycles: its first batch holds the configuration with the
+    least prediction (there, with no features, only the prior guides it)."""
     space = space_for(TRANSPOSE, None, {"M": 64, "N": 96})
-    state = s._State(space, lambda cs: [1.0 + i for i, _ in enumerate(cs)], 12,
-                     random.Random(0))
-    state.measure([space.default, *state.propose(7)])
-    pool = state.propose(16)
-    bound = s._optimistic(state, pool)
-    mean = s.CostModel.fit(space, state.history).predict_many(pool)
-    assert len(bound) == len(pool) and all(math.isfinite(b) for b in bound)
-    assert sum(bound) < sum(mean)
+    _, prior = analytic(lang.define(TRANSPOSE), None, {"M": 64, "N": 96})
+    assert prior is not None
+    pool = space.pool(1000, random.Random(0))
+    fastest = min(prior(c) for c in pool)
+    history = search(space, lambda cs: [1.0] * len(cs), 5, "model", 0, prior=prior)
+    assert history[0][0] == space.default
+    assert min(prior(c) for c, _ in history[1:]) == fastest

@@ -1,0 +1,162 @@
+"""Measure a tuning table: a fixed sample of an operator's schedule space (the whole space
+when it is small), each configuration compiled once and timed in interleaved rounds, saved
+as JSON with the tuner's analytic features and the cost model's prediction of each
+configuration. ``scripts/search_vs_random.py --simulate`` then runs the search strategies
+on the table (see its docstring).
+
+Timing: the CPU time of the calling thread (``time.thread_time``) with one OpenMP thread
+(the measuring child runs with ``OMP_NUM_THREADS=1``): on this shared 2-core machine, wall
+time picks up other jobs' load, CPU time of one thread much less so. The parallel-loop
+knob therefore shows its single-thread cost only. Configurations that lower to the same C
+source are one kernel, timed once. Each round visits every kernel in a new random order,
+calls it once to warm it and keeps the least per-call time of 3 samples (of enough calls
+to last about 2 ms); a configuration's time is the median over rounds. A kernel whose
+output differs from the default's (relative L2 error over 1e-4) counts as failed (None).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+SAMPLE_SECONDS = 2e-3
+TOLERANCE = 1e-4
+
+
+def _key(config: dict[str, Any]) -> str:
+    return json.dumps(config, sort_keys=True, default=str)
+
+
+def measure_op(case: Any, n: int, rounds: int, seed: int,
+               log: Callable[[str], None]) -> dict[str, Any]:
+    """The table of one suite case (run with ``OMP_NUM_THREADS=1``)."""
+    import numpy as np
+
+    import polyopt
+    from polyopt.config import scratch_cache
+    from polyopt.tune.space import space_for
+    from polyopt.tune.tuner import analytic
+
+    start = time.perf_counter()
+    space = space_for(case.source, case.kernel, case.sizes)
+    configs = space.pool(n, random.Random(seed))
+    features, prior = analytic(case.source, case.kernel, case.sizes)
+    rng = np.random.default_rng(seed)
+    inputs = [rng.standard_normal(s).astype(np.float32) if s else np.float32(1.0)
+              for s in case.shapes]
+    kernels: dict[str, Any] = {}  # C source hash -> kernel
+    which: list[str | None] = []
+    with scratch_cache():
+        for i, config in enumerate(configs):
+            options = {**space.options(config), "tuned": False}
+            try:
+                k = polyopt.compile(case.source, case.kernel, sizes=case.sizes,
+                                    options=options)
+                h = hashlib.sha1(k.source.encode()).hexdigest()
+                if h not in kernels:
+                    k(*inputs)  # builds it
+                    kernels[h] = k
+                which.append(h)
+            except polyopt.PolyoptError as e:
+                log(f"  {case.op} config {i} failed: {str(e)[:120]}")
+                which.append(None)
+            if i % 32 == 31:
+                log(f"  {case.op}: {i + 1}/{len(configs)} compiled, {len(kernels)} kernels, "
+                    f"{time.perf_counter() - start:.0f} s")
+        ok = _check(kernels, which[0], inputs)
+        per_round = _time_rounds({h: k for h, k in kernels.items() if ok[h]}, inputs,
+                                 rounds, seed)
+    ms = {h: statistics.median(v) for h, v in per_round.items()}
+    return {"op": case.op, "sizes": case.sizes, "knobs": json.loads(space.as_json())["knobs"],
+            "space_size": math.prod(len(v) for _, v in space.knobs),
+            "configs": configs, "kernel": which,
+            "ms": [ms.get(h) if h else None for h in which],
+            "rounds_ms": {h: v for h, v in per_round.items()},
+            "features": [list(features(c)) for c in configs],
+            "prior": [prior(c) if prior else None for c in configs],
+            "clock": "time.thread_time, OMP_NUM_THREADS=1", "rounds": rounds,
+            "seconds": time.perf_counter() - start}
+
+
+def _check(kernels: dict[str, Any], default: str | None, inputs: list[Any]) -> dict[str, bool]:
+    """Each kernel's output against the default's (the first configuration's)."""
+    import numpy as np
+
+    if default is None:
+        return dict.fromkeys(kernels, True)
+    want = np.asarray(kernels[default](*inputs), dtype=np.float64)
+    out = {}
+    for h, k in kernels.items():
+        got = np.asarray(k(*inputs), dtype=np.float64)
+        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+        out[h] = bool(got.shape == want.shape and err <= TOLERANCE)
+    return out
+
+
+def _time_rounds(kernels: dict[str, Any], inputs: list[Any], rounds: int,
+                 seed: int) -> dict[str, list[float]]:
+    """Per kernel, per round: the least per-call thread CPU time (ms) of 3 samples."""
+    calls = {}
+    for h, k in kernels.items():
+        t = time.thread_time()
+        k(*inputs)
+        once = max(time.thread_time() - t, 1e-6)
+        calls[h] = max(1, min(1000, round(SAMPLE_SECONDS / once)))
+    out: dict[str, list[float]] = {h: [] for h in kernels}
+    order = list(kernels)
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for h in order:
+            k = kernels[h]
+            k(*inputs)
+            best = math.inf
+            for _ in range(3):
+                t = time.thread_time()
+                for _ in range(calls[h]):
+                    k(*inputs)
+                best = min(best, (time.thread_time() - t) / calls[h])
+            out[h].append(best * 1e3)
+    return out
+
+
+def measure(ops: Sequence[str], n: int, rounds: int, seed: int, path: Path,
+            cases: dict[str, Any]) -> None:
+    """Measure each operator in a child process with one OpenMP thread; tables are added
+    to ``path`` (keyed by operator) as each finishes."""
+    for op in ops:
+        if op not in cases:
+            raise SystemExit(f"unknown operator {op!r}; the suite has {', '.join(cases)}")
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        child = [sys.executable, __file__, op, str(n), str(rounds), str(seed)]
+        got = subprocess.run(child, env=env, capture_output=True, text=True, check=False)
+        sys.stderr.write(got.stderr)
+        if got.returncode != 0:
+            raise SystemExit(f"measuring {op} failed (exit {got.returncode})")
+        tables = json.loads(path.read_text()) if path.exists() else {}
+        tables[op] = json.loads(got.stdout)
+        path.write_text(json.dumps(tables))
+
+
+def _child(argv: Sequence[str]) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from search_vs_random import suite_cases
+
+    op, n, rounds, seed = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    table = measure_op(suite_cases()[op], n, rounds, seed,
+                       lambda s: print(s, file=sys.stderr, flush=True))
+    print(json.dumps(table))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1:])
