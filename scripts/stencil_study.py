@@ -19,10 +19,10 @@ calls every variant once; the table gives the best and the median of the rounds)
 - diamond tiles are not built by polyopt yet: the table lists them as refused.
 
 Every polyopt variant is checked against numpy's result first. The polyopt kernels store
-the (T, N, ...) planes of their locals whole (no storage contraction yet): at N=3000, T=60
-that is 2.1 GB per local, 4.3 GB per jacobi-2d kernel, so the tile sweep runs at a size
-of its own (``--sweep``) and the target size times the default (the model's tile) and the
-tiles of ``--target-tiles`` only.
+their (T, N, ...) locals contracted (``schedule/storage.py``: one plane per array under
+these schedules, 36 MB per jacobi-2d array at N=3000), so the sweep runs at a size of its
+own (``--sweep``) only to keep the study short; the target size times the default (the
+model's tile) and the tiles of ``--target-tiles``.
 
     python3 scripts/stencil_study.py [--quick] [--rounds 5] [--plot study.png]
 """
