@@ -4,12 +4,11 @@ as a wavefront of parallel tiles, with the decisions noted."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polybench_refs as refs
 import pytest
 
 import polyopt
@@ -20,12 +19,6 @@ from polyopt.schedule.machine import Machine, configured
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import cpu_policy
 from polyopt.schedule.timetile import time_tile
-
-_spec = importlib.util.spec_from_file_location(
-    "polybench_refs", Path(__file__).parents[1] / "kernels" / "polybench_refs.py")
-assert _spec is not None and _spec.loader is not None
-refs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(refs)
 
 # small tiles, so that the small sizes hold several tiles per wavefront
 SMALL_TILES = {"time_tile": 2, "space_tile": 8}
