@@ -27,7 +27,7 @@ def check_single_assignment(program: ir.Program) -> None:
                     "sizes=)" if program.sizes else "")
             raise LanguageError(
                 f"in a def with recurrences each element is written by one statement, but "
-                f"{other.name} and {stmt.name} both write {_sample(both)}{hint}",
+                f"{other.name} and {stmt.name} both write {sample_element(both)}{hint}",
                 program.source, stmt.pos)
         seen.setdefault(stmt.tensor, []).append((stmt, image))
 
@@ -41,7 +41,7 @@ def _written(stmt: ir.Stmt) -> isl.Set:
     return dom.project_out(_SET, nl, dom.dim(_SET) - nl).set_tuple_name(stmt.tensor)
 
 
-def _sample(s: isl.Set) -> str:
+def sample_element(s: isl.Set) -> str:
     """One element of ``s``, as ``T(1, 2)``, and the sizes isl picked (``at N = 1``)."""
     point = s.sample_point()
     coords = [str(point.get_coordinate_val(_SET, k)) for k in range(s.dim(_SET))]

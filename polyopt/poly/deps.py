@@ -20,6 +20,7 @@ from functools import cached_property
 import islpy as isl
 
 from polyopt.errors import LanguageError, PolyoptError
+from polyopt.lang.recurrence import sample_element
 from polyopt.poly.model import PolyProgram, PolyStmt, union_all
 
 
@@ -251,7 +252,7 @@ def _check_written(pp: PolyProgram) -> None:
                 pp.context)
             if not missing.is_empty():
                 raise LanguageError(
-                    f"{s.stmt.name} reads {_sample(missing)} of local '{r.read.tensor}', "
+                    f"{s.stmt.name} reads {sample_element(missing)} of local '{r.read.tensor}', "
                     f"which no statement writes", pp.program.source, r.read.pos)
 
 
@@ -272,13 +273,6 @@ def _first_name(umap: isl.UnionMap) -> str:
     umap.foreach_map(lambda m: names.append(m.get_tuple_name(isl.dim_type.in_)))
     return names[0]
 
-
-def _sample(s: isl.Set) -> str:
-    """One element of ``s`` as ``T(1, 2)`` (at the smallest sizes isl finds)."""
-    point = s.sample_point()
-    n = s.dim(isl.dim_type.set)
-    coords = [str(point.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)]
-    return f"{s.get_tuple_name()}({', '.join(coords)})"
 
 
 def relaid_deps(before: PolyProgram, deps: Deps, after: PolyProgram) -> Deps | None:

@@ -23,7 +23,7 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.poly.deps import Deps
-from polyopt.poly.model import PolyProgram
+from polyopt.poly.model import PolyProgram, union_all
 from polyopt.schedule.legality import carried
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.schedule import Schedule
@@ -157,10 +157,8 @@ def _plane_invariant(stmt: ir.Stmt) -> bool:
 
 
 def _union(maps: list[isl.Map], pp: PolyProgram) -> isl.UnionMap:
-    out = isl.UnionMap.empty(pp.context.get_space())
-    for m in maps:
-        out = out.union(isl.UnionMap.from_map(m))
-    return out
+    return union_all([isl.UnionMap.from_map(m) for m in maps],
+                     isl.UnionMap.empty(pp.context.get_space()))
 
 
 def stored(program: ir.Program, storage: tuple[Modulo, ...]) -> ir.Program:
