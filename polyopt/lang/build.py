@@ -17,7 +17,7 @@ from polyopt.lang.cse import eliminate_common
 from polyopt.lang.dead import drop_dead
 from polyopt.lang.infer import Interval, constraints, infer
 from polyopt.lang.parser import parse, stack_room
-from polyopt.lang.recurrence import check_single_assignment
+from polyopt.lang.recurrence import check_single_assignment, sizes_at
 from polyopt.lang.sema import CheckedDef, CheckedStmt, check_def
 from polyopt.lang.widen import widen_reductions
 
@@ -214,13 +214,11 @@ class _Builder:
         dom = isl.Set(domain).intersect_params(context(self.sizes))
         if not dom.is_subset(box):
             ext = ", ".join(map(str, shape))
-            point = dom.subtract(box).sample_point()
-            at = ", ".join(f"{n} = {point.get_coordinate_val(isl.dim_type.param, k)}"
-                           for k, n in enumerate(self.sizes))
+            sizes = sizes_at(dom.subtract(box).sample_point())
             declared = self.cd.recurrent and self.cd.scope.tensors[cs.tensor].dims is not None
             fixed = ("its declaration fixed" if declared else "the first statement writing "
                      "it fixed (declare its type and shape to write it piecewise)")
-            at = f" (at {at}; compile with sizes= at which it fits)" if at else ""
+            at = f" (at {sizes}; compile with sizes= at which it fits)" if sizes else ""
             raise self.error(f"{cs.name} writes '{cs.tensor}' outside its shape ({ext}), "
                              f"which {fixed}{at}", cs.pos)
 

@@ -45,8 +45,13 @@ def sample_element(s: isl.Set) -> str:
     """One element of ``s``, as ``T(1, 2)``, and the sizes isl picked (``at N = 1``)."""
     point = s.sample_point()
     coords = [str(point.get_coordinate_val(_SET, k)) for k in range(s.dim(_SET))]
-    sizes = [f"{s.get_dim_name(isl.dim_type.param, k)} = "
-             f"{point.get_coordinate_val(isl.dim_type.param, k)}"
-             for k in range(s.dim(isl.dim_type.param))]
-    at = f" (at {', '.join(sizes)})" if sizes else ""
-    return f"{s.get_tuple_name()}({', '.join(coords)}){at}"
+    sizes = sizes_at(point)
+    return f"{s.get_tuple_name()}({', '.join(coords)})" + (f" (at {sizes})" if sizes else "")
+
+
+def sizes_at(point: isl.Point) -> str:
+    """The sizes (parameters) of ``point``, as ``N = 1, T = 2``; empty when there are none."""
+    space = point.get_space()
+    return ", ".join(f"{space.get_dim_name(isl.dim_type.param, k)} = "
+                     f"{point.get_coordinate_val(isl.dim_type.param, k)}"
+                     for k in range(space.dim(isl.dim_type.param)))

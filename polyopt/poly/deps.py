@@ -135,7 +135,7 @@ def _flow_by_array(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.Union
     analysis of all of them at once took 3.9 s for a chain of 2000 statements through
     locals (1.1 s so). Each statement writes one array, so each pair of statements
     depends through one array, whose analysis is the same alone."""
-    sinks, musts, mays = (_by_array(m) for m in (sink, must, may))
+    sinks, musts, mays = (by_array(m) for m in (sink, must, may))
     times: dict[str, isl.Map] = {}
     order.foreach_map(lambda m: times.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
     out: list[isl.UnionMap] = []
@@ -151,8 +151,8 @@ def _flow_by_array(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.Union
     return union_all(out, isl.UnionMap.empty(sink.get_space()))
 
 
-def _by_array(umap: isl.UnionMap | None) -> dict[str, isl.UnionMap]:
-    """The accesses in ``umap`` by array."""
+def by_array(umap: isl.UnionMap | None) -> dict[str, isl.UnionMap]:
+    """The accesses in ``umap`` (statement -> array) by array."""
     if umap is None:
         return {}
     groups: dict[str, list[isl.UnionMap]] = {}
@@ -204,16 +204,16 @@ def _value_deps(pp: PolyProgram) -> Deps:
 
 def _within(pp: PolyProgram, pieces: list[PolyStmt]) -> Deps:
     """The dependences among the pieces of one statement through its target (its
-    accumulation), in program order."""
-    names = {s.name for s in pieces}
+    accumulation), in program order. A statement of one piece that does not accumulate
+    writes each element once: none (most statements of a stencil)."""
     empty = isl.UnionMap.empty(pp.domain.get_space())
+    if len(pieces) == 1 and not pieces[0].accumulates:
+        return Deps(empty, empty, empty)
     writes = union_all([isl.UnionMap.from_map(s.write) for s in pieces], empty)
     reads = union_all([isl.UnionMap.from_map(s.write) for s in pieces if s.accumulates], empty)
     order = pp.program_order.intersect_domain(
         union_all([isl.UnionSet.from_set(s.domain) for s in pieces],
                   isl.UnionSet.empty(pp.domain.get_space())))
-    if not names or writes.is_empty():
-        return Deps(empty, empty, empty)
     flow = _flow(reads, writes, None, order) if not reads.is_empty() else empty
     anti = _flow(writes, None, reads, order) if not reads.is_empty() else empty
     output = _flow(writes, None, writes, order)
@@ -261,18 +261,10 @@ def _check_self_reads(pp: PolyProgram, flow: isl.UnionMap) -> None:
     loops = flow.intersect(pp.domain.identity())
     if loops.is_empty():
         return
-    name = _first_name(loops)
-    s = pp.stmt(name)
+    s = pp.stmt(_maps(loops)[0].get_tuple_name(isl.dim_type.in_))
     raise LanguageError(f"{s.stmt.name} reads the element of '{s.stmt.tensor}' that it "
                         f"writes: with recurrences a read gets the element's one value, so "
                         f"this is a dependence cycle", pp.program.source, s.stmt.pos)
-
-
-def _first_name(umap: isl.UnionMap) -> str:
-    names: list[str] = []
-    umap.foreach_map(lambda m: names.append(m.get_tuple_name(isl.dim_type.in_)))
-    return names[0]
-
 
 
 def relaid_deps(before: PolyProgram, deps: Deps, after: PolyProgram) -> Deps | None:

@@ -307,9 +307,13 @@ class CpuPolicy:
     BENCHMARKS.md): at N=1500 tiles 64-128 rows wide took 380-420 ms against 640-870 ms
     for 16-32 (the cache rule alone gave 32); at N=3000 16 x 64 took 1434 ms against
     2067 ms for the rule's 8 x 16. With every plane streaming to memory, fewer and wider
-    tiles (fewer halo rows re-read, fewer wavefronts) win over an L2-sized step; re-measure
-    once the locals are contracted. Above 256 the wavefront has too few tiles to share
-    out."""
+    tiles (fewer halo rows re-read, fewer wavefronts) win over an L2-sized step. Re-measured
+    with the locals contracted (one plane each; BENCHMARKS.md, quiet run): jacobi-2d at
+    N=1500 has every tile from 4 x 16 to 32 x 128 within 10% of the best, so the floor no
+    longer buys anything there, and heat-3d at N=120 runs its 16 x 64 x 64 tiles 1.5x
+    slower than no time tiling (too few tiles per wavefront for the cores): the floor is
+    a known wrong decision for small spaces, kept until a rule on tiles per wavefront is
+    measured. Above 256 the wavefront has too few tiles to share out."""
 
     caps: Caps = CAPS
     """Code-size and stack limits (machine-independent)."""

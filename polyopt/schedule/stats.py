@@ -35,6 +35,7 @@ import islpy as isl
 
 from polyopt import dtypes, ir
 from polyopt.poly.count import Count, scaled, total, try_count
+from polyopt.poly.deps import by_array
 from polyopt.poly.model import PolyProgram, union_all
 from polyopt.schedule.machine import Machine
 from polyopt.schedule.marks import Bind, Tag, listed
@@ -183,7 +184,7 @@ def _statements(pp: PolyProgram) -> tuple[StmtStats, ...]:
 
 def _traffic(pp: PolyProgram) -> tuple[TensorTraffic, ...]:
     first = _unwritten_reads(pp)
-    reads, writes = _by_tensor(first), _by_tensor(pp.writes)
+    reads, writes = by_array(first), by_array(pp.writes)
     out = []
     for t in pp.program.tensors.values():
         if t.name not in reads and t.name not in writes:
@@ -203,15 +204,6 @@ def _unwritten_reads(pp: PolyProgram) -> isl.UnionMap:
     info = isl.UnionAccessInfo.from_sink(pp.reads).set_must_source(pp.writes)
     flow = info.set_schedule_map(pp.program_order).compute_flow()
     return flow.get_may_no_source()
-
-
-def _by_tensor(umap: isl.UnionMap) -> dict[str, isl.UnionMap]:
-    groups: dict[str, list[isl.UnionMap]] = {}
-    maps: list[isl.Map] = []
-    umap.foreach_map(maps.append)
-    for m in maps:
-        groups.setdefault(m.get_tuple_name(_OUT), []).append(isl.UnionMap.from_map(m))
-    return {k: union_all(v, isl.UnionMap.empty(umap.get_space())) for k, v in groups.items()}
 
 
 def _zero(pp: PolyProgram) -> Count:
@@ -264,7 +256,7 @@ def _footprints(schedule: Schedule, tree_loops: list[tuple[Loop, tuple[Loop, ...
         prefix = _prefix_map(chain, stmt_set(lp), pp)
         first = prefix.range().lexmin()
         instances = prefix.intersect_range(first).domain()
-        touched = _by_tensor(accesses.intersect_domain(instances))
+        touched = by_array(accesses.intersect_domain(instances))
         sized = tuple((t, scaled(try_count(m.range()), _itemsize(pp.program.tensors[t].dtype)))
                       for t, m in sorted(touched.items()))
         out.append(LoopFootprint(lp.name, len(chain), listed(lp.tags), sized))

@@ -88,56 +88,55 @@ def _parallel_safe(sched: Schedule, shared: Deps) -> bool:
 def _shared(pp: PolyProgram, tensor: str, rank: int, m: int) -> Deps:
     """The memory-based dependences of storing ``tensor`` modulo ``m`` along dimension 0:
     the reads and write of an element before the writes of the elements that share its
-    cell in later planes (a plane-invariant statement's own writes aside)."""
-    xs = [f"x{k}" for k in range(rank)]
-    ys = ["y0", *xs[1:]]
-    alias = isl.UnionMap(f"{pp.program.params} -> {{ {tensor}[{', '.join(xs)}] -> "
-                         f"{tensor}[{', '.join(ys)}] : exists (q : q >= 1 and "
-                         f"y0 = x0 + {m} * q) }}")
+    cell in later planes (as anti dependences: a parallel loop must carry none of them)."""
+    alias = _planes(pp, tensor, rank, f"exists (q : q >= 1 and y0 = x0 + {m} * q)")
     empty = isl.UnionMap.empty(pp.context.get_space())
-    anti, output = empty, empty
-    writers = [s for s in pp.stmts if s.stmt.tensor == tensor]
-    for w in writers:
-        written = isl.UnionMap.from_map(w.write)
-        reads = _union([r.relation.intersect_range(w.write.range()) for s in pp.stmts
-                        for r in s.reads if r.read.tensor == tensor], pp)
-        for w2 in writers:
-            if w2.stmt is w.stmt and _plane_invariant(w.stmt):
-                continue
-            later = alias.apply_range(isl.UnionMap.from_map(w2.write).reverse())
-            anti = anti.union(reads.apply_range(later))
-            output = output.union(written.apply_range(later))
-    return Deps(empty, anti.subtract(pp.domain.identity()), output)
+    shared = union_all([users.apply_range(alias.apply_range(later.reverse()))
+                        for users, later in _sharing(pp, tensor)], empty)
+    return Deps(empty, shared.subtract(pp.domain.identity()), empty)
 
 
 def _clashes(pp: PolyProgram, after: isl.UnionMap, tensor: str, rank: int) -> set[int]:
     """The distances ``k >= 1`` along dimension 0 at which sharing a cell breaks the
     schedule: an element's read runs after the write of the element ``k`` planes on, or
-    its write after that one's (``after``: b -> a, a runs before b). A write that stores
-    the same value in every plane (``_plane_invariant``) clashes with no write of its own."""
+    its write after that one's (``after``: b -> a, a runs before b)."""
+    later_plane = _planes(pp, tensor, rank, "y0 > x0")
+    out: set[int] = set()
+    for users, later in _sharing(pp, tensor):
+        # [user -> writer] -> [element -> its later element], for the pairs whose writer
+        # runs first: exact per pair of elements (a composition through the instances
+        # would mix in the other elements a user reads).
+        pairs = users.product(later).intersect_domain(after.wrap())
+        elements = pairs.range().unwrap().intersect(later_plane)
+        elements.deltas().foreach_set(lambda d: d.foreach_point(
+            lambda p: out.add(int(p.get_coordinate_val(_SET, 0).to_python()))))
+    return out
+
+
+def _sharing(pp: PolyProgram, tensor: str) -> list[tuple[isl.UnionMap, isl.UnionMap]]:
+    """(users, later writes) per pair of statements writing ``tensor``: the reads and the
+    write of the first one's elements, and the second one's writes, which may share their
+    cells. A statement storing the same value in every plane (``_plane_invariant``) shares
+    with its own writes harmlessly: that pair is left out."""
+    writers = [s for s in pp.stmts if s.stmt.tensor == tensor]
+    invariant = {s.name for s in writers if _plane_invariant(s.stmt)}
+    out = []
+    for w in writers:
+        reads = [r.relation.intersect_range(w.write.range()) for s in pp.stmts
+                 for r in s.reads if r.read.tensor == tensor]
+        users = _union([*reads, w.write], pp)
+        out += [(users, isl.UnionMap.from_map(w2.write)) for w2 in writers
+                if not (w2.stmt is w.stmt and w.name in invariant)]
+    return out
+
+
+def _planes(pp: PolyProgram, tensor: str, rank: int, condition: str) -> isl.UnionMap:
+    """``tensor[x0, ...] -> tensor[y0, ...]``: the elements of the same cell position in
+    other planes (``y0`` against ``x0`` as ``condition`` says)."""
     xs = [f"x{k}" for k in range(rank)]
     ys = ["y0", *xs[1:]]
-    later = isl.UnionMap(f"{pp.program.params} -> {{ {tensor}[{', '.join(xs)}] -> "
-                         f"{tensor}[{', '.join(ys)}] : y0 > x0 }}")
-    writers = [s for s in pp.stmts if s.stmt.tensor == tensor]
-    out: set[int] = set()
-    for w in writers:
-        written = isl.UnionMap.from_map(w.write)
-        users = _union([r.relation.intersect_range(w.write.range()) for s in pp.stmts
-                        for r in s.reads if r.read.tensor == tensor], pp)
-        users = users.union(written)  # its write, for the output dependences
-        for w2 in writers:
-            if w2.stmt is w.stmt and _plane_invariant(w.stmt):
-                continue
-            # [user -> writer] -> [element -> its later element], for the pairs whose
-            # writer runs first: exact per pair of elements (a composition through the
-            # instances would mix in the other elements a user reads).
-            pairs = users.product(isl.UnionMap.from_map(w2.write)).intersect_domain(
-                after.wrap())
-            elements = pairs.range().unwrap().intersect(later)
-            elements.deltas().foreach_set(lambda d: d.foreach_point(
-                lambda p: out.add(int(p.get_coordinate_val(_SET, 0).to_python()))))
-    return out
+    return isl.UnionMap(f"{pp.program.params} -> {{ {tensor}[{', '.join(xs)}] -> "
+                        f"{tensor}[{', '.join(ys)}] : {condition} }}")
 
 
 def _plane_invariant(stmt: ir.Stmt) -> bool:

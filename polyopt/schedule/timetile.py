@@ -44,6 +44,7 @@ from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.nest import chain_of, trip
 from polyopt.schedule.policy import CpuPolicy
 from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.strides import UNIT, accesses, step_map, stride
 from polyopt.schedule.tree import Leaf, Loop, Sequence, loops, pieces
 
 
@@ -232,19 +233,18 @@ def _vectorize_inner(schedule: Schedule, inner: str) -> Schedule:
     return schedule
 
 def _stride(schedule: Schedule, lp: Loop) -> str:
-    """How the vector loop ``lp`` moves its statements' targets: stride 1 when its
-    coefficient of the target's last index is 1 (the skew adds a multiple of ``t``, not of
-    ``j``, so the loop still walks ``j`` one by one)."""
+    """How the vector loop ``lp`` moves its statements' targets (``strides.stride``): the
+    skew adds a multiple of ``t``, not of ``j``, so the loop still walks ``j`` one by one."""
+    poly = schedule.poly
+    path = [n for n in tf.path_to(schedule.root, lp) if isinstance(n, Loop)]
     out = []
     for name in tf.stmts_of(lp):
-        st = schedule.poly.stmt(name)
-        for pa in pieces(lp.expr):
-            space = pa.get_domain_space()
-            k = space.find_dim_by_name(isl.dim_type.set, st.stmt.lhs[-1]) if st.stmt.lhs else -1
-            if space.get_tuple_name(isl.dim_type.set) != name or k < 0 or pa.n_piece() != 1:
-                continue
-            c = pa.get_pieces()[0][1].get_coefficient_val(isl.dim_type.in_, k)
-            out.append(f"{name} stride {'1' if c.is_one() else f'1/{c.to_python()}'}")
+        step = step_map(path, lp, poly.stmt(name))
+        if step is None:
+            continue
+        write = next(a for a in accesses(poly, name) if a.write)
+        moved = stride(poly, write, step)
+        out.append(f"{name} stride {'1' if moved.kind == UNIT else moved.kind}")
     return ", ".join(out) or "stride unknown"
 
 

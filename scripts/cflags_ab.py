@@ -1,0 +1,63 @@
+"""Run time of suite operators under two values of ``POLYOPT_CFLAGS`` (the same tree, the
+same C), one thread, CPU time, alternating child processes with a kernel cache each.
+
+    python3 scripts/cflags_ab.py --b=-fsplit-loops --ops mm_square,conv_3x3 --rounds 5
+
+prints, per operator, the median over rounds of each setting's least of 9 calls and B/A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHILD = r'''
+import sys, time, json
+sys.path.insert(0, sys.argv[2])
+import numpy as np, search_vs_random as s, polyopt
+cases = s.suite_cases(); out = {}
+for op in sys.argv[1].split(","):
+    c = cases[op]; rng = np.random.default_rng(0)
+    k = polyopt.compile(c.source, c.kernel, sizes=c.sizes, options={"tuned": False})
+    xs = [rng.standard_normal(sh).astype(np.float32) for sh in c.shapes]
+    k(*xs); ts = []
+    for _ in range(9):
+        t = time.thread_time(); k(*xs); ts.append(time.thread_time() - t)
+    out[op] = min(ts) * 1e3
+print(json.dumps(out))
+'''
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--a", default="", help="POLYOPT_CFLAGS of setting A (default: none)")
+    ap.add_argument("--b", default="", help="POLYOPT_CFLAGS of setting B (default: none)")
+    ap.add_argument("--ops", required=True, help="comma-separated suite operators")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    ops = args.ops.split(",")
+    caches = {tag: tempfile.mkdtemp(prefix=f"cflags_{tag}_") for tag in "ab"}
+    times: dict[str, dict[str, list[float]]] = {op: {"a": [], "b": []} for op in ops}
+    for r in range(args.rounds):
+        order = (("a", args.a), ("b", args.b))
+        for tag, flags in order if r % 2 == 0 else order[::-1]:
+            env = dict(os.environ, POLYOPT_CFLAGS=flags, OMP_NUM_THREADS="1",
+                       POLYOPT_CACHE_DIR=caches[tag])
+            run = subprocess.run([sys.executable, "-c", CHILD, args.ops, str(ROOT / "scripts")],
+                                 env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+            for op, ms in json.loads(run.stdout.strip().splitlines()[-1]).items():
+                times[op][tag].append(ms)
+    for op, t in times.items():
+        a, b = statistics.median(t["a"]), statistics.median(t["b"])
+        print(f"{op:18s} A {a:8.3f} ms  B {b:8.3f} ms  B/A {b / a:5.2f}")
+
+
+if __name__ == "__main__":
+    main()
