@@ -50,6 +50,8 @@ KNOBS: dict[str, tuple[type, int, str]] = {
                           "tile (0: no time tiling)"),
     "space_tile": (int, 1, "time-tiled stencil bands: tile size of each space loop of the "
                            "band"),
+    "row_tile": (int, 0, "time-tiled stencil bands: tile size of the band's innermost "
+                         "(row) level (0: the row stays whole)"),
     "tile_shape": (str, 0, "time-tiled stencil bands: parallelogram (default) or none (no "
                            "time tiling); diamond is refused with a note"),
 }
@@ -76,6 +78,7 @@ class Knobs:
     split_k: bool | None = None
     time_tile: int | None = None
     space_tile: int | None = None
+    row_tile: int | None = None
     tile_shape: str | None = None
 
     @staticmethod

@@ -92,6 +92,17 @@ CAPS = Caps()
 
 
 @dataclass(frozen=True)
+class TimeTile:
+    """A time tile's sizes (``CpuPolicy.time_tile``) and the rule's numbers."""
+
+    height: int
+    width: int
+    row: int
+    """The row's tile; 0 keeps the row whole."""
+    why: str
+
+
+@dataclass(frozen=True)
 class CpuPolicy:
     """The CPU pipeline's and the CPU tuner's thresholds for one machine model
     (:func:`cpu_policy`). Derived values are methods over ``machine``; measured ones are
@@ -301,19 +312,17 @@ class CpuPolicy:
     halo rows of neighbouring tiles and the hardware prefetcher's lines. As ``cube_tile``'s
     budget; checked against the measured best by ``scripts/stencil_study.py``."""
 
-    time_tile_space: tuple[int, int] = (64, 256)
-    """Smallest and largest space size of a time tile (powers of two). 64: measured on
-    jacobi-2d, T=60, without storage contraction (``scripts/stencil_study.py``,
-    BENCHMARKS.md): at N=1500 tiles 64-128 rows wide took 380-420 ms against 640-870 ms
-    for 16-32 (the cache rule alone gave 32); at N=3000 16 x 64 took 1434 ms against
-    2067 ms for the rule's 8 x 16. With every plane streaming to memory, fewer and wider
-    tiles (fewer halo rows re-read, fewer wavefronts) win over an L2-sized step. Re-measured
-    with the locals contracted (one plane each; BENCHMARKS.md, quiet run): jacobi-2d at
-    N=1500 has every tile from 4 x 16 to 32 x 128 within 10% of the best, so the floor no
-    longer buys anything there, and heat-3d at N=120 runs its 16 x 64 x 64 tiles 1.5x
-    slower than no time tiling (too few tiles per wavefront for the cores): the floor is
-    a known wrong decision for small spaces, kept until a rule on tiles per wavefront is
-    measured. Above 256 the wavefront has too few tiles to share out."""
+    time_tile_space_max: int = 256
+    """Largest space size of a time tile: above it a wavefront has too few tiles to share
+    out (jacobi-2d, ``scripts/stencil_study.py``). The old floor of 64 (measured with every
+    plane streaming to memory, before storage contraction) is gone: contracted, tiles from
+    4 x 16 to 32 x 128 ran within 10% at N=1500, and heat-3d's 64-wide tiles at N=120 left
+    a wavefront fewer tiles than cores (1.5x slower than no time tiling)."""
+
+    time_tile_rows: int = 3
+    """Rows of each plane a stencil's innermost (row) loop keeps in L1 for the next row to
+    reuse: its own and the two it reads beside it (a first-order stencil; PolyBench's all
+    are). ``time_tile`` tiles the row when these outgrow L1."""
 
     caps: Caps = CAPS
     """Code-size and stack limits (machine-independent)."""
@@ -346,41 +355,57 @@ class CpuPolicy:
         measured 1.5x slower at 4096^2 (a page per row exhausts the TLB)."""
         return max(2, self.machine.line_bytes // elem_bytes)
 
-    def time_tile(self, row_bytes: int, dims: int, slope: int, steps: int) -> tuple[int, int]:
-        """(time steps, space size) of a parallelogram tile of a skewed stencil band
-        (``schedule/timetile.py``): the one rule for its sizes.
+    def time_tile(self, point_bytes: int, dims: int, slope: int, steps: int,
+                  row: int, elem_bytes: int) -> TimeTile:
+        """The parallelogram tile of a skewed stencil band (``schedule/timetile.py``): the one
+        rule for its sizes. ``point_bytes``: what a step touches per point (every plane the
+        band reads or writes); ``dims``: the band's space loops above its innermost level
+        (the row, ``row`` iterations long); ``slope``: how far the skew moves per step.
 
-        The space size ``W`` is the largest power of two in ``time_tile_space`` whose tile
-        keeps one step's working set within ``time_tile_cache_share`` of L2: ``row_bytes *
-        (W + 2 * slope) ** dims`` bytes, ``row_bytes`` being what a step touches per value
-        of the ``dims`` tiled space loops (the innermost, untiled level times the planes it
-        reads and writes) and ``2 * slope`` the halo the reads of the step before reach
-        (the band's skew moves ``slope`` per step); the next step then finds what it reads
-        in L2. The height is ``W // (2 * slope)`` steps: a tile then leans by half its
-        width; at most ``steps / cores`` (at least 1), so that a wavefront holds a tile for
-        each core. The lower end of ``time_tile_space`` is measured (its docstring)."""
-        low, high = self.time_tile_space
+        - Row: whole while ``time_tile_rows`` rows of it fit in L1 (the next row reuses
+          them); else cut into the fewest equal tiles that do, a whole number of vectors.
+        - Width ``W`` of the other space loops: the largest power of two up to
+          ``time_tile_space_max`` whose step working set, ``point_bytes * row * (W + 2 *
+          slope) ** dims`` with the halo the previous step's reads reach, stays within
+          ``time_tile_cache_share`` of L2, so each step finds the last one in L2; at least
+          ``4 * slope``, so that a tile spans two steps.
+        - Height: ``W // (2 * slope)`` steps (a tile leans by half its width) and at most
+          ``steps / cores``, so a wavefront has a tile per core; then evened out over the
+          steps (60 steps by at most 16: four tiles of 15, not 16, 16, 16, 12)."""
+        lanes = self.lanes(elem_bytes)
+        l1 = self.machine.l1d_bytes
+        cut = 0
+        if self.time_tile_rows * point_bytes * row > l1:
+            pieces = _ceil(self.time_tile_rows * point_bytes * row, l1)
+            cut = _ceil(_ceil(row, pieces), lanes) * lanes
+        width_row = cut or row
         budget = self.time_tile_cache_share * self.machine.l2_bytes
+        low = 4 * max(1, slope)
         width = low
-        while width * 2 <= high and row_bytes * (2 * width + 2 * slope) ** dims <= budget:
+        while (width * 2 <= self.time_tile_space_max
+               and point_bytes * width_row * (2 * width + 2 * slope) ** dims <= budget):
             width *= 2
-        height = min(steps // self.machine.cores, width // (2 * max(1, slope)))
-        return max(1, height), width
-
-    def time_tile_why(self, row_bytes: int, dims: int, slope: int, steps: int) -> str:
-        """The rule of ``time_tile`` with its numbers, for the schedule's notes."""
-        height, width = self.time_tile(row_bytes, dims, slope, steps)
-        ws = row_bytes * (width + 2 * slope) ** dims
-        return (f"space {width}: one step's working set {row_bytes} B per row x "
-                f"({width} + 2*{slope})^{dims} = {ws} B <= {self.time_tile_cache_share} x "
-                f"L2 {self.machine.l2_bytes} B (at least {self.time_tile_space[0]}); height "
-                f"{height} = {width} // (2 * slope {slope}) "
-                f"(at most {steps} steps / {self.machine.cores} cores)")
+        most = max(1, min(steps // self.machine.cores, width // (2 * max(1, slope))))
+        count = _ceil(steps, most)
+        height = _ceil(steps, count)
+        ws = point_bytes * width_row * (width + 2 * slope) ** dims
+        why = (f"row {cut or 'whole'}: {self.time_tile_rows} rows x {row} x "
+               f"{point_bytes} B {'<=' if not cut else '>'} L1 {l1} B; space {width}: a "
+               f"step's working set {point_bytes} B x {width_row} x ({width} + 2*{slope})^"
+               f"{dims} = {ws} B {'<=' if ws <= budget else '>'} {self.time_tile_cache_share}"
+               f" x L2 {self.machine.l2_bytes} B (at least {low}); height {height}: {width} "
+               f"// (2 * slope {slope}), at most {steps} steps / {self.machine.cores} cores, "
+               f"{count} tiles of the steps")
+        return TimeTile(height, width, cut, why)
 
     @property
     def parallel_trips(self) -> int:
         """Iterations the parallel loop should have: ``parallel_trips_per_core`` per core."""
         return self.parallel_trips_per_core * self.machine.cores
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 @functools.lru_cache(maxsize=16)

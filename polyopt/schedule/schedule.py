@@ -27,7 +27,7 @@ from polyopt.poly.relayout import Pack, relayout
 from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
 from polyopt.schedule.from_isl import read
-from polyopt.schedule.legality import carried, check_legal
+from polyopt.schedule.legality import carried, check_legal, permutable
 from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Mark, Tag, bind_of
 from polyopt.schedule.sequential import dataflow_order
 from polyopt.schedule.tree import (
@@ -143,7 +143,7 @@ class Schedule:
             raise ScheduleError(f"tile of {group}: each level needs {len(group)} sizes, "
                                 f"got {[list(lv) for lv in levels]}")
         return self._step("tile", lambda r: tf.tile(r, group, levels, names),
-                          (loops, *sizes), names=names)
+                          (loops, *sizes), proven=self._permutable(group), names=names)
 
     def split(self, loop: str, factor: int, names: Seq[str] | None = None) -> Schedule:
         return self._step("split", lambda r: tf.split(r, loop, factor, names),
@@ -151,14 +151,15 @@ class Schedule:
 
     def reorder(self, *order: str) -> Schedule:
         """Reorder perfectly nested loops, listed outermost first (as TVM)."""
-        return self._step("reorder", lambda r: tf.reorder(r, order), order)
+        return self._step("reorder", lambda r: tf.reorder(r, order), order,
+                          proven=self._permutable(order))
 
     def interchange(self, a: str, b: str) -> Schedule:
         def swap(r: Node) -> Node:
             ch = tf.chain(r, (a, b))
             names = [lp.name for lp in ch if lp.name in (a, b)]
             return tf.reorder(r, names[::-1])
-        return self._step("interchange", swap, (a, b))
+        return self._step("interchange", swap, (a, b), proven=self._permutable((a, b)))
 
     def fuse(self, first: str, second: str, *more: str) -> Schedule:
         """Fuse sibling loop nests' outer loops into one (named ``first``), their bodies in
@@ -183,7 +184,8 @@ class Schedule:
 
     def skew(self, outer: str, inner: str, factor: int = 1) -> Schedule:
         return self._step("skew", lambda r: tf.skew(r, outer, inner, factor),
-                          (outer, inner, factor))
+                          (outer, inner, factor),
+                          proven=factor >= 0 and self._permutable((outer, inner)))
 
     def shift(self, loop: str, offset: int, stmts: Seq[str] | None = None) -> Schedule:
         def fn(r: Node) -> Node:
@@ -254,7 +256,7 @@ class Schedule:
             if unroll is not None:
                 r = tf.tag(r, red.name, GpuUnroll(unroll))
             return tf.tag(r, loop, GpuTile(rm, rn))
-        kw = {"shared": None if shared else False, "unroll": unroll}
+        kw: dict[str, Any] = {"shared": None if shared else False, "unroll": unroll}
         return self._step("gpu_tile", fn, (loop, (rm, rn)), **kw)
 
     def vectorize(self, loop: str) -> Schedule:
@@ -423,16 +425,27 @@ class Schedule:
             out += pieces
         return tuple(out)
 
+    def _permutable(self, names: Seq[str]) -> bool:
+        """Do the perfectly nested loops from the outermost to the innermost of ``names``
+        form a permutable band (``legality.permutable``)? That proves a tile, reorder or
+        skew (by a factor >= 0) of them legal without the check of the whole order."""
+        try:
+            band = [lp.name for lp in tf.chain(self.root, names)]
+        except ScheduleError:
+            return False  # the verb itself says what is wrong
+        return permutable(self.root, band, self.deps, self.poly.domain)
+
     def _step(self, verb: str, fn: Callable[[Node], Node], args: tuple[Any, ...],
-              **kwargs: Any) -> Schedule:
+              proven: bool = False, **kwargs: Any) -> Schedule:
         root = fn(self.root)
         kw = tuple((k, _plain(v)) for k, v in kwargs.items() if v is not None)
         new = replace(self, root=root, steps=(*self.steps, Step(verb, _plain(args), kw)))
         what = Step(verb, _plain(args), kw).python()
         moved = reordered(self.root, root)
-        if moved:  # a tag alone leaves the execution order
+        if moved and not proven:  # a tag alone leaves the execution order
             check_legal(order_of(root, self.poly.domain, moved), self.deps, what,
                         filter_domain(self.poly.domain, moved))
+        if moved:
             for tensor, loop, _ in self.contractions:  # a slice must still suffice
                 try:
                     contracted_dim(tf.find(root, loop), self.poly, tensor, new.map)

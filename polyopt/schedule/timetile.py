@@ -42,7 +42,7 @@ from polyopt.schedule.auto import compute_schedule
 from polyopt.schedule.fusion import loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.nest import chain_of, trip
-from polyopt.schedule.policy import CpuPolicy
+from polyopt.schedule.policy import CpuPolicy, TimeTile
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.strides import UNIT, accesses, step_map, stride
 from polyopt.schedule.tree import Leaf, Loop, Sequence, loops, pieces
@@ -150,17 +150,18 @@ def _band(chain: list[Loop]) -> list[Loop]:
 def _tile_band(schedule: Schedule, band: list[Loop], policy: CpuPolicy,
                knobs: Knobs, openmp: bool) -> Schedule | str:
     """The band tiled, or why it cannot be."""
+    tile = _sizes(schedule, band, policy, knobs)
+    if tile.row:
+        rows, chain = _gather(schedule, band[0].name, deep=True)
+        if rows is None or len(chain) != len(band) + 1:
+            tile = replace(tile, row=0, why=f"{tile.why}; the row stays whole: its "
+                           "statements' row loops do not fuse")
+        else:
+            schedule, band = rows, chain
     names = [lp.name for lp in band]
-    domain = schedule.poly.domain
-    steps = trip(band[0], domain)
-    slope = _slope(band)
-    row_bytes = _row_bytes(schedule, band)
-    height, width = policy.time_tile(row_bytes, len(band) - 1, slope, steps)
-    if knobs.time_tile is not None:
-        height = knobs.time_tile
-    if knobs.space_tile is not None:
-        width = knobs.space_tile
-    sizes = [height] + [width] * (len(band) - 1)
+    sizes = [tile.height] + [tile.width] * (len(band) - 1)
+    if tile.row:
+        sizes[-1] = tile.row
     taken = {lp.name for lp in loops(schedule.root)} - set(names)
     labels = [[fresh_name(f"{n}_o", taken), fresh_name(f"{n}_i", taken)] for n in names]
     wave = labels[1][0] = fresh_name("w", taken)  # the space tile loop, skewed into it
@@ -169,18 +170,35 @@ def _tile_band(schedule: Schedule, band: list[Loop], policy: CpuPolicy,
     except ScheduleError as e:
         return f"{names[0]}: no time tiling: {str(e).splitlines()[0]}"
     why = (f"{names[0]}: time tiled {' x '.join(map(str, sizes))} (parallelogram, "
-           f"loops {', '.join(names)}): no loop of the band is dependence-free; "
-           f"{_size_why(policy, row_bytes, len(band) - 1, slope, steps, knobs)}")
+           f"loops {', '.join(names)}): no loop of the band is dependence-free; {tile.why}")
     out = tiled.skew(labels[0][0], wave, 1).reorder(wave, labels[0][0])
     out = out.note(why)
     if openmp:
         out = _parallel_wavefront(out, wave, labels[0][0], names[1])
     if knobs.tile_shape == "diamond":
         out = out.note(f"{names[0]}: tile_shape knob diamond: not built (the band's time "
-                       f"loop would need scaling by {2 * slope}, which no verb does); "
+                       f"loop would need scaling by {2 * _slope(band)}, which no verb does); "
                        f"parallelogram tiles")
     out, above = _distribute_points(out, labels[-1][1], labels[-2][1])
     return _vectorize_inner(out, above)
+
+def _sizes(schedule: Schedule, band: list[Loop], policy: CpuPolicy, knobs: Knobs) -> TimeTile:
+    """The model's tile (``CpuPolicy.time_tile``), with the knobs' sizes in its place."""
+    program = schedule.poly.program
+    stmts = [schedule.poly.stmt(s) for s in tf.stmts_of(band[-1])]
+    written = {s.stmt.tensor for s in stmts}
+    elem = max(DTYPES[program.tensors[t].dtype].np.itemsize for t in written)
+    row = max((trip(lp, schedule.poly.domain) for lp in _innermost(band[-1])), default=1)
+    # every written plane once, and once more for what a step reads of the one before
+    tile = policy.time_tile((len(written) + 1) * elem, len(band) - 1, _slope(band),
+                            trip(band[0], schedule.poly.domain), row, elem)
+    given = {"height": knobs.time_tile, "width": knobs.space_tile, "row": knobs.row_tile}
+    mine = {k: v for k, v in given.items() if v is not None}
+    if not mine:
+        return tile
+    return replace(tile, **mine, why=f"sizes {', '.join(f'{k} {v}' for k, v in mine.items())} "
+                   f"from the knobs; the model's: {tile.height} x {tile.width}, row "
+                   f"{tile.row or 'whole'}")
 
 def _parallel_wavefront(schedule: Schedule, wave: str, tiles: str, space: str) -> Schedule:
     """Run the time tiles of each wavefront in parallel: ``tiles`` is dependence-free below
@@ -272,25 +290,7 @@ def _ratio(aff: isl.Aff, taff: isl.Aff) -> int:
             return max(1, abs(int(a.to_python()) // int(c.to_python())))
     return 1
 
-def _row_bytes(schedule: Schedule, band: list[Loop]) -> int:
-    """Bytes one time step touches per value of the band's space loops: the innermost
-    level's longest trip times the element size, once for every tensor a statement of the
-    band writes and once more for what the step reads of the one before (two planes of the
-    written tensors)."""
-    program = schedule.poly.program
-    stmts = [schedule.poly.stmt(s) for s in tf.stmts_of(band[-1])]
-    written = {s.stmt.tensor for s in stmts}
-    inner = max((trip(lp, schedule.poly.domain) for lp in _innermost(band[-1])), default=1)
-    elem = max(DTYPES[program.tensors[t].dtype].np.itemsize for t in written)
-    return (len(written) + 1) * inner * elem
-
 def _innermost(lp: Loop) -> list[Loop]:
     below = lp.child
     kids = below.children if isinstance(below, Sequence) else (below,)
     return [chain_of(k)[-1] for k in kids if isinstance(k, Loop)]
-
-def _size_why(policy: CpuPolicy, row_bytes: int, dims: int, slope: int, steps: int,
-              knobs: Knobs) -> str:
-    if knobs.time_tile is not None or knobs.space_tile is not None:
-        return "sizes from the time_tile/space_tile knobs"
-    return policy.time_tile_why(row_bytes, dims, slope, steps)

@@ -19,6 +19,7 @@ from polyopt.schedule.machine import Machine, configured
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import cpu_policy
 from polyopt.schedule.timetile import time_tile
+from polyopt.schedule.tree import loops
 
 # small tiles, so that the small sizes hold several tiles per wavefront
 SMALL_TILES = {"time_tile": 2, "space_tile": 8}
@@ -63,6 +64,20 @@ def test_time_tiled_matches_reference(name: str, sizes: dict[str, int]) -> None:
     assert any("vector loop" in n and "stride 1" in n for n in s.notes), notes
 
 
+@pytest.mark.cc
+def test_row_tiled_matches_reference() -> None:
+    """The row (innermost level) tiled too: three tile loops, the wavefront over the first
+    two, the row's tile loop inside each parallel tile, a vector loop per statement."""
+    s = _check("jacobi_2d", {"N": 30, "T": 6}, _options(row_tile=8))
+    tiles = [lp for lp in s.loops if lp.endswith("_o")]
+    assert len(tiles) == 2 and Tag.PARALLEL in s.loop(tiles[0]).tags, s  # t_o, the row's
+    assert s.loop(tiles[0]).child is s.loop(tiles[1]), s
+    notes = "\n".join(s.notes)
+    assert "time tiled 2 x 8 x 8" in notes and "row 8" in notes, notes
+    inside = loops(s.loop(tiles[1]))
+    assert sum(Tag.VECTORIZE in lp.tags for lp in inside) == 2, s
+
+
 # heat_3d is left out: isl's scheduler alone takes minutes on it (scripts/stencil_study.py
 # checks it against its numpy loop).
 @pytest.mark.cc
@@ -99,22 +114,27 @@ def test_model_sizes_and_notes() -> None:
     """Without knobs the sizes come from the cache rule (``CpuPolicy.time_tile``)."""
     s = polyopt.schedule(kernels.get("jacobi_2d"), "jacobi_2d", sizes={"N": 600, "T": 16},
                          options={"fusion": "min", "machine": {"l2_bytes": 1 << 20}})
-    policy = cpu_policy(configured({"l2_bytes": 1 << 20}))
-    height, width = policy.time_tile(3 * 600 * 4, 1, 2, 16)
-    assert any(f"time tiled {height} x {width}" in n and "L2" in n for n in s.notes), s.notes
+    tiled = next(n for n in s.notes if "time tiled" in n)
+    assert "L2 1048576 B" in tiled and "row whole" in tiled, tiled
 
 
 def test_time_tile_rule() -> None:
-    policy = cpu_policy(Machine(64, 32, l2_bytes=2 << 20))
-    low = policy.time_tile_space[0]
-    # jacobi-2d at N=3000: 3 planes of 3000 floats per row; 1 MB holds fewer than 2*64 + 4
-    # rows: the smallest width, leaning by half of it (slope 2)
-    assert policy.time_tile(36000, 1, 2, 60) == (low // 4, low)
-    assert policy.time_tile(36000, 1, 2, 3) == (3, low)  # no taller than the steps
-    two = cpu_policy(Machine(64, 32, cores=2, l2_bytes=2 << 20))
-    assert two.time_tile(36000, 1, 2, 6) == (3, low)  # a tile per core in a wavefront
-    # 5000 B per row (jacobi-2d at N=416): 2*64 + 4 rows fit in 1 MB, 2*128 + 4 not
-    assert policy.time_tile(5000, 1, 2, 60) == (128 // 4, 128)
+    policy = cpu_policy(Machine(64, 32, l1d_bytes=48 << 10, l2_bytes=2 << 20))
+    # jacobi-2d at N=3000: 3 planes of 4 B; 3 rows of 3000 outgrow L1, so the row is cut
+    # in 3 (1000, rounded up to whole vectors of 16); 64 + 4 rows of 1008 fit in 1 MB,
+    # 128 + 4 do not; height 64 // (2 * slope), evened out over 60 steps: 4 tiles of 15
+    tile = policy.time_tile(12, 1, 2, 60, 3000, 4)
+    assert (tile.height, tile.width, tile.row) == (15, 64, 1008), tile
+    assert policy.time_tile(12, 1, 2, 3, 3000, 4).height == 3  # no taller than the steps
+    two = cpu_policy(Machine(64, 32, cores=2, l1d_bytes=48 << 10, l2_bytes=2 << 20))
+    assert two.time_tile(12, 1, 2, 6, 3000, 4).height == 3  # a tile per core in a wavefront
+    # a short row stays whole, and the space tile shrinks to keep a step in L2: heat-3d
+    # at N=120 (2 space loops above the row, slope 1): 12 B x 120 x (16 + 2)^2 <= 1 MB
+    heat = policy.time_tile(12, 2, 1, 60, 120, 4)
+    assert (heat.row, heat.width, heat.height) == (0, 16, 8), heat
+    # a smaller L2 halves the space tile (the model, not a constant, decides)
+    small = cpu_policy(Machine(64, 32, l1d_bytes=48 << 10, l2_bytes=1 << 20))
+    assert small.time_tile(12, 1, 2, 60, 3000, 4).width == 32
 
 
 def test_knobs_off_and_checked() -> None:
