@@ -1,5 +1,6 @@
-"""float64 NumPy references of the PolyBench kernels written as recurrences (kernels/stencil.tc
-and kernels/solver.tc, the datamining ones in kernels/polybench.tc), each following
+"""float64 NumPy references of the PolyBench kernels written as recurrences (kernels/stencil.tc,
+kernels/solver.tc and kernels/medley.tc, the datamining ones in kernels/polybench.tc; nussinov's
+reference is int32, compared exactly), each following
 PolyBench 4.2's loops, with its inputs. ``make(rng, shape) -> (inputs, outputs, reduction
 size)`` as in test_kernels.py; the shapes are PolyBench's MINI and SMALL datasets."""
 
@@ -258,4 +259,91 @@ CASES |= {
     "polybench_symm": (symm, ({"M": 20, "N": 30}, {"M": 60, "N": 80})),
     "polybench_trmm": (trmm, ({"M": 20, "N": 30}, {"M": 60, "N": 80})),
     "floyd_warshall": (floyd_warshall, ({"N": 60}, {"N": 180})),
+}
+
+
+def _thomas(lo: float, diag: float, rhs: np.ndarray, first: float) -> np.ndarray:
+    """PolyBench adi's sweep along axis 0 of ``rhs`` (rows 1..n-2 used), all lines at once:
+    p[j] = -lo/(lo*p[j-1]+diag), q[j] = (rhs[j] - lo*q[j-1])/(lo*p[j-1]+diag) forward from
+    p[0] = 0, q[0] = first, then x[j] = p[j]*x[j+1] + q[j] backward from x[n-1] = first."""
+    n = len(rhs)
+    p, q = np.zeros(n), np.full(rhs.shape[1:], first)
+    ps, qs = [p[0]], [q]
+    for j in range(1, n - 1):
+        den = lo * ps[-1] + diag
+        qs.append((rhs[j] - lo * qs[-1]) / den)
+        ps.append(-lo / den)
+    x = np.full(rhs.shape, first)
+    for j in range(n - 2, 0, -1):
+        x[j] = ps[j] * x[j + 1] + qs[j]
+    return x
+
+
+def adi(rng, s):
+    n, steps = s["N"], s["T"]
+    u32 = _rand(rng, n, n)
+    (u,) = _f64(u32)
+    mul1 = 2.0 * (1.0 / steps) / ((1.0 / n) * (1.0 / n))
+    mul2 = 1.0 * (1.0 / steps) / ((1.0 / n) * (1.0 / n))
+    a, b, d, e = -mul1 / 2, 1 + mul1, -mul2 / 2, 1 + mul2  # c = a, f = d
+    for _ in range(steps):
+        # column sweep: line i is column i of u (rows j), into column i of v
+        rhs = -d * u[:, :-2] + (1 + 2 * d) * u[:, 1:-1] - d * u[:, 2:]
+        v = np.ones((n, n))
+        v[:, 1:-1] = _thomas(a, b, rhs, 1.0)
+        # row sweep: line i is row i of v (columns j), into row i of u
+        rhs = (-a * v[:-2, :] + (1 + 2 * a) * v[1:-1, :] - a * v[2:, :]).T
+        u[1:-1, :] = _thomas(d, e, rhs, 1.0).T
+    # the sweeps' stability damps rounding: it grows with one line's length, not with T
+    return (u32,), (u,), 2 * n
+
+
+
+def _deriche_passes(x: np.ndarray, c: tuple[float, ...]) -> np.ndarray:
+    """PolyBench deriche's two passes along axis 0 (all lines at once), summed: forward
+    y1[j] = k*x[j] + a2*x[j-1] + b1*y1[j-1] + b2*y1[j-2], backward y2[j] = a3*x[j+1] +
+    a4*x[j+2] + b1*y2[j+1] + b2*y2[j+2], zero outside the line."""
+    k, a2, a3, a4, b1, b2 = c
+    y1, y2 = np.zeros_like(x), np.zeros_like(x)
+    xm1, ym1, ym2 = (np.zeros(x.shape[1:]) for _ in range(3))
+    for j in range(len(x)):
+        y1[j] = k * x[j] + a2 * xm1 + b1 * ym1 + b2 * ym2
+        xm1, ym2, ym1 = x[j], ym1, y1[j]
+    xp1, xp2, yp1, yp2 = (np.zeros(x.shape[1:]) for _ in range(4))
+    for j in reversed(range(len(x))):
+        y2[j] = a3 * xp1 + a4 * xp2 + b1 * yp1 + b2 * yp2
+        xp2, xp1, yp2, yp1 = xp1, x[j], yp1, y2[j]
+    return y1 + y2
+
+
+def deriche(rng, s):
+    x32 = rng.uniform(0.0, 1.0, size=(s["W"], s["H"])).astype(F32)  # grey levels, as PolyBench's
+    alpha32 = np.array(0.25, dtype=F32)  # PolyBench's
+    x, al = _f64(x32, alpha32)
+    ea = np.exp(-al)
+    k = (1 - ea) * (1 - ea) / (1 + 2 * al * ea - np.exp(2 * al))
+    c = (k, k * ea * (al - 1), k * ea * (al + 1), -k * np.exp(-2 * al), 2.0 ** -al,
+         -np.exp(-2 * al))
+    t = _deriche_passes(x.T, c).T  # along each row
+    # the filter is stable (poles inside the unit circle): rounding grows with a line's length
+    return (x32, alpha32), (_deriche_passes(t, c),), max(s["W"], s["H"])
+
+
+def nussinov(rng, s):
+    n = s["N"]
+    seq = rng.integers(0, 4, size=n).astype(np.int8)
+    table = rng.integers(0, 3, size=(n, n)).astype(np.int32)  # PolyBench's is 0
+    out = table.astype(np.int64)
+    for i in reversed(range(n)):
+        for j in range(i + 1, n):
+            pair = out[i + 1, j - 1] + (i < j - 1 and int(seq[i]) + int(seq[j]) == 3)
+            split = (out[i, i + 1:j] + out[i + 2:j + 1, j]).max(initial=out[i, j])
+            out[i, j] = max(out[i, j], out[i, j - 1], out[i + 1, j], pair, split)
+    return (seq, table), (out.astype(np.int32),), 1
+
+
+CASES |= {
+    "adi": (adi, ({"T": 20, "N": 20}, {"T": 40, "N": 60})),
+    "deriche": (deriche, ({"W": 64, "H": 64}, {"W": 192, "H": 128})),
+    "nussinov": (nussinov, ({"N": 60}, {"N": 180})),
 }

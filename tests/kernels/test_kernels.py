@@ -44,9 +44,14 @@ def f64(*xs: np.ndarray) -> list[np.ndarray]:
 
 
 def assert_close(got: Any, want: np.ndarray, red: int, what: str = "") -> None:
-    """float32 result vs float64 reference; tolerance ~ 1e-5 * sqrt(reduction size)."""
+    """float32 result vs float64 reference; tolerance ~ 1e-5 * sqrt(reduction size). An
+    integer reference (nussinov's scores) is matched exactly, dtype included."""
     got = np.asarray(got)
     assert got.shape == want.shape, f"{what}: shape {got.shape}, want {want.shape}"
+    if want.dtype.kind in "iu":
+        assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, want {want.dtype}"
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
     assert got.dtype == F32, f"{what}: dtype {got.dtype}, want float32"
     tol = 2e-5 * math.sqrt(max(red, 1))
     scale = max(1.0, float(np.abs(want).max(initial=0.0)))
