@@ -18,17 +18,18 @@ from typing import Any
 
 import islpy as isl
 
-from polyopt.errors import IllegalScheduleError, ScheduleError
+from polyopt.errors import ScheduleError
 from polyopt.lang import Definition, build_program
 from polyopt.poly import analyze, analyze_relaid
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.poly.relayout import Pack, relayout
+from polyopt.schedule import tagcheck
 from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
 from polyopt.schedule.from_isl import read
-from polyopt.schedule.legality import carried, check_legal, permutable
-from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Mark, Tag, bind_of
+from polyopt.schedule.legality import carried, check_legal, distributable, permutable
+from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Tag, bind_of
 from polyopt.schedule.sequential import dataflow_order
 from polyopt.schedule.tree import (
     Leaf,
@@ -36,7 +37,6 @@ from polyopt.schedule.tree import (
     Node,
     filter_domain,
     fix_params,
-    involves,
     loops,
     nest_of,
     order_of,
@@ -171,7 +171,8 @@ class Schedule:
     def distribute(self, loop: str) -> Schedule:
         """Give each statement group below ``loop`` its own copy of the nest."""
         return self._step("distribute", lambda r: tf.distribute(r, loop, self.poly.domain),
-                          (loop,))
+                          (loop,), proven=distributable(self.root, loop, self.deps,
+                                                        self.poly.domain))
 
     def compute_at(self, nest: str, loop: str) -> Schedule:
         """Move the top-level nest starting at loop ``nest`` into ``loop`` of another nest
@@ -205,9 +206,9 @@ class Schedule:
         def fn(r: Node) -> Node:
             lp = tf.find(r, loop)
             bad = carried(r, lp, self.deps, self.poly.domain)
-            if not bad.is_empty() and self._split_reduction(lp, bad):
+            if not bad.is_empty() and tagcheck.split_reduction(self.poly, lp, bad):
                 return tf.tag(r, loop, Tag.PARALLEL_REDUCTION)
-            return self._tag_free(r, loop, Tag.PARALLEL)
+            return tagcheck.tag_free(self.poly, self.deps, r, loop, Tag.PARALLEL)
         return self._step("parallel", fn, (loop,))
 
     def bind(self, loop: str, axis: str) -> Schedule:
@@ -220,7 +221,7 @@ class Schedule:
             bound = bind_of(tf.find(r, loop).tags)
             if bound:
                 raise ScheduleError(f"bind: loop {loop} is already bound to {bound}")
-            return self._tag_free(r, loop, mark)
+            return tagcheck.tag_free(self.poly, self.deps, r, loop, mark)
         return self._step("bind", fn, (loop, axis))
 
     def gpu_tile(self, loop: str, regs: Seq[int] = (4, 4), shared: bool = True,
@@ -249,7 +250,7 @@ class Schedule:
                 if n < 1 or most is None or most % n:
                     raise ScheduleError(f"gpu_tile: loop {name} needs a bounded number of "
                                         f"values that {n} divides (it has {most})")
-                self._tag_free(r, name, Tag.GPU_THREADS)
+                tagcheck.tag_free(self.poly, self.deps, r, name, Tag.GPU_THREADS)
             r = tf.tag(tf.tag(r, col.name, Tag.GPU_TILE_COLS), red.name, Tag.GPU_TILE_REDUCTION)
             if not shared:
                 r = tf.tag(r, loop, Tag.GPU_TILE_GLOBAL)
@@ -264,7 +265,7 @@ class Schedule:
         def fn(r: Node) -> Node:
             if loops(tf.find(r, loop).child):
                 raise ScheduleError(f"vectorize: loop {loop} is not innermost")
-            return self._tag_free(r, loop, Tag.VECTORIZE)
+            return tagcheck.tag_free(self.poly, self.deps, r, loop, Tag.VECTORIZE)
         return self._step("vectorize", fn, (loop,))
 
     def unroll(self, loop: str, factor: int | None = None) -> Schedule:
@@ -371,46 +372,6 @@ class Schedule:
                        isl_text=self.isl_text)
 
     # -- machinery -----------------------------------------------------------------------
-    def _tag_free(self, root: Node, name: str, label: Mark) -> Node:
-        lp = tf.find(root, name)
-        bad = carried(root, lp, self.deps, self.poly.domain)
-        if label == Tag.VECTORIZE and not bad.is_empty() and self._reduction(lp, bad):
-            return tf.tag(root, name, label)  # a reduction: vector partial results
-        if not bad.is_empty():
-            raise IllegalScheduleError(
-                f"{label}: loop {name} carries a dependence (its iterations are not "
-                f"independent):\n  {_first(bad)}")
-        return tf.tag(root, name, label)
-
-    def _reduction(self, lp: Loop, bad: isl.UnionMap) -> bool:
-        """Does ``lp`` carry only the accumulation of one ``+ * min max`` statement into an
-        element that stays put along ``lp``? Its iterations then combine in any order
-        (TC's reductions are unordered), so vector partial results are exact enough."""
-        stmts = stmts_of(lp)
-        if len(stmts) != 1:
-            return False
-        s = self.poly.stmt(stmts[0])
-        if not s.accumulates or s.stmt.op not in ("+", "*", "min", "max"):
-            return False
-        if any(involves(lp.expr, s.domain, i) for i in s.stmt.lhs) or not all(
-                r.affine for r in s.reads):
-            return False  # the target moves with the loop: no reduction over it
-        maps: list[isl.Map] = []
-        bad.foreach_map(maps.append)
-        return all(m.get_tuple_name(isl.dim_type.in_) == s.name ==
-                   m.get_tuple_name(isl.dim_type.out) for m in maps) and not any(
-            r.read.tensor == s.stmt.tensor for r in s.reads)
-
-    def _split_reduction(self, lp: Loop, bad: isl.UnionMap) -> bool:
-        """Can ``lp`` run as a parallel reduction: it carries only the ``+``/``*``
-        accumulation of its one statement, whose target moves with no loop below it (one
-        element per execution of ``lp``, which each thread keeps a private copy of)?"""
-        if not self._reduction(lp, bad):
-            return False
-        s = self.poly.stmt(stmts_of(lp)[0])
-        return s.stmt.op in ("+", "*") and not any(
-            involves(n.expr, s.domain, i) for n in loops(lp) for i in s.stmt.lhs)
-
     def _stmt_names(self, stmts: Seq[str], below: Seq[str]) -> tuple[str, ...]:
         """Statement names, where a TC statement (``O_0``) also names its padding piece
         when that piece runs ``below`` the loop at hand."""
@@ -452,32 +413,8 @@ class Schedule:
                 except ScheduleError as e:
                     raise ScheduleError(f"{what} breaks contract({tensor!r}, {loop!r}): "
                                         f"{e}") from e
-        new._check_tags(what, self.root)
+        tagcheck.check_tags(new.poly, new.deps, new.root, self.root, what)
         return new
-
-    def _check_tags(self, what: str, before: Node) -> None:
-        """Parallel and vectorized loops must still carry no dependence (and a vectorized
-        loop must stay innermost) after a later step moved, fused or shifted them."""
-        old = {lp.name: lp for lp in loops(before)}
-        for lp in loops(self.root):
-            for label in sorted(_checked(lp.tags), key=str):
-                if label == Tag.VECTORIZE and loops(lp.child):
-                    raise ScheduleError(f"{what}: loop {lp.name} is vectorized, so it must "
-                                        f"stay innermost")
-                prev = old.get(lp.name)
-                if prev is not None and label in prev.tags and _same_place(
-                        self.root, lp, before, prev):
-                    continue  # checked when it was tagged, and nothing it depends on moved
-                bad = carried(self.root, lp, self.deps, self.poly.domain)
-                if label == Tag.VECTORIZE and not bad.is_empty() and self._reduction(lp, bad):
-                    continue
-                if label == Tag.PARALLEL_REDUCTION and not bad.is_empty() and \
-                        self._split_reduction(lp, bad):
-                    continue
-                if not bad.is_empty():
-                    raise IllegalScheduleError(
-                        f"{what}: loop {lp.name} is tagged {label} but would now carry a "
-                        f"dependence (its iterations are not independent):\n  {_first(bad)}")
 
     # -- data ----------------------------------------------------------------------------
     def as_json(self) -> str:
@@ -605,26 +542,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(_plain(v) for v in value)
     return value
-
-
-def _checked(marks: frozenset[Mark]) -> list[Mark]:
-    """The marks that promise independent iterations: parallel, vectorize, a CUDA axis."""
-    return [m for m in marks if m in (Tag.PARALLEL, Tag.PARALLEL_REDUCTION, Tag.VECTORIZE)
-            or isinstance(m, Bind)]
-
-
-def _same_place(root: Node, lp: Loop, old_root: Node, old: Loop) -> bool:
-    """Whether ``lp`` in ``root`` runs as ``old`` did in ``old_root``: the same loop
-    expression and body below the same outer loop expressions (what ``carried`` reads)."""
-    if lp.expr is not old.expr or lp.child is not old.child:
-        return False
-    outer = [n.expr for n in tf.path_to(root, lp)[:-1] if isinstance(n, Loop)]
-    outer_old = [n.expr for n in tf.path_to(old_root, old)[:-1] if isinstance(n, Loop)]
-    return len(outer) == len(outer_old) and all(
-        a is b for a, b in zip(outer, outer_old, strict=True))
-
-
-def _first(umap: isl.UnionMap) -> str:
-    maps: list[isl.Map] = []
-    umap.foreach_map(maps.append)
-    return str(maps[0]) if maps else str(umap)

@@ -180,3 +180,29 @@ def test_a_permutable_band_proves_its_tiles() -> None:
     assert not legality.permutable(leaning.root, band, leaning.deps, leaning.poly.domain)
     with pytest.raises(IllegalScheduleError, match="violates a"):
         leaning.tile(tuple(band), 4)
+
+
+def test_distribution_is_proven_or_refused() -> None:
+    """``legality.distributable``: a dependence from a later statement back to an earlier
+    one at another iteration of the loop forbids distributing it (every iteration of the
+    earlier statement would run first); one forward is fine."""
+    src = """def f(float(N) A) -> (float(N) B, float(N) C) {
+        B(i) = A(i) where i in 0:1
+        B(i) = C(i-1) + A(i) where i in 1:N
+        C(i) = 2.0 * B(i)
+    }"""
+    s = polyopt.schedule(src, sizes={"N": 8}, auto=False)
+    with_seq = [lp for lp in loops(s.root) if not isinstance(lp.child, type(lp)) and
+                len(lp.child.children if hasattr(lp.child, "children") else ()) > 1]
+    assert with_seq, s
+    loop = with_seq[0].name
+    assert not legality.distributable(s.root, loop, s.deps, s.poly.domain)
+    with pytest.raises(IllegalScheduleError):
+        s.distribute(loop)
+    fwd = """def g(float(N) A) -> (float(N) B, float(N) C) {
+        B(i) = 2.0 * A(i)
+        C(i) = B(i) + 1.0
+    }"""
+    g = polyopt.schedule(fwd, sizes={"N": 8}, auto=False).fuse("i", "i2")
+    assert legality.distributable(g.root, "i", g.deps, g.poly.domain)
+    assert len(g.distribute("i").loops) == 2
