@@ -11,6 +11,9 @@ position ``outer`` (before the reduction's: the rows a register tile reads for o
 the reduction are then adjacent to those of the next step, the GotoBLAS panel of its
 broadcast operand). The copy is one pass over the elements read, a quarter of the input
 here (oneDNN subsamples a strided 1x1 convolution's input the same way, then runs a GEMM).
+With a ``factor`` of 1 the copy only moves ``dim`` (the panel of a 1x1 convolution's input,
+``I_pack(n, h, c, w) = I(n, c, h, w)``), which a blocked copy cannot do without a block
+dimension of one element last.
 """
 
 from __future__ import annotations
@@ -30,22 +33,23 @@ def subsample_program(program: ir.Program, tensor: str, dim: int, factor: int,
     """``program`` with input ``tensor`` read through a compact copy of the phase its reads
     read along each dimension they stride by ``factor`` (the module's docstring), its
     dimension ``dim`` moved to position ``outer``; and the copy's name. ScheduleError when
-    no dimension is read that way, or one such is padded."""
+    no dimension is read that way, one such is padded, or (``factor`` 1) nothing moves."""
     t = packable(program, tensor, dim, factor, outer, padded_dim=True)
-    if factor < 2:
-        raise ScheduleError(f"pack: a subsampled copy of {tensor} needs a stride of 2 or "
-                            f"more, not {factor}")
-    phases = read_phases(program, tensor, factor)
+    phases = read_phases(program, tensor, factor) if factor > 1 else {}
     pad, fill = shared_padding(program, tensor, dim, padded_dim=True)
-    if not phases:
+    if not phases and factor > 1:
         raise ScheduleError(f"pack: no dimension of {tensor} is read at a stride of {factor} "
                             f"in one phase by every read")
+    if factor == 1 and dim == outer:
+        raise ScheduleError(f"pack: a subsampled copy of {tensor} with a factor of 1 only "
+                            f"moves dimension {dim}, and outer is {outer}: nothing to do")
     if pad is not None and any(not pad[d].is_zero for d in phases):
         raise ScheduleError(f"pack: {tensor} is padded along a dimension read at a stride of "
                             f"{factor}; a subsampled copy holds no padding there")
     extents = list(t.shape) if pad is None else [
-        f"({e}) + ({p.before}) + ({p.after})" for e, p in zip(t.shape, pad, strict=True)]
-    shape = [f"floor((({e}) - {phases[d]} + {factor - 1})/{factor})" if d in phases else e
+        e if p.is_zero else f"({e}) + ({p.before}) + ({p.after})"
+        for e, p in zip(t.shape, pad, strict=True)]
+    shape = [f"floor(({e} + {factor - 1 - phases[d]})/{factor})" if d in phases else e
              for d, e in enumerate(extents)]
     name = fresh_name(f"{tensor}_pack", set(program.tensors) | set(program.sizes))
     packed = ir.Tensor(name, t.dtype, tuple(_moved(shape, dim, outer)), "local")

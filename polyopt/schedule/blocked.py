@@ -54,7 +54,7 @@ def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> 
         # then run packed), strided ones split in phases
         if s.kind == "update" and s.stmt.op == "+" and s.stmt.reduction_iters and not s.guarded:
             lanes = policy.lanes(DTYPES[program.tensors[s.stmt.tensor].dtype].np.itemsize)
-            compact = _subsampled(program, s, policy, lanes)
+            compact = _panel_copies(program, s, policy, lanes, blocked=False)
             packs += [*compact, *_operand_packs(program, s, "", 1, _strides(program, s, policy),
                                                 skip={p.tensor for p in compact})]
     return _applicable(program, packs)
@@ -84,7 +84,7 @@ def _next_blocking(pp: PolyProgram, policy: CpuPolicy, block: int | None,
         if not output:
             return None
         laid, _ = relayout(program, list(output))
-        compact = _subsampled(laid, s, policy, lanes)
+        compact = _panel_copies(laid, s, policy, lanes, blocked=True)
         return _applicable(program, [*output, *compact, *_operand_packs(
             program, s, s.stmt.lhs[dim], lanes, skip={p.tensor for p in compact})])
     return None
@@ -343,24 +343,31 @@ def _operand_packs(program: ir.Program, s: PolyStmt, it: str, lanes: int,
     return out
 
 
-def _subsampled(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: int) -> list[Pack]:
-    """Compact copies of the inputs ``s`` reads at a stride along the output's last index
-    in one phase (a strided 1x1 convolution's input: ``poly/subsample.py``), when the copy
-    pays as a panel does: a reduction of at least ``policy.pack_min_reduction`` and each
-    element read by at least ``policy.pack_min_sweeps`` vector tiles (the output elements
-    that do not move the input, in ``lanes``-wide blocks). The dimension after the
+def _panel_copies(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: int,
+                  blocked: bool) -> list[Pack]:
+    """Copies of the inputs of a 1x1 contraction ``s`` (no taps) that its register tiles
+    broadcast, in the order they read them (``poly/subsample.py``): the dimension after the
     reduction's indexed by another output index than the last (the rows ``h`` of
-    ``I(n, c, 2*h, 2*w)``) moves before it, so one step of the reduction reads rows adjacent
-    to the previous step's. ``program`` has ``s``'s output laid out already."""
+    ``I(n, c, h, w)``) moves before it, so one step of the reduction reads the rows next to
+    the previous step's, not a plane away (GotoBLAS packs its A panel for the same reason);
+    a read at a stride along the output's last index in one phase (a strided convolution's
+    ``I(n, c, 2*h, 2*w)``) keeps only that phase. Only where the copy pays as a panel does:
+    a reduction of at least ``policy.pack_min_reduction``, each element read by at least
+    ``policy.pack_min_sweeps`` vector tiles (the output elements that do not move the
+    input, in ``lanes``-wide blocks). Unless the output is ``blocked`` in channels (its
+    tiles then broadcast the input), only strided reads are copied. ``program`` has
+    ``s``'s output laid out already."""
     reds = [it for it in s.stmt.reduction_iters if s.extent(it) is not None]
     if not reds or not s.stmt.lhs:
         return []
     red = max(reds, key=lambda it: s.extent(it) or 0)
+    if any(s.extent(it) != 1 for it in s.stmt.reduction_iters if it != red):
+        return []  # filter taps: the copy would not be the input's own elements once
     out: list[Pack] = []
     for r in s.reads:
         step = _stride(s, r) if r.affine and r.relation.dim(isl.dim_type.out) else None
         t = program.tensors.get(r.read.tensor)
-        if step is None or step < 2 or t is None or t.role != "input":
+        if step is None or t is None or t.role != "input" or (step < 2 and not blocked):
             continue
         reuse = math.prod(s.extent(it) or 1 for it in s.stmt.lhs if not r.read.uses(it))
         if (s.extent(red) or 0) < policy.pack_min_reduction or reuse < (
@@ -370,7 +377,9 @@ def _subsampled(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: int)
         rows = [d for d, ix in enumerate(r.read.indices) if dims and d > dims[0]
                 and _index_names(ix) & set(s.stmt.lhs[:-1])]
         dim, outer = (rows[0], dims[0]) if rows else (0, 0)
-        out += _applicable(program, [Pack(r.read.tensor, dim, step, outer, subsample=True)])
+        if step >= 2 or dim != outer:
+            out += _applicable(program, [Pack(r.read.tensor, dim, max(step, 1), outer,
+                                              subsample=True)])
     return out
 
 
