@@ -354,7 +354,8 @@ def _panel_copies(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: in
     ``I(n, c, 2*h, 2*w)``) keeps only that phase. Only where the copy pays as a panel does:
     a reduction of at least ``policy.pack_min_reduction``, each element read by at least
     ``policy.pack_min_sweeps`` vector tiles (the output elements that do not move the
-    input, in ``lanes``-wide blocks). Unless the output is ``blocked`` in channels (its
+    input, in ``lanes``-wide blocks; ``policy.panel_l2_sweeps`` for an unstrided input
+    that stays in L2 between them). Unless the output is ``blocked`` in channels (its
     tiles then broadcast the input), only strided reads are copied. ``program`` has
     ``s``'s output laid out already."""
     reds = [it for it in s.stmt.reduction_iters if s.extent(it) is not None]
@@ -370,8 +371,8 @@ def _panel_copies(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: in
         if step is None or t is None or t.role != "input" or (step < 2 and not blocked):
             continue
         reuse = math.prod(s.extent(it) or 1 for it in s.stmt.lhs if not r.read.uses(it))
-        if (s.extent(red) or 0) < policy.pack_min_reduction or reuse < (
-                policy.pack_min_sweeps * lanes):
+        if (s.extent(red) or 0) < policy.pack_min_reduction or reuse < _panel_sweeps(
+                program, t, step, policy) * lanes:
             continue
         dims = [d for d, ix in enumerate(r.read.indices) if _index_names(ix) == {red}]
         rows = [d for d, ix in enumerate(r.read.indices) if dims and d > dims[0]
@@ -381,6 +382,15 @@ def _panel_copies(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: in
             out += _applicable(program, [Pack(r.read.tensor, dim, max(step, 1), outer,
                                               subsample=True)])
     return out
+
+
+def _panel_sweeps(program: ir.Program, t: ir.Tensor, step: int, policy: CpuPolicy) -> int:
+    """The sweeps of the register tiles over input ``t`` from which its panel copy pays:
+    more when it is unstrided and fits in half of L2 (its rows then come from L2)."""
+    size = math.prod(ir.extent_value(e, {}) for e in t.shape) * DTYPES[t.dtype].np.itemsize
+    if step < 2 and size <= policy.machine.l2_bytes // 2:
+        return policy.panel_l2_sweeps
+    return policy.pack_min_sweeps
 
 
 def _index_names(ix: ir.Expr) -> set[str]:

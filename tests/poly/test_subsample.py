@@ -121,7 +121,8 @@ def test_no_phase_no_subsample() -> None:
     (64, 28, 2, True),  # 64 output channels reuse each input element: the copy pays
     (16, 28, 2, False),  # one channel block reads it once (policy.pack_min_sweeps)
     (64, 15, 2, True),  # an odd input: the last row and column are never read
-    (64, 14, 1, True),  # unit stride: the rows move before the channels only
+    (128, 14, 1, True),  # unit stride: the rows move before the channels only
+    (64, 14, 1, False),  # ...from policy.panel_l2_sweeps sweeps, the input fitting in L2
 ])
 def test_the_pipeline_copies_1x1_convolution_inputs_in_panels(
         monkeypatch: pytest.MonkeyPatch, f: int, hw: int, stride: int, copied: bool) -> None:
