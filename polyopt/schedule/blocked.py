@@ -354,8 +354,8 @@ def _panel_copies(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: in
     ``I(n, c, 2*h, 2*w)``) keeps only that phase. Only where the copy pays as a panel does:
     a reduction of at least ``policy.pack_min_reduction``, each element read by at least
     ``policy.pack_min_sweeps`` vector tiles (the output elements that do not move the
-    input, in ``lanes``-wide blocks; ``policy.panel_l2_sweeps`` for an unstrided input
-    that stays in L2 between them). Unless the output is ``blocked`` in channels (its
+    input, in ``lanes``-wide blocks), and for an unstrided input that stays in L2, a copy
+    cheap beside the contraction (``_copy_pays``). Unless the output is ``blocked`` in channels (its
     tiles then broadcast the input), only strided reads are copied. ``program`` has
     ``s``'s output laid out already."""
     reds = [it for it in s.stmt.reduction_iters if s.extent(it) is not None]
@@ -371,8 +371,8 @@ def _panel_copies(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: in
         if step is None or t is None or t.role != "input" or (step < 2 and not blocked):
             continue
         reuse = math.prod(s.extent(it) or 1 for it in s.stmt.lhs if not r.read.uses(it))
-        if (s.extent(red) or 0) < policy.pack_min_reduction or reuse < _panel_sweeps(
-                program, t, step, policy) * lanes:
+        if (s.extent(red) or 0) < policy.pack_min_reduction or reuse < (
+                policy.pack_min_sweeps * lanes) or not _copy_pays(s, t, step, lanes, policy):
             continue
         dims = [d for d, ix in enumerate(r.read.indices) if _index_names(ix) == {red}]
         rows = [d for d, ix in enumerate(r.read.indices) if dims and d > dims[0]
@@ -384,13 +384,19 @@ def _panel_copies(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: in
     return out
 
 
-def _panel_sweeps(program: ir.Program, t: ir.Tensor, step: int, policy: CpuPolicy) -> int:
-    """The sweeps of the register tiles over input ``t`` from which its panel copy pays:
-    more when it is unstrided and fits in half of L2 (its rows then come from L2)."""
+def _copy_pays(s: PolyStmt, t: ir.Tensor, step: int, lanes: int, policy: CpuPolicy) -> bool:
+    """Does the panel copy of input ``t`` of ``s`` pay for itself? Always for a strided
+    read (the copy holds a fraction of the input, and its rows come from memory otherwise)
+    or an input outgrowing half of L2; else only when the copy's predicted cycles are at
+    most ``policy.panel_l2_max_share`` of the contraction's (its rows are L2 hits)."""
+    m = policy.machine
     size = math.prod(ir.extent_value(e, {}) for e in t.shape) * DTYPES[t.dtype].np.itemsize
-    if step < 2 and size <= policy.machine.l2_bytes // 2:
-        return policy.panel_l2_sweeps
-    return policy.pack_min_sweeps
+    if step >= 2 or size > m.l2_bytes // 2:
+        return True
+    macs = math.prod(s.extent(it) or 1 for it in (*s.stmt.lhs, *s.stmt.reduction_iters))
+    compute = macs / (lanes * m.fma_units * m.cores)
+    copy = policy.fork_join_cycles + 2 * size / (policy.l2_bytes_per_cycle * m.cores)
+    return copy <= policy.panel_l2_max_share * compute
 
 
 def _index_names(ix: ir.Expr) -> set[str]:

@@ -117,26 +117,28 @@ def test_no_phase_no_subsample() -> None:
 
 
 @cc
-@pytest.mark.parametrize("f, hw, stride, copied", [
-    (64, 28, 2, True),  # 64 output channels reuse each input element: the copy pays
-    (16, 28, 2, False),  # one channel block reads it once (policy.pack_min_sweeps)
-    (64, 15, 2, True),  # an odd input: the last row and column are never read
-    (128, 14, 1, True),  # unit stride: the rows move before the channels only
-    (64, 14, 1, False),  # ...from policy.panel_l2_sweeps sweeps, the input fitting in L2
+@pytest.mark.parametrize("f, c, hw, stride, copied", [
+    (64, 96, 28, 2, True),  # 64 output channels reuse each input element: the copy pays
+    (16, 96, 28, 2, False),  # one channel block reads it once (policy.pack_min_sweeps)
+    (64, 96, 15, 2, True),  # an odd input: the last row and column are never read
+    (512, 256, 14, 1, True),  # unit stride: the rows move before the channels only...
+    (128, 96, 14, 1, False),  # ...when the copy is cheap beside the contraction (its input
+    # fits in L2: policy.panel_l2_max_share)
 ])
 def test_the_pipeline_copies_1x1_convolution_inputs_in_panels(
-        monkeypatch: pytest.MonkeyPatch, f: int, hw: int, stride: int, copied: bool) -> None:
-    monkeypatch.setenv("POLYOPT_MACHINE", AVX512)
+        monkeypatch: pytest.MonkeyPatch, f: int, c: int, hw: int, stride: int,
+        copied: bool) -> None:
+    monkeypatch.setenv("POLYOPT_MACHINE", AVX512 + ",cores=2,l2_bytes=2M")
     src = kernels.get("conv2d", stride=stride, padding=0)
-    sizes = {"N": 1, "C": 96, "H": hw, "W": hw, "F": f, "KH": 1, "KW": 1}
+    sizes = {"N": 1, "C": c, "H": hw, "W": hw, "F": f, "KH": 1, "KW": 1}
     kernel = polyopt.compile(src, "conv2d", sizes=sizes)
     steps = kernel.schedule.as_python()
     assert (f"pack('I', 2, {stride}, 1, False, True)" in steps) == copied, steps
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((1, 96, hw, hw), np.float32)
-    w = rng.standard_normal((f, 96, 1, 1), np.float32)
+    x = rng.standard_normal((1, c, hw, hw), np.float32)
+    w = rng.standard_normal((f, c, 1, 1), np.float32)
     out = (hw - 1) // stride + 1
-    check(kernel(x, w), reference(x, w, (stride, stride), (0, 0), (out, out)), 96)
+    check(kernel(x, w), reference(x, w, (stride, stride), (0, 0), (out, out)), c)
 
 
 @cc
