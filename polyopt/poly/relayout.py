@@ -29,22 +29,39 @@ import islpy as isl
 from polyopt import ir
 from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
+from polyopt.poly.copies import (
+    check_blocking,
+    copy_of,
+    linear_terms,
+    packable,
+    plus,
+    shared_padding,
+    shifted,
+    term_sum,
+)
+from polyopt.poly.subsample import subsample_program
 
 
 @dataclass(frozen=True)
 class Pack:
     """One blocked layout: ``tensor``'s dimension ``dim`` split by ``factor``, the block
-    index moved to position ``outer`` (the arguments of the ``pack`` verb)."""
+    index moved to position ``outer`` (the arguments of the ``pack`` verb). ``subsample``:
+    the compact copy of what a read at a stride of ``factor`` touches instead, ``dim`` moved
+    to ``outer`` (``poly/subsample.py``)."""
 
     tensor: str
     dim: int
     factor: int
     outer: int = 0
     phase: bool = False
+    subsample: bool = False
 
     @property
-    def args(self) -> tuple[str, int, int, int] | tuple[str, int, int, int, bool]:
+    def args(self) -> tuple[str, int, int, int] | tuple[str, int, int, int, bool] | tuple[
+            str, int, int, int, bool, bool]:
         base = self.tensor, self.dim, self.factor, self.outer
+        if self.subsample:
+            return (*base, self.phase, True)
         return (*base, True) if self.phase else base
 
 
@@ -59,10 +76,16 @@ def relayout(program: ir.Program, packs: Sequence[Pack]) -> tuple[ir.Program, tu
 
 
 def pack(program: ir.Program, tensor: str, dim: int, factor: int,
-         outer: int = 0, phase: bool = False) -> tuple[ir.Program, str]:
-    """An input read through a blocked copy (or a phase copy), or an output computed in a
-    blocked local."""
+         outer: int = 0, phase: bool = False,
+         subsample: bool = False) -> tuple[ir.Program, str]:
+    """An input read through a blocked copy (or a phase copy, or a subsampled one), or an
+    output computed in a blocked local."""
     t = program.tensors.get(tensor)
+    if phase and subsample:
+        raise ScheduleError(f"pack: a copy of {tensor} is split in phases or subsampled, "
+                            f"not both")
+    if subsample:
+        return subsample_program(program, tensor, dim, factor, outer)
     if phase:
         return phase_program(program, tensor, dim, factor, outer)
     if t is not None and t.role == "output":
@@ -74,8 +97,8 @@ def phase_program(program: ir.Program, tensor: str, dim: int, factor: int,
                   outer: int) -> tuple[ir.Program, str]:
     """``program`` with input ``tensor`` read through a phase copy (the module's
     docstring), which also holds its zero padding (along ``dim`` too)."""
-    t = _packable(program, tensor, dim, factor, outer, padded_dim=True)
-    pad, fill = _padding(program, tensor, dim, padded_dim=True)
+    t = packable(program, tensor, dim, factor, outer, padded_dim=True)
+    pad, fill = shared_padding(program, tensor, dim, padded_dim=True)
     name = fresh_name(f"{tensor}_pack", set(program.tensors) | set(program.sizes))
     extents = list(t.shape) if pad is None else [
         f"({e}) + ({p.before}) + ({p.after})" for e, p in zip(t.shape, pad, strict=True)]
@@ -87,7 +110,7 @@ def phase_program(program: ir.Program, tensor: str, dim: int, factor: int,
     def read(e: ir.Expr) -> ir.Expr:
         if not isinstance(e, ir.Read) or e.tensor != tensor:
             return e
-        index = list(_shifted(e.indices, e.pad))
+        index = list(shifted(e.indices, e.pad))
         index[dim], phase = _phase_split(index[dim], factor)
         index.insert(outer, phase)
         return replace(e, tensor=name, indices=tuple(index), pad=None)
@@ -102,57 +125,17 @@ def _phase_split(x: ir.Expr, factor: int) -> tuple[ir.Expr, ir.Expr]:
     ``(w + kw / 2, kw % 2)``, whose parts a vector loop over ``w`` reads contiguously (the
     division of ``2*w + kw`` itself read as a gather)."""
     f = ir.Const(x.dtype, factor)
-    terms = _linear(x)
+    terms = linear_terms(x)
     if terms is None:
         return ir.Binary(x.dtype, "/", x, f), ir.Binary(x.dtype, "%", x, f)
     whole = {v: c // factor for v, c in terms.items() if v and c % factor == 0}
     rest = {v: c for v, c in terms.items() if v not in whole}
-    quotient, rest_x = _sum(whole, x.dtype), _sum(rest, x.dtype)
+    quotient, rest_x = term_sum(whole, x.dtype), term_sum(rest, x.dtype)
     if rest_x is None or set(rest) <= {""}:  # a constant: quotient and phase are numbers
         q, r = divmod(rest.get("", 0), factor)
-        return _plus(quotient, ir.Const(x.dtype, q)), ir.Const(x.dtype, r)
-    return (_plus(quotient, ir.Binary(x.dtype, "/", rest_x, f)),
+        return plus(quotient, ir.Const(x.dtype, q)), ir.Const(x.dtype, r)
+    return (plus(quotient, ir.Binary(x.dtype, "/", rest_x, f)),
             ir.Binary(x.dtype, "%", rest_x, f))
-
-
-def _linear(e: ir.Expr) -> dict[str, int] | None:
-    """An index expression as {index variable: coefficient, "": constant}, when linear."""
-    if isinstance(e, ir.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
-        return {"": e.value}
-    if isinstance(e, ir.Var) and e.kind == "index":
-        return {e.name: 1}
-    if not (isinstance(e, ir.Binary) and e.op in ("+", "-", "*")):
-        return None
-    a, b = _linear(e.a), _linear(e.b)
-    if a is None or b is None:
-        return None
-    if e.op == "*":
-        if set(a) <= {""} or set(b) <= {""}:
-            k, other = (a.get("", 0), b) if set(a) <= {""} else (b.get("", 0), a)
-            return {v: c * k for v, c in other.items()}
-        return None
-    sign = 1 if e.op == "+" else -1
-    out = dict(a)
-    for v, c in b.items():
-        out[v] = out.get(v, 0) + sign * c
-    return {v: c for v, c in out.items() if c or v == ""}
-
-
-def _sum(terms: dict[str, int], dtype: str) -> ir.Expr | None:
-    """``sum(c * v)`` over ``terms`` (None when there are none; "" is the constant)."""
-    out: ir.Expr | None = None
-    for v, c in sorted(terms.items()):
-        if not c:
-            continue
-        term: ir.Expr = ir.Const(dtype, c) if not v else ir.Var(dtype, v, "index")
-        if v and c != 1:
-            term = ir.Binary(dtype, "*", ir.Const(dtype, c), term)
-        out = _plus(out, term)
-    return out
-
-
-def _plus(a: ir.Expr | None, b: ir.Expr) -> ir.Expr:
-    return b if a is None else ir.Binary(b.dtype, "+", a, b)
 
 
 def _phase_copy(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
@@ -169,15 +152,15 @@ def _phase_copy(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
     source: list[ir.Expr] = [ir.Var("int32", p, "index") for p in rest]
     source[dim] = ir.Binary("int32", "+", ir.Binary(
         "int32", "*", ir.Const("int32", factor), source[dim]), ir.Var("int32", offset, "index"))
-    return _copy_of(program, t, packed, iters, source, pad, fill,
+    return copy_of(program, t, packed, iters, source, pad, fill,
                     f"{factor}*{rest[dim]} + {offset} < {extent}")
 
 
 def pack_program(program: ir.Program, tensor: str, dim: int, factor: int,
                  outer: int = 0) -> tuple[ir.Program, str]:
     """``program`` with input ``tensor`` read through a blocked copy; and the copy's name."""
-    t = _packable(program, tensor, dim, factor, outer)
-    pad, fill = _padding(program, tensor, dim)
+    t = packable(program, tensor, dim, factor, outer)
+    pad, fill = shared_padding(program, tensor, dim)
     name = fresh_name(f"{tensor}_pack", set(program.tensors) | set(program.sizes))
     extents = list(t.shape) if pad is None else [
         f"({e}) + ({p.before}) + ({p.after})" for e, p in zip(t.shape, pad, strict=True)]
@@ -200,7 +183,7 @@ def pack_output_program(program: ir.Program, tensor: str, dim: int, factor: int,
         outputs = ", ".join(x.name for x in program.outputs)
         raise ScheduleError(f"pack: {tensor!r} is not an output of def '{program.name}'; "
                             f"outputs: {outputs}")
-    _check_blocking(t, dim, factor, outer)
+    check_blocking(t, dim, factor, outer)
     name = fresh_name(f"{tensor}_pack", set(program.tensors) | set(program.sizes))
     shape = [e for d, e in enumerate(t.shape) if d != dim]
     shape.insert(outer, f"floor(({t.shape[dim]} + {factor - 1})/{factor})")
@@ -289,73 +272,6 @@ def _unpack_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
     return ir.Stmt(name, t.name, iters, iters, "=", False, rhs, domain)
 
 
-def _check_blocking(t: ir.Tensor, dim: int, factor: int, outer: int) -> None:
-    if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < t.rank:
-        raise ScheduleError(f"pack: dim must be in 0..{t.rank - 1} for {t.name}, not {dim!r}")
-    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
-        raise ScheduleError(f"pack: factor must be a positive integer, not {factor!r}")
-    if isinstance(outer, bool) or not isinstance(outer, int) or not 0 <= outer < t.rank:
-        raise ScheduleError(f"pack: outer must be in 0..{t.rank - 1}, not {outer!r}")
-
-
-def _packable(program: ir.Program, tensor: str, dim: int, factor: int,
-              outer: int, padded_dim: bool = False) -> ir.Tensor:
-    t = program.tensors.get(tensor)
-    if t is None or t.role != "input":
-        names = ", ".join(x.name for x in (*program.inputs, *program.outputs))
-        raise ScheduleError(f"pack: {tensor!r} is not an input or output of def "
-                            f"'{program.name}'; they are: {names}")
-    _check_blocking(t, dim, factor, outer)
-    _padding(program, tensor, dim, padded_dim)
-    return t
-
-
-def _padding(program: ir.Program, tensor: str, dim: int,
-             padded_dim: bool = False) -> tuple[tuple[ir.Pad, ...] | None, float]:
-    """The zero padding every read of ``tensor`` shares (the copy then holds it), or None;
-    along ``dim`` only when ``padded_dim`` (a phase copy)."""
-    kinds = {(e.pad, e.fill) for s in program.stmts for e in s.rhs.walk()
-             if isinstance(e, ir.Read) and e.tensor == tensor}
-    if len(kinds) > 1:
-        raise ScheduleError(f"pack: the reads of {tensor} pad it differently; a packed copy "
-                            f"holds one padding")
-    pad, fill = next(iter(kinds)) if kinds else (None, 0.0)
-    if pad is not None:
-        if any(_size_expr(w) is None for p in pad for w in (p.before, p.after)):
-            widths = ", ".join(map(str, pad))
-            raise ScheduleError(f"pack: {tensor}'s padding {widths} is not a size or a number")
-        if not pad[dim].is_zero and not padded_dim:
-            raise ScheduleError(f"pack: {tensor} is padded along dim {dim}, the one to block")
-    return pad, fill
-
-
-def _size_expr(text: str) -> ir.Expr | None:
-    """A padding width (a number or a size name) as an index expression."""
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        return ir.Const("int32", int(text))
-    return ir.Var("int32", text, "size") if text.isidentifier() else None
-
-
-def _width(text: str) -> ir.Expr:
-    """A width ``_padding`` accepted, as an index expression."""
-    e = _size_expr(text)
-    assert e is not None, text
-    return e
-
-
-def _shifted(index: tuple[ir.Expr, ...],
-             pad: tuple[ir.Pad, ...] | None) -> tuple[ir.Expr, ...]:
-    """Indices into the padded copy: each moved by its dimension's leading padding."""
-    if pad is None:
-        return index
-    out = []
-    for ix, p in zip(index, pad, strict=True):
-        width = _size_expr(p.before)
-        out.append(ix if p.before == "0" or width is None else ir.Binary(ix.dtype, "+", ix, width))
-    return tuple(out)
-
-
 def _packed_index(index: tuple[ir.Expr, ...], dim: int, factor: int,
                   outer: int) -> tuple[ir.Expr, ...]:
     x = index[dim]
@@ -369,7 +285,7 @@ def _rewrite(s: ir.Stmt, tensor: str, name: str, dim: int, factor: int, outer: i
     def read(e: ir.Expr) -> ir.Expr:
         if not isinstance(e, ir.Read) or e.tensor != tensor:
             return e
-        index = _shifted(e.indices, e.pad)
+        index = shifted(e.indices, e.pad)
         split = _split_index(s, index[dim], factor)
         packed = _packed_index(index, dim, factor, outer)
         if split is not None:
@@ -414,22 +330,6 @@ def _copy_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,
     source.insert(dim, ir.Binary("int32", "+", ir.Binary(
         "int32", "*", ir.Const("int32", factor), ir.Var("int32", block, "index")),
         ir.Var("int32", offset, "index")))
-    return _copy_of(program, t, packed, iters, source, pad, fill,
+    return copy_of(program, t, packed, iters, source, pad, fill,
                     f"{factor}*{block} + {offset} < {t.shape[dim]}")
 
-
-def _copy_of(program: ir.Program, t: ir.Tensor, packed: ir.Tensor, iters: tuple[str, ...],
-             source: list[ir.Expr], pad: tuple[ir.Pad, ...] | None, fill: float,
-             within: str) -> ir.Stmt:
-    """The statement ``packed[iters] = t[source]`` over ``packed``'s box and ``within`` (the
-    split dimension's last block is partial); ``source`` in ``t``'s unpadded coordinates
-    when ``pad`` (packed coordinates are padded ones)."""
-    if pad is not None:
-        source = [ix if p.before == "0" else ir.Binary("int32", "-", ix, _width(p.before))
-                  for ix, p in zip(source, pad, strict=True)]
-    bounds = [f"0 <= {p} < {e}" for p, e in zip(iters, packed.shape, strict=True)]
-    bounds.append(within)
-    name = f"{packed.name}_0"
-    domain = f"{program.params} -> {{ {name}[{', '.join(iters)}] : {' and '.join(bounds)} }}"
-    rhs = ir.Read(t.dtype, t.name, tuple(source), pad, fill)
-    return ir.Stmt(name, packed.name, iters, iters, "=", False, rhs, domain)

@@ -53,7 +53,10 @@ def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> 
     for s in pp.stmts:  # unblocked convolutions: copy padded inputs (partial tiles can
         # then run packed), strided ones split in phases
         if s.kind == "update" and s.stmt.op == "+" and s.stmt.reduction_iters and not s.guarded:
-            packs += _operand_packs(program, s, "", 1, _strides(program, s, policy))
+            lanes = policy.lanes(DTYPES[program.tensors[s.stmt.tensor].dtype].np.itemsize)
+            compact = _panel_copies(program, s, policy, lanes, blocked=False)
+            packs += [*compact, *_operand_packs(program, s, "", 1, _strides(program, s, policy),
+                                                skip={p.tensor for p in compact})]
     return _applicable(program, packs)
 
 
@@ -80,8 +83,10 @@ def _next_blocking(pp: PolyProgram, policy: CpuPolicy, block: int | None,
         output = _applicable(program, [Pack(tensor, dim, lanes, dim)])
         if not output:
             return None
-        return _applicable(program, [*output, *_operand_packs(program, s, s.stmt.lhs[dim],
-                                                               lanes)])
+        laid, _ = relayout(program, list(output))
+        compact = _panel_copies(laid, s, policy, lanes, blocked=True)
+        return _applicable(program, [*output, *compact, *_operand_packs(
+            program, s, s.stmt.lhs[dim], lanes, skip={p.tensor for p in compact})])
     return None
 
 
@@ -313,14 +318,16 @@ def _strides(program: ir.Program, s: PolyStmt, policy: CpuPolicy) -> dict[str, i
 
 
 def _operand_packs(program: ir.Program, s: PolyStmt, it: str, lanes: int,
-                   strides: dict[str, int] | None = None) -> list[Pack]:
+                   strides: dict[str, int] | None = None,
+                   skip: set[str] | None = None) -> list[Pack]:
     """Weights along the blocked index ``it``; padded inputs with their padding, split in
     phases along their last dimension when read at a stride there (``strides``: a stride-2
-    convolution's vectors then load whole, ``relayout.phase_program``)."""
+    convolution's vectors then load whole, ``relayout.phase_program``); none of ``skip``
+    (inputs copied already)."""
     out = []
     strides = strides or {}
     for read in {r.read.tensor: r.read for r in s.reads}.values():
-        if program.tensors[read.tensor].role != "input":
+        if program.tensors[read.tensor].role != "input" or read.tensor in (skip or ()):
             continue
         plain = [d for d, ix in enumerate(read.indices)
                  if isinstance(ix, ir.Var) and ix.name == it]
@@ -334,3 +341,64 @@ def _operand_packs(program: ir.Program, s: PolyStmt, it: str, lanes: int,
             if dim is not None:
                 out.append(Pack(read.tensor, dim, 1, dim))
     return out
+
+
+def _panel_copies(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: int,
+                  blocked: bool) -> list[Pack]:
+    """Copies of the inputs of a 1x1 contraction ``s`` (no taps) that its register tiles
+    broadcast, in the order they read them (``poly/subsample.py``): the dimension after the
+    reduction's indexed by another output index than the last (the rows ``h`` of
+    ``I(n, c, h, w)``) moves before it, so one step of the reduction reads the rows next to
+    the previous step's, not a plane away (GotoBLAS packs its A panel for the same reason);
+    a read at a stride along the output's last index in one phase (a strided convolution's
+    ``I(n, c, 2*h, 2*w)``) keeps only that phase. Only where the copy pays as a panel does:
+    a reduction of at least ``policy.pack_min_reduction``, each element read by at least
+    ``policy.pack_min_sweeps`` vector tiles (the output elements that do not move the
+    input, in ``lanes``-wide blocks), and for an unstrided input that stays in L2, a copy
+    cheap beside the contraction (``_copy_pays``). Unless the output is ``blocked`` in channels (its
+    tiles then broadcast the input), only strided reads are copied. ``program`` has
+    ``s``'s output laid out already."""
+    reds = [it for it in s.stmt.reduction_iters if s.extent(it) is not None]
+    if not reds or not s.stmt.lhs:
+        return []
+    red = max(reds, key=lambda it: s.extent(it) or 0)
+    if any(s.extent(it) != 1 for it in s.stmt.reduction_iters if it != red):
+        return []  # filter taps: the copy would not be the input's own elements once
+    out: list[Pack] = []
+    for r in s.reads:
+        step = _stride(s, r) if r.affine and r.relation.dim(isl.dim_type.out) else None
+        t = program.tensors.get(r.read.tensor)
+        if step is None or t is None or t.role != "input" or (step < 2 and not blocked):
+            continue
+        reuse = math.prod(s.extent(it) or 1 for it in s.stmt.lhs if not r.read.uses(it))
+        if (s.extent(red) or 0) < policy.pack_min_reduction or reuse < (
+                policy.pack_min_sweeps * lanes) or not _copy_pays(s, t, step, lanes, policy):
+            continue
+        dims = [d for d, ix in enumerate(r.read.indices) if _index_names(ix) == {red}]
+        rows = [d for d, ix in enumerate(r.read.indices) if dims and d > dims[0]
+                and _index_names(ix) & set(s.stmt.lhs[:-1])]
+        dim, outer = (rows[0], dims[0]) if rows else (0, 0)
+        if step >= 2 or dim != outer:
+            out += _applicable(program, [Pack(r.read.tensor, dim, max(step, 1), outer,
+                                              subsample=True)])
+    return out
+
+
+def _copy_pays(s: PolyStmt, t: ir.Tensor, step: int, lanes: int, policy: CpuPolicy) -> bool:
+    """Does the panel copy of input ``t`` of ``s`` pay for itself? Always for a strided
+    read (the copy holds a fraction of the input, and its rows come from memory otherwise)
+    or an input outgrowing half of L2; else only when the copy's predicted cycles are at
+    most ``policy.panel_l2_max_share`` of the contraction's (its rows are L2 hits)."""
+    m = policy.machine
+    size = math.prod(ir.extent_value(e, {}) for e in t.shape) * DTYPES[t.dtype].np.itemsize
+    if step >= 2 or size > m.l2_bytes // 2:
+        return True
+    macs = math.prod(s.extent(it) or 1 for it in (*s.stmt.lhs, *s.stmt.reduction_iters))
+    compute = macs / (lanes * m.fma_units * m.cores)
+    copy = policy.fork_join_cycles + 2 * size / (policy.l2_bytes_per_cycle * m.cores)
+    return copy <= policy.panel_l2_max_share * compute
+
+
+def _index_names(ix: ir.Expr) -> set[str]:
+    """The index variables of an index expression."""
+    return {v.name for v in ix.walk() if isinstance(v, ir.Var) and v.kind == "index"}

@@ -203,6 +203,20 @@ class CpuPolicy:
     swept once (16 output columns) 8.5 ms packed against 3.2 ms not; 4 times 7.2 against
     10.5 ms; 32 times (1024^3) 26.2 against 44.8 ms."""
 
+    panel_l2_max_share: float = 0.1
+    """...but a 1x1 convolution's input that fits in half of L2, where it stays between
+    the channel blocks' sweeps (each reduction step's rows an L2 hit, not a miss to
+    memory), is copied in panel order (``blocked._panel_copies``, unit stride) only when
+    the copy's predicted cycles (``fork_join_cycles``, and its bytes read and written at
+    ``l2_bytes_per_cycle``, over the cores) are at most this share of the contraction's
+    (its multiply-adds at ``fma_units`` full vectors per cycle, over the cores). Measured,
+    2 threads, checkouts alternating in subprocesses, 6 rounds (share: time copied over
+    not): ResNet-50 layer 2 (64->64 at 56x56, 0.20) 1.38x, MobileNetV2 layers 18 (0.22)
+    1.25x, 22 (0.10) 1.09x, 26 (0.26) 1.52x, 27 (0.14) 1.02x, 29 (0.18) 1.16x; copied
+    below the share: MobileNetV2 30 (0.09) 0.94x, 31 (0.05) 0.80x, ResNet-50 4 (0.05)
+    0.88x, 16 (0.05) 0.75x, 14 (0.03) 0.92x. Re-measure with ``scripts/compare_commits.py
+    OLD NEW --cases r50:2,r50:16,mv2:18,mv2:22,mv2:30``."""
+
     row_block: int | None = None
     """Rows per L2 block of a register-tiled nest (GotoBLAS's MC), or None for no such
     level. None because an MC level showed no gain at 1024 and 2048 rows (GEMM,

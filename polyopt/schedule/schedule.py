@@ -300,7 +300,7 @@ class Schedule:
         return self._step("separate", lambda r: tf.tag(r, loop, Tag.SEPARATE), (loop,))
 
     def pack(self, tensor: str, dim: int, factor: int, outer: int = 0,
-             phase: bool = False) -> Schedule:
+             phase: bool = False, subsample: bool = False) -> Schedule:
         """Blocked layouts. An input is read through a copy made before everything else:
         dimension ``dim`` splits into a block index (at position ``outer``) and an offset
         (innermost), e.g. ``pack("B", 1, 32)`` gives ``B_pack(n/32, k, n%32)``; the copy,
@@ -310,8 +310,11 @@ class Schedule:
         nests restart from program order. ``phase=True`` (inputs): the offset goes to
         position ``outer`` and the block index stays at ``dim``, ``pack("I", 3, 2, 3,
         True)`` gives ``I_pack(n, c, h, w % 2, w / 2)``: a read at stride 2 along ``w``
-        becomes a unit-stride one."""
-        return self.relayout([Pack(tensor, dim, factor, outer, phase)])
+        becomes a unit-stride one. ``subsample=True`` (inputs): a compact copy of the
+        elements reads at a stride of ``factor`` touch, ``dim`` moved to ``outer``:
+        ``pack("I", 2, 2, 1, subsample=True)`` gives ``I_pack(n, h, c, w) = I(n, c, 2*h,
+        2*w)`` for a strided 1x1 convolution (``polyopt.poly.subsample``)."""
+        return self.relayout([Pack(tensor, dim, factor, outer, phase, subsample)])
 
     def relayout(self, packs: Seq[Pack]) -> Schedule:
         """``pack`` each of ``packs`` in turn, with one dependence analysis for them all

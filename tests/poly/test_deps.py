@@ -29,6 +29,8 @@ def _program(src, sizes):
     (SOFTMAX, dict(N=6, D=40), [Pack("X", 1, 16)]),
     (CONV, UNPADDED, [Pack("Wt", 0, 16)]),
     (CONV, STRIDED, [Pack("Wt", 0, 16), Pack("I", 3, 2, 3, True)]),
+    # A strided 1x1 convolution's input subsampled, its rows before its channels.
+    (CONV, dict(UNPADDED, KH=1, KW=1, SH=2, SW=2), [Pack("I", 2, 2, 1, subsample=True)]),
     (CONV, dict(UNPADDED, N=None), [Pack("Wt", 0, 16)]),  # size-generic in N
     # The copy holds the padding: the border pieces join their statements.
     (CONV, PADDED, [Pack("I", 1, 1, 1)]),
