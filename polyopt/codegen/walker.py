@@ -14,6 +14,7 @@ from polyopt.codegen.ast import loop_is_parallel, loop_printed
 from polyopt.codegen.dialect import Dialect
 from polyopt.codegen.exprs import AstExprPrinter
 from polyopt.codegen.stmt import KernelContext, StmtPrinter
+from polyopt.codegen.zerostart import used_names
 from polyopt.dtypes import DTYPES
 from polyopt.errors import CodegenError
 from polyopt.schedule.contraction import slice_bytes
@@ -31,11 +32,14 @@ class AstWalker:
         self.tags = tags
         self.trips = trips
         self.ast_expr = AstExprPrinter(frozenset(ctx.poly.program.sizes))
+        self.dead: frozenset[str] = frozenset()  # statements whose instances print nothing
 
     def node(self, node: isl.AstNode, depth: int, in_parallel: bool,
              loop: str = "") -> list[str]:
         """The lines of AST ``node`` at indentation ``depth``, inside AST loop ``loop`` (the
         name of the mark above it) and inside a parallel loop or not."""
+        if self.dead and not used_names(node) - self.dead:
+            return []  # only instances of dead statements (zerostart): nothing to print
         kind = node.get_type()
         if kind == isl.ast_node_type.block:
             kids = node.block_get_children()
