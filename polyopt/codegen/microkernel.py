@@ -23,7 +23,17 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, ctype, literal
-from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, names_in, substitute, text
+from polyopt.codegen.linear import (
+    LANE,
+    Lin,
+    add,
+    ast_lin,
+    const_trip,
+    index_lin,
+    names_in,
+    substitute,
+    text,
+)
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.marks import Marks, Tag, marked_loop
@@ -463,21 +473,6 @@ class Emitter:
             expr = vector_rhs(self.t.stmt.stmt.rhs, self.dtype, values)
             after.setdefault(order[last], []).append(f"acc_{r}_{v} += {expr};")
         return [line for name in order for line in (decl[name], *after.get(name, []))]
-
-
-def const_trip(loop: isl.AstNode) -> tuple[int, int] | None:
-    """(first value, trip count) of a unit-stride loop with constant bounds."""
-    lo, cond = ast_lin(loop.for_get_init()), loop.for_get_cond()
-    if lo is None or set(lo) - {""} or ast_lin(loop.for_get_inc()) != {"": 1} \
-            or cond.get_type() != isl.ast_expr_type.op:
-        return None
-    op, it = cond.get_op_type(), loop.for_get_iterator().get_id().get_name()
-    hi = ast_lin(cond.get_op_arg(1))
-    if op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt) or hi is None \
-            or set(hi) - {""} or ast_lin(cond.get_op_arg(0)) != {it: 1}:
-        return None
-    first = lo.get("", 0)
-    return first, hi.get("", 0) - first + (op == isl.ast_expr_op_type.le)
 
 
 def _vector_loads(plan: dict[int, dict[Key, list[Lin]]]) -> int:
