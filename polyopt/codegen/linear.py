@@ -158,3 +158,18 @@ def _name(k: str, name: Callable[[str], str]) -> str:
     d, *terms = k.split()[1:]
     form = {var: int(v) for var, v in (term.rsplit("*", 1) for term in terms)}
     return f"po_floord({text(form, name)}, {d}L)"
+
+
+def const_trip(loop: isl.AstNode) -> tuple[int, int] | None:
+    """(first value, trip count) of a unit-stride loop with constant bounds."""
+    lo, cond = ast_lin(loop.for_get_init()), loop.for_get_cond()
+    if lo is None or set(lo) - {""} or ast_lin(loop.for_get_inc()) != {"": 1} \
+            or cond.get_type() != isl.ast_expr_type.op:
+        return None
+    op, it = cond.get_op_type(), loop.for_get_iterator().get_id().get_name()
+    hi = ast_lin(cond.get_op_arg(1))
+    if op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt) or hi is None \
+            or set(hi) - {""} or ast_lin(cond.get_op_arg(0)) != {it: 1}:
+        return None
+    first = lo.get("", 0)
+    return first, hi.get("", 0) - first + (op == isl.ast_expr_op_type.le)

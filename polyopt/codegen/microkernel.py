@@ -23,7 +23,17 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, ctype, literal
-from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, names_in, substitute, text
+from polyopt.codegen.linear import (
+    LANE,
+    Lin,
+    add,
+    ast_lin,
+    const_trip,
+    index_lin,
+    names_in,
+    substitute,
+    text,
+)
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.marks import Marks, Tag, marked_loop
@@ -31,6 +41,8 @@ from polyopt.schedule.policy import CAPS
 
 MAX_ACCUMULATORS = CAPS.max_accumulators  # the limits say why (policy.Caps)
 MAX_REDUCTION_LOOPS = CAPS.max_reduction_loops
+MAX_UNROLLED_UPDATES = CAPS.max_unrolled_updates
+Key = tuple[int, int, int]  # (step of the unrolled reduction loop, row, vector) of a tile
 
 
 @dataclass(frozen=True)
@@ -176,9 +188,12 @@ class Emitter:
         self.u_it, self.v_it = (n.for_get_iterator().get_id().get_name()
                                 for n in (tile.u, tile.v))
         self.nv = tile.cols // self.lanes if self.lanes else 0
-        self.plan: dict[int, dict[tuple[int, int], list[Lin]]] | None = None  # set by lines()
+        self.plan: dict[int, dict[Key, list[Lin]]] | None = None  # set by lines()
         self.target: dict[tuple[int, int], list[Lin]] | None = None
         self.zero = False  # set by lines(): the accumulators start at zero
+        # set by lines(): (iterator, first value, trip count) of a reduction loop unrolled
+        # into the body, whose steps share operand loads (a filter's rows)
+        self.unroll: tuple[str, int, int] | None = None
 
     def full_tile(self) -> str | None:
         """The C condition under which this instance is a full tile (None: cannot tell)."""
@@ -207,7 +222,9 @@ class Emitter:
         plan = self._plan() if target is not None else None
         if plan is None or target is None:
             return None
-        self.plan, self.target, self.zero = plan, target, self._starts_at_zero()
+        self.target = target
+        plan = self._unrolled(plan)
+        self.plan, self.zero = plan, self._starts_at_zero()
         return self._print(target, plan, pad, zero=self.zero)
 
     def _starts_at_zero(self) -> bool:
@@ -228,28 +245,32 @@ class Emitter:
                 return False
         return whole_reductions(self.sp.ctx.poly, s)
 
-    def _env(self, r: int, v: int) -> dict[str, Lin]:
-        """The statement's iterators at row ``r`` of the tile, lane 0 of vector ``v``."""
+    def _env(self, j: int, r: int, v: int) -> dict[str, Lin]:
+        """The statement's iterators at row ``r`` of the tile, lane 0 of vector ``v`` (and
+        step ``j`` of the unrolled reduction loop)."""
         u0, v0 = self.bases
         values = {self.u_it: add(u0, {"": r}),  # type: ignore[arg-type]
                   self.v_it: add(v0, {"": v * self.lanes, LANE: 1})}  # type: ignore[arg-type]
+        if self.unroll is not None:
+            values[self.unroll[0]] = {"": self.unroll[1] + j}
         return {it: substitute(a, values) for it, a in self.args.items()}  # type: ignore[arg-type]
 
-    def _dims(self, indices: tuple[ir.Expr, ...], r: int, v: int) -> list[Lin] | None:
-        env = self._env(r, v)
+    def _dims(self, indices: tuple[ir.Expr, ...], key: Key) -> list[Lin] | None:
+        env = self._env(*key)
         dims = [index_lin(ix, env, self.lanes, atoms=True) for ix in indices]
         return None if any(d is None for d in dims) else dims  # type: ignore[return-value]
 
-    def _grid(self, indices: tuple[ir.Expr, ...],
-              tensor: str) -> dict[tuple[int, int], list[Lin]] | None:
+    def _grid(self, indices: tuple[ir.Expr, ...], tensor: str) -> dict[Key, list[Lin]] | None:
         out = {}
         unit = unit_dims(self.sp, tensor)
-        for r in range(self.t.rows):
-            for v in range(self.nv):
-                dims = self._dims(indices, r, v)
-                if dims is None or not self._lanes_ok(dims, unit):
-                    return None
-                out[(r, v)] = dims
+        steps = 1 if self.unroll is None else self.unroll[2]
+        for j in range(steps):
+            for r in range(self.t.rows):
+                for v in range(self.nv):
+                    dims = self._dims(indices, (j, r, v))
+                    if dims is None or not self._lanes_ok(dims, unit):
+                        return None
+                    out[(j, r, v)] = dims
         return out
 
 
@@ -266,9 +287,10 @@ class Emitter:
     def _target(self) -> dict[tuple[int, int], list[Lin]] | None:
         """The accumulators' addresses: contiguous lanes, distinct rows, fixed along k."""
         s = self.t.stmt.stmt
-        grid = self._grid(tuple(ir.Var("int32", i, "index") for i in s.lhs), s.tensor)
-        if grid is None or not s.lhs:
+        found = self._grid(tuple(ir.Var("int32", i, "index") for i in s.lhs), s.tensor)
+        if found is None or not s.lhs:
             return None
+        grid = {(r, v): dims for (_, r, v), dims in found.items()}
         if any(set(self.k_its) & names_in(d) for dims in grid.values() for d in dims):
             return None  # the accumulators must stay put along the reduction
         if any(LANE not in dims[-1] for dims in grid.values()):
@@ -278,7 +300,7 @@ class Emitter:
             return None  # rows would share accumulators
         return grid
 
-    def _plan(self) -> dict[int, dict[tuple[int, int], list[Lin]]] | None:
+    def _plan(self) -> dict[int, dict[Key, list[Lin]]] | None:
         """Each operand's addresses over the tile; None when one is not affine enough."""
         s = self.t.stmt
         plan = {}
@@ -306,7 +328,9 @@ class Emitter:
             return None
         reads = {id(r.read): r.read for r in self.t.stmt.reads}
         for rid, grid in plan.items():
-            moves = len({str(d) for d in grid.values()}) > 1 or _has_lane(grid[(0, 0)])
+            steps = {j for j, _, _ in grid}  # an unrolled reduction's steps may differ
+            moves = any(len({str(d) for (i, _, _), d in grid.items() if i == j}) > 1
+                        for j in steps) or _has_lane(grid[(0, 0, 0)])
             if moves and reads[rid].tensor not in padded:
                 return None
         rows = trip_text(self.t.u, self.ast_expr)
@@ -338,7 +362,7 @@ class Emitter:
                 [head + f"{elem} = po_tile[po_r][po_j];"])
 
     def _print(self, target: dict[tuple[int, int], list[Lin]],
-               plan: dict[int, dict[tuple[int, int], list[Lin]]], pad: str,
+               plan: dict[int, dict[Key, list[Lin]]], pad: str,
                scratch: bool = False, zero: bool = False) -> list[str]:
         t = self.t
         typedef, vec = vector_type(self.dtype, self.lanes)
@@ -357,34 +381,39 @@ class Emitter:
         ap = self.ast_expr
         inner = pad + "  "
         for k, it in zip(t.ks, self.k_its, strict=True):
+            if self.unroll is not None and it == self.unroll[0]:
+                continue  # its steps are in the body
             out.append(f"{inner}for (long {it} = {ap.expr(k.for_get_init(), top=True)}; "
                        f"{ap.expr(k.for_get_cond(), top=True)}; {it} += "
                        f"{ap.expr(k.for_get_inc(), top=True)}) {{")
             inner += "  "
-        body, values = self._loads(plan, vec)
-        out += [f"{inner}{x}" for x in body]
-        for r, v in accs:
-            expr = vector_rhs(t.stmt.stmt.rhs, self.dtype,
-                              {rid: values[(rid, r, v)] for rid in plan})
-            out.append(f"{inner}acc_{r}_{v} += {expr};")
-        for depth in reversed(range(len(t.ks))):
+        if self.unroll is not None:
+            out += [f"{inner}{x}" for x in self._interleaved(plan, vec)]
+        else:
+            body, values = self._loads(plan, vec)
+            out += [f"{inner}{x}" for x in body]
+            for r, v in accs:
+                expr = vector_rhs(t.stmt.stmt.rhs, self.dtype,
+                                  {rid: values[(rid, 0, r, v)] for rid in plan})
+                out.append(f"{inner}acc_{r}_{v} += {expr};")
+        for depth in reversed(range(len(t.ks) - (self.unroll is not None))):
             out.append(f"{pad}  {'  ' * depth}}}")
         for r, v in accs:
             out.append(f"{pad}  __builtin_memcpy({home(r, v)}, &acc_{r}_{v}, "
                        f"sizeof acc_{r}_{v});")
         return [*out, f"{pad}}}"]
 
-    def _loads(self, plan: dict[int, dict[tuple[int, int], list[Lin]]],
-               vec: str) -> tuple[list[str], dict[tuple[int, int, int], str]]:
+    def _loads(self, plan: dict[int, dict[Key, list[Lin]]],
+               vec: str) -> tuple[list[str], dict[tuple[int, int, int, int], str]]:
         """Each distinct operand value loaded once per reduction step; the value's name
         for every (read, row, vector)."""
         reads = {id(r.read): r.read for r in self.t.stmt.reads}
         c = ctype(self.dtype)
         body: list[str] = []
-        values: dict[tuple[int, int, int], str] = {}
+        values: dict[tuple[int, int, int, int], str] = {}
         for n, (rid, grid) in enumerate(plan.items()):
             seen: dict[str, str] = {}
-            for (r, v), dims in sorted(grid.items()):
+            for key, dims in sorted(grid.items()):
                 addr = self._address(reads[rid].tensor, dims)
                 vector = _has_lane(dims)
                 if addr + str(vector) not in seen:
@@ -392,8 +421,63 @@ class Emitter:
                     seen[addr + str(vector)] = name
                     body.append(f"{vec} {name}; __builtin_memcpy(&{name}, {addr}, sizeof {name});"
                                 if vector else f"const {c} {name} = *{addr};")
-                values[(rid, r, v)] = seen[addr + str(vector)]
+                values[(rid, *key)] = seen[addr + str(vector)]
         return body, values
+
+    def _unrolled(self, plan: dict[int, dict[Key, list[Lin]]]) -> dict[int, dict[Key, list[Lin]]]:
+        """``plan``, or the plan with one reduction loop of the tile (innermost first, a
+        constant trip) unrolled into its body when that loads fewer vectors per update: a
+        filter's row ``kh`` moves the input as the tile's rows do, so each input row loaded
+        serves ``KH`` output rows (3x fewer loads for a 3x3 filter). Sets ``self.unroll``."""
+        base = _vector_loads(plan)
+        for k, it in reversed(list(zip(self.t.ks, self.k_its, strict=True))):
+            trip = const_trip(k)
+            if trip is None or trip[1] < 2 or \
+                    trip[1] * self.t.rows * self.nv > MAX_UNROLLED_UPDATES:
+                continue
+            if any(it in expr_ids(e) for n in self.t.ks if n is not k
+                   for e in (n.for_get_init(), n.for_get_cond())):
+                continue  # another loop of the tile is bounded by it
+            self.unroll = (it, *trip)
+            wide = self._plan()
+            if wide is not None and _vector_loads(wide) < trip[1] * base:
+                return wide
+            self.unroll = None
+        return plan
+
+    def _interleaved(self, plan: dict[int, dict[Key, list[Lin]]], vec: str) -> list[str]:
+        """The body of a tile with an unrolled reduction loop: each operand value loaded
+        once, just before the first update that needs it, and each update right after the
+        last load it needs; a loaded row then serves its updates and dies (one vector live
+        besides the accumulators, where loading every value first would need a register
+        per input row)."""
+        reads = {id(r.read): r.read for r in self.t.stmt.reads}
+        c = ctype(self.dtype)
+        names: dict[tuple[int, str], str] = {}
+        order: list[str] = []  # the values' names, in load order
+        decl: dict[str, str] = {}
+        after: dict[str, list[str]] = {}  # a value's name -> the updates right after it
+        for j, r, v in sorted(next(iter(plan.values())), key=lambda k: (k[1], k[2], k[0])):
+            values, last = {}, 0
+            for n, (rid, grid) in enumerate(plan.items()):
+                dims = grid[(j, r, v)]
+                addr, vector = self._address(reads[rid].tensor, dims), _has_lane(dims)
+                key = (n, addr + str(vector))
+                if key not in names:
+                    name = names[key] = f"x{n}_{sum(1 for m, _ in names if m == n)}"
+                    decl[name] = (f"{vec} {name}; __builtin_memcpy(&{name}, {addr}, "
+                                  f"sizeof {name});" if vector else f"const {c} {name} = *{addr};")
+                    order.append(name)
+                values[rid] = names[key]
+                last = max(last, order.index(names[key]))
+            expr = vector_rhs(self.t.stmt.stmt.rhs, self.dtype, values)
+            after.setdefault(order[last], []).append(f"acc_{r}_{v} += {expr};")
+        return [line for name in order for line in (decl[name], *after.get(name, []))]
+
+
+def _vector_loads(plan: dict[int, dict[Key, list[Lin]]]) -> int:
+    """Distinct vector loads of a tile step's operands (broadcasts not counted)."""
+    return sum(len({str(d) for d in grid.values() if _has_lane(d)}) for grid in plan.values())
 
 
 def whole_reductions(poly: PolyProgram, s: PolyStmt) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from polyopt.codegen import linear, microkernel, transpose
+from polyopt.codegen import linear, microkernel, transpose, zerostart
 from polyopt.codegen.ast import Ast, descendants
 from polyopt.codegen.contract import KernelSource
 from polyopt.codegen.dialect import Dialect, dialect_for, host_dialect
@@ -43,8 +43,9 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
         for m in storage:  # its extent along the stored dimension is the modulus
             ctx.modulo[m.tensor] = (m.dim, m.modulus)
             ctx.values[f"{m.tensor}.{m.dim}"] = m.modulus
-    body = CWalker(ctx, dialect, ast.tags, ast.trips, ast.padded).node(ast.root, 1,
-                                                                      in_parallel=False)
+    walker = CWalker(ctx, dialect, ast.tags, ast.trips, ast.padded)
+    walker.dead = zerostart.dead_inits(ast.root, pp, walker.tile_at)
+    body = walker.node(ast.root, 1, in_parallel=False)
     helpers = [transpose.SHUFFLE_CHECK, *ctx.helpers.values()] if ctx.helpers else []
     lines = [dialect.prelude, *helpers, *(f"/* storage: {m} */" for m in storage
                                            if m.tensor in ctx.modulo),
@@ -238,6 +239,20 @@ class CWalker(AstWalker):
     def _register_tile(self, node: isl.AstNode, depth: int, in_parallel: bool,
                        loop: str) -> list[str] | None:
         """A register-tile micro-kernel for full tiles, plain loops for partial ones."""
+        pad = "  " * depth
+        got = self._tile(node, pad + "  ")
+        if got is None:
+            return None
+        emitter, full, lines = got
+        edge = emitter.edge_lines(pad + "  ", self.padded)
+        rest = edge if edge is not None else self.for_loop(node, depth + 1, in_parallel, loop,
+                                                       plain=True)
+        return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *rest, f"{pad}}}"]
+
+    def _tile(self, node: isl.AstNode, pad: str
+              ) -> tuple[microkernel.Emitter, str, list[str]] | None:
+        """The register tile at AST loop ``node``: its emitter, the C condition of a full
+        tile and the full tile's lines; None where no register tile prints."""
         if self.dialect.vector_bytes <= 0:
             return None
         tile = microkernel.match(node, self.tags, self.trips, self.ctx.poly.stmt)
@@ -246,15 +261,18 @@ class CWalker(AstWalker):
         t = self.ctx.poly.program.tensors[tile.stmt.stmt.tensor]
         sp = StmtPrinter(self.ctx, tile.stmt)
         emitter = microkernel.Emitter(tile, sp, self.ast_expr, t.dtype, self.dialect.vector_bytes)
-        pad = "  " * depth
         full = emitter.full_tile()
-        lines = None if full is None else emitter.lines(pad + "  ")
-        if full is None or lines is None:
+        lines = None if full is None else emitter.lines(pad)
+        return None if full is None or lines is None else (emitter, full, lines)
+
+    def tile_at(self, node: isl.AstNode) -> tuple[PolyStmt, bool] | None:
+        """The statement of the register tile printed at ``node``, and whether every
+        instance it prints starts at zero (partial tiles too); None: no tile there."""
+        got = self._tile(node, "")
+        if got is None:
             return None
-        edge = emitter.edge_lines(pad + "  ", self.padded)
-        rest = edge if edge is not None else self.for_loop(node, depth + 1, in_parallel, loop,
-                                                       plain=True)
-        return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *rest, f"{pad}}}"]
+        emitter = got[0]
+        return emitter.t.stmt, emitter.zero and emitter.edge_lines("", self.padded) is not None
 
     def _transpose(self, node: isl.AstNode, depth: int, in_parallel: bool,
                    loop: str) -> list[str] | None:

@@ -14,10 +14,12 @@ from polyopt.codegen.ast import loop_is_parallel, loop_printed
 from polyopt.codegen.dialect import Dialect
 from polyopt.codegen.exprs import AstExprPrinter
 from polyopt.codegen.stmt import KernelContext, StmtPrinter
+from polyopt.codegen.zerostart import used_names
 from polyopt.dtypes import DTYPES
 from polyopt.errors import CodegenError
 from polyopt.schedule.contraction import slice_bytes
 from polyopt.schedule.marks import Marks, Tag, bind_of, marked_loop
+from polyopt.schedule.policy import CAPS
 
 
 class AstWalker:
@@ -31,11 +33,14 @@ class AstWalker:
         self.tags = tags
         self.trips = trips
         self.ast_expr = AstExprPrinter(frozenset(ctx.poly.program.sizes))
+        self.dead: frozenset[str] = frozenset()  # statements whose instances print nothing
 
     def node(self, node: isl.AstNode, depth: int, in_parallel: bool,
              loop: str = "") -> list[str]:
         """The lines of AST ``node`` at indentation ``depth``, inside AST loop ``loop`` (the
         name of the mark above it) and inside a parallel loop or not."""
+        if self.dead and not used_names(node) - self.dead:
+            return []  # only instances of dead statements (zerostart): nothing to print
         kind = node.get_type()
         if kind == isl.ast_node_type.block:
             kids = node.block_get_children()
@@ -109,10 +114,28 @@ class AstWalker:
             if owner == loop and loop:
                 t = self.ctx.poly.program.tensors[tensor]
                 size = slice_bytes(self.ctx.poly, tensor, dim, self.ctx.values or {})
-                elems = size // DTYPES[t.dtype].np.itemsize
+                elems = size // DTYPES[t.dtype].np.itemsize + self._slack(tensor, dim)
                 c = self.ctx.types.storage(t.dtype)
                 out.append(f"{'  ' * depth}{c} po_slice_{tensor}[{elems}];")
         return out
+
+    def _slack(self, tensor: str, dim: int) -> int:
+        """Elements past a slice's end that a register tile's partial tiles may load (and
+        discard): up to a tile of rows (at most ``CAPS.max_accumulators``) along the
+        slice's outermost dimension, and two vectors along its rows. Only packed copies
+        (``padded``) are read so (``microkernel.Emitter.edge_lines``). A slice lives on the
+        stack, near the top of a worker thread's: a load past it could fault."""
+        if self.dialect.vector_bytes <= 0 or self.ctx.values is None \
+                or tensor not in self.padded:
+            return 0
+        t = self.ctx.poly.program.tensors[tensor]
+        extents = [self.ctx.values[f"{tensor}.{d}"] for d in range(t.rank) if d != dim]
+        inner = [e for e in extents if e > 1][1:]
+        stride = 1
+        for e in inner:
+            stride *= e
+        lanes = self.dialect.vector_bytes // DTYPES[t.dtype].np.itemsize
+        return CAPS.max_accumulators * stride + 2 * lanes
 
     def _if(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str) -> list[str]:
         pad = "  " * depth

@@ -15,6 +15,7 @@ from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
 from polyopt.schedule.legality import carried
+from polyopt.schedule.nest import chain_of
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Loop, Node, Sequence
 
@@ -107,10 +108,47 @@ def fuse_tiled(schedule: Schedule) -> Schedule:
             if not (_has_contraction(schedule, a) or _has_contraction(schedule, b)):
                 continue
             candidate = _fuse_levels(schedule, a.name, b.name)
+            if candidate is schedule:
+                candidate = _fuse_sunk(schedule, a, b)
             if candidate is not schedule:
                 schedule, fused = candidate, True
                 break
     return schedule
+
+
+def _fuse_sunk(schedule: Schedule, a: Loop, b: Loop) -> Schedule:
+    """``_fuse_levels`` after moving the loops of one iteration that head a nest without a
+    contraction (a padded copy's batch of one and block of one) below its first loop with
+    work: a depthwise convolution's padded copy then shares its channel loop, and each
+    channel is copied just before it is convolved, in one parallel loop, instead of in
+    passes of their own. The contraction's nest keeps its order (its register tile and
+    parallel loop were chosen for it). ``schedule`` itself when that does not fuse them."""
+    sunk, names = schedule, []
+    for top in (a, b):
+        name = top.name
+        if not _has_contraction(schedule, top):
+            sunk, name = _sink_units(sunk, name)
+        names.append(name)
+    if sunk is schedule:
+        return schedule
+    fused = _fuse_levels(sunk, names[0], names[1])
+    return schedule if fused is sunk else fused
+
+
+def _sink_units(schedule: Schedule, top: str) -> tuple[Schedule, str]:
+    """The nest at ``top`` with its leading loops of one iteration moved just below its
+    first loop with more, when that reorder is legal; and the nest's new top loop."""
+    chain = chain_of(tf.find(schedule.root, top))
+    trips = [tf.trip_count(lp, schedule.poly.domain) for lp in chain]
+    lead = next((i for i, n in enumerate(trips) if n != 1), None)
+    if not lead or lead == len(chain) - 1:  # none leads, or the innermost would move
+        return schedule, top
+    names = [lp.name for lp in chain]
+    order = [names[lead], *names[:lead], *names[lead + 1:]]
+    try:
+        return schedule.reorder(*order), order[0]
+    except ScheduleError:
+        return schedule, top
 
 
 def _fuse_levels(schedule: Schedule, a: str, b: str) -> Schedule:

@@ -52,6 +52,11 @@ class Caps:
     """Most iterations the ``unroll`` verb (and ``gpu_tile``'s reduction unroll, and a
     replayed record's factors, ``tune/replay.py``) unrolls fully (code size)."""
 
+    max_unrolled_updates: int = 128
+    """Vector updates one step of a register tile may print when a short reduction loop is
+    unrolled into it (``codegen/microkernel.py``: a filter's rows, whose loads the tile's
+    rows share); past it the loop stays a loop (code size: 128 FMAs are about 1 KB)."""
+
     max_slice_bytes: int = 64 * 1024
     """Largest slice of a contracted local (``schedule/contraction.py``): it lives on each
     thread's stack, whose size (a few MB by default) the generated code does not control.

@@ -137,3 +137,46 @@ def test_a_padded_window_split_into_interior_and_border_sums_right(padding: int)
     windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
     want = np.einsum("nchwij,fcij->nfhw", windows, w)
     np.testing.assert_allclose(kernel(x, w), want, rtol=1e-4, atol=1e-4 * 9)
+
+
+# -- a filter's rows unrolled into the tile ----------------------------------------------------
+def _tile_body(source: str) -> str:
+    """The first full register tile's text (accumulators, loop, stores)."""
+    start = source.index("register tile of O_0")
+    return source[start:source.index("} else {", start)]
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 40, 48, 1, 1, 1), (1, 3, 37, 35, 1, 1, 1),
+                                   (1, 4, 64, 64, 2, 1, 1), (1, 4, 33, 35, 1, 2, 2)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_filter_rows_unrolled_share_the_input_rows(shape: tuple[int, ...]) -> None:
+    """``kh`` moves the input as the tile's rows do: unrolled into the tile, each input row
+    loaded per ``kw`` step serves up to three output rows, so the tile loads fewer vectors
+    than it updates (it loaded one per update before); ``kw`` stays a loop. Odd sizes
+    (partial tiles), stride 2 (a phase copy: rows two apart) and dilation 2 too."""
+    n, c, h, w, stride, pad, dilation = shape
+    extra = {"dilation": dilation} if dilation != 1 else {}
+    src = kernels.get("depthwise_conv2d", stride=stride, padding=pad, **extra)
+    k = polyopt.compile(src, "depthwise_conv2d", sizes={"N": n, "C": c, "H": h, "W": w,
+                                                        "KH": 3, "KW": 3})
+    body = _tile_body(k.source)
+    loads, updates = body.count("__builtin_memcpy(&x0_"), body.count(" += (x0_")
+    assert updates and loads < updates
+    assert body.count("for (long") == 1  # kw; kh is unrolled
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))).astype(np.float64)
+    ho = (h + 2 * pad - 2 * dilation - 1) // stride + 1
+    wo = (w + 2 * pad - 2 * dilation - 1) // stride + 1
+    want = sum(xp[:, :, i * dilation:i * dilation + stride * (ho - 1) + 1:stride,
+                  j * dilation:j * dilation + stride * (wo - 1) + 1:stride]
+               * wt[None, :, 0, i, j, None, None] for i in range(3) for j in range(3))
+    np.testing.assert_allclose(k(x, wt), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_long_reduction_stays_a_loop() -> None:
+    """A matmul's k loop shares no loads between its steps and is long: not unrolled."""
+    kernel = polyopt.compile(MM, sizes={"M": 28, "K": 70, "N": 64})
+    body = kernel.source[kernel.source.index("register tile of C_0"):]
+    assert "for (long" in body[:body.index(" += (")]

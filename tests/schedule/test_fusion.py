@@ -1,0 +1,99 @@
+"""Fusion after register tiling (``schedule/fusion.py``): a padded copy whose nest starts with
+loops of one iteration (batch of one, block of one) fuses into the convolution's channel
+loop, so the copy, the zeroing and the register tiles of a channel run in one parallel loop
+with the copy kept as a slice; a copy that the convolution reads across all channels stays
+a pass of its own. Results checked against NumPy in float64."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt import kernels
+
+cc = pytest.mark.cc
+AVX512 = "vector_bytes=64,vector_registers=32,cores=2,l1d_bytes=48K,l2_bytes=2M,l3_bytes=32M"
+
+
+def depthwise(stride: int = 1, pad: int = 1, dilation: int = 1) -> str:
+    extra = {"dilation": dilation} if dilation != 1 else {}
+    return kernels.get("depthwise_conv2d", stride=stride, padding=pad, **extra)
+
+
+def dw_sizes(n: int, c: int, h: int, w: int) -> dict[str, int]:
+    return {"N": n, "C": c, "H": h, "W": w, "KH": 3, "KW": 3}
+
+
+def verbs(sched: polyopt.Schedule, verb: str) -> list[tuple[object, ...]]:
+    return [st.args for st in sched.steps if st.verb == verb]
+
+
+def test_padded_copy_fuses_into_the_channel_loop() -> None:
+    """48-wide rows keep the rows layout (whole vectors); the padded copy of I and its
+    border piece join the convolution's channel loop, which is the one parallel loop, and
+    the copy shrinks to one channel's slice."""
+    sched = polyopt.schedule(depthwise(), "depthwise_conv2d", sizes=dw_sizes(1, 24, 40, 48),
+                             options={"machine": AVX512})
+    assert not any(args[0] == "O" for args in verbs(sched, "pack"))
+    assert len(verbs(sched, "parallel")) == 1
+    (top,) = verbs(sched, "parallel")
+    assert ("I_pack", top[0]) in verbs(sched, "contract")
+
+
+def test_strided_copy_fuses_too() -> None:
+    """A stride-2 layer's copy split in phases has no block of one, only the batch: it
+    fuses the same way."""
+    sched = polyopt.schedule(depthwise(stride=2), "depthwise_conv2d",
+                             sizes=dw_sizes(1, 24, 64, 64), options={"machine": AVX512})
+    assert len(verbs(sched, "parallel")) == 1
+    assert any(args[0] == "I_pack" for args in verbs(sched, "contract"))
+
+
+def test_copy_read_across_channels_stays_apart() -> None:
+    """conv2d reads every input channel for each output channel: fusing the copy at the
+    channel loop would be illegal (even with C = F), so the copy keeps its own nest."""
+    conv = kernels.get("conv2d", stride=1, padding=1)
+    sched = polyopt.schedule(conv, "conv2d", sizes={"N": 1, "C": 16, "F": 16, "H": 64,
+                                                     "W": 64, "KH": 3, "KW": 3},
+                             options={"machine": AVX512})
+    assert not any(args[0] == "I_pack" for args in verbs(sched, "contract"))
+    assert len(verbs(sched, "parallel")) > 1
+
+
+def reference(x: np.ndarray, w: np.ndarray, stride: int, pad: int,
+              dilation: int) -> np.ndarray:
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    _, _, h, wd = x.shape
+    ho = (h + 2 * pad - 2 * dilation - 1) // stride + 1
+    wo = (wd + 2 * pad - 2 * dilation - 1) // stride + 1
+    out = np.zeros((x.shape[0], x.shape[1], ho, wo))
+    for i in range(3):
+        for j in range(3):
+            win = xp[:, :, i * dilation:i * dilation + stride * (ho - 1) + 1:stride,
+                     j * dilation:j * dilation + stride * (wo - 1) + 1:stride]
+            out += win * w[None, :, 0, i, j, None, None].astype(np.float64)
+    return out
+
+
+# (N, C, H, W, stride, pad, dilation): rows wide enough for whole vectors, so the copy
+# fuses; odd sizes (partial register tiles), stride 2, dilation 2 with pad 2, batch 2.
+SHAPES = [
+    (1, 24, 40, 48, 1, 1, 1), (1, 5, 37, 35, 1, 1, 1), (1, 8, 64, 64, 2, 1, 1),
+    (1, 8, 33, 35, 1, 2, 2), (2, 6, 32, 32, 1, 1, 1), (1, 3, 45, 51, 2, 1, 1),
+]
+
+
+@cc
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_fused_copy_matches_numpy(shape: tuple[int, ...]) -> None:
+    n, c, h, w, stride, pad, dilation = shape
+    kernel = polyopt.compile(depthwise(stride, pad, dilation), "depthwise_conv2d",
+                             target="c", sizes=dw_sizes(n, c, h, w),
+                             options={"tuned": False, "machine": AVX512})
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    tol = 1e-6 * 9  # float32 sums of 9 taps
+    np.testing.assert_allclose(kernel(x, wt), reference(x, wt, stride, pad, dilation),
+                               rtol=tol, atol=tol)
