@@ -50,8 +50,9 @@ KNOBS: dict[str, tuple[type, int, str]] = {
                           "tile (0: no time tiling)"),
     "space_tile": (int, 1, "time-tiled stencil bands: tile size of each space loop of the "
                            "band"),
-    "tile_shape": (str, 0, "time-tiled stencil bands: parallelogram (default) or none (no "
-                           "time tiling); diamond is refused with a note"),
+    "tile_shape": (str, 0, "time-tiled stencil bands: parallelogram (default), diamond "
+                           "(concurrent start, schedule/diamond.py; space_tile sizes its "
+                           "faces) or none (no time tiling)"),
 }
 
 # string knobs that take one of a few words
