@@ -250,6 +250,14 @@ def table(name: str, n: int, steps: int, vs: list[Variant]) -> str:
         best = min(tiled, key=lambda v: min(v.times))
         lines += ["", f"Cost model's tile: {model.note} ({min(model.times) * 1e3:.4g} ms); "
                   f"measured best of the sweep: {best.note} ({min(best.times) * 1e3:.4g} ms)."]
+    diamonds = [v for v in vs if v.label.startswith("diamond")]
+    slanted = [v for v in vs[2:] if v not in diamonds and " x " in v.note]
+    if diamonds and slanted:
+        d = min(diamonds, key=lambda v: min(v.times))
+        p = min(slanted, key=lambda v: min(v.times))
+        lines += ["", f"Best diamond: {d.label} ({min(d.times) * 1e3:.4g} ms); best "
+                  f"parallelogram: {p.label} ({min(p.times) * 1e3:.4g} ms); diamond "
+                  f"{min(p.times) / min(d.times):.2f}x."]
     return "\n".join(lines)
 
 

@@ -36,13 +36,17 @@ def offset_pairs(offsets: Mapping[str, Seq[int]] | Seq[Seq[object]] | None) -> O
     same after a trip through JSON); None for none."""
     if offsets is None:
         return None
-    items = offsets.items() if isinstance(offsets, Mapping) else offsets
+    bad = ScheduleError(f"hyperplanes: offsets must map statement names to one integer "
+                        f"per row, not {offsets!r}")
+    if isinstance(offsets, str) or not isinstance(offsets, Mapping | Seq):
+        raise bad
+    items = list(offsets.items()) if isinstance(offsets, Mapping) else list(offsets)
     out: list[tuple[str, tuple[int, ...]]] = []
     for item in items:
-        if isinstance(item, str) or len(item) != 2 or not isinstance(item[0], str) or \
-                isinstance(item[1], str) or not isinstance(item[1], Seq):
-            raise ScheduleError(f"hyperplanes: offsets must map statement names to one "
-                                f"integer per row, not {offsets!r}")
+        if not isinstance(item, Seq) or isinstance(item, str) or len(item) != 2 or \
+                not isinstance(item[0], str) or not isinstance(item[1], Seq) or \
+                isinstance(item[1], str):
+            raise bad
         out.append((item[0], tuple(item[1])))  # type: ignore[arg-type]
     return tuple(sorted(out))
 
@@ -66,10 +70,9 @@ def replace_band(root: Node, band: Seq[str], rows: Seq[Seq[int]], names: Seq[str
     exprs = [_shifted(e, [(s, c[r]) for s, c in shifts], stmts, domain)
              for r, e in enumerate(exprs)]
     _check_determines(ch, exprs, stmts, domain, matrix)
-    new = [Loop(label, e, ch[-1].child) for label, e in zip(labels, exprs, strict=True)]
     child = ch[-1].child
-    for lp in reversed(new):
-        child = Loop(lp.name, lp.expr, child)
+    for label, e in reversed(list(zip(labels, exprs, strict=True))):
+        child = Loop(label, e, child)
     return tf.substitute(root, ch[0], child)
 
 

@@ -52,6 +52,7 @@ def _wavefront(s: polyopt.Schedule) -> None:
     ("jacobi_1d", {"N": 37, "T": 9}, 4, 4, 0),  # sizes no tile divides
     ("jacobi_2d", {"N": 24, "T": 6}, 8, 4, 0),  # j whole below the diamonds: the vector loop
     ("heat_3d", {"N": 10, "T": 4}, 4, 4, 1),  # j tiled (skewed) inside the diamonds
+    ("fdtd_2d", {"NX": 20, "NY": 24, "T": 5}, 8, 2, 0),  # three sweeps, one a step apart
 ])
 def test_diamond_matches_reference(name: str, sizes: dict[str, int], space: int, scale: int,
                                    rest: int) -> None:
@@ -92,3 +93,14 @@ def test_refused_diamond_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     notes = "\n".join(s.notes)
     assert "tile_shape diamond refused: no face" in notes and "parallelogram tiles" in notes
     assert "time tiled" in notes and "w" in s.loops, s
+
+
+@pytest.mark.cc
+def test_seidel_takes_no_diamond() -> None:
+    """seidel-2d's sweep reads its own row's new values (distance 0 in time, +1 in space),
+    so no face ``a*t - x`` keeps that distance >= 0: refused with the reason, parallelogram
+    tiles, and still what PolyBench computes."""
+    s = _check("seidel_2d", {"N": 20, "T": 4}, 8).schedule
+    notes = "\n".join(s.notes)
+    assert "tile_shape diamond refused: no face" in notes, notes
+    assert "time tiled" in notes and "diamond tiles" not in notes, notes

@@ -65,6 +65,8 @@ def test_rows_must_determine_the_band() -> None:
     (((1, 0), (0, 1)), {"names": ("a", "t")}, r"loop name 't' is already used"),
     (((1, 0), (0, 1)), {"offsets": {"Zz_0": (0, 1)}}, r"not one of the band's: Bt_3, At_2"),
     (((1, 0), (0, 1)), {"offsets": {"At_2": (1,)}}, r"offsets of At_2 must be 2 integers"),
+    (((1, 0), (0, 1)), {"offsets": 5}, r"offsets must map statement names to one integer"),
+    (((1, 0), (0, 1)), {"offsets": [("At_2", 1)]}, r"offsets must map statement names"),
 ])
 def test_misuse(rows: tuple, kwargs: dict, match: str) -> None:
     with pytest.raises(ScheduleError, match=match):
