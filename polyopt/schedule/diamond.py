@@ -68,7 +68,23 @@ def faces(schedule: Schedule, band: list[Loop]) -> Faces | str:
             low = min(offsets.values())
             return Faces(scale, tuple(sorted((s, o - low) for s, o in offsets.items())))
     return (f"no face {band[0].name} * a - {band[1].name} with a <= {MAX_SCALE} keeps the "
-            f"dependences' distances >= 0")
+            f"dependences' distances >= 0: {_culprit(deltas)}")
+
+
+def _culprit(deltas: dict[tuple[str, str], isl.Set]) -> str:
+    """A dependence no scale helps: one of a statement on itself within a time step,
+    forward along the space loop (the face goes backward along it), with a distance."""
+    for (src, dst), dist in deltas.items():
+        if src != dst:
+            continue
+        same = dist.fix_val(isl.dim_type.set, 0, isl.Val(0))
+        ahead = same.lower_bound_val(isl.dim_type.set, 1, isl.Val(1))
+        if not ahead.is_empty():
+            point = ahead.sample_point()
+            dx = point.get_coordinate_val(isl.dim_type.set, 1).to_python()
+            return (f"{src} depends on itself {dx} further along the space loop in the "
+                    f"same step (distance (0, {dx}))")
+    return f"the statements' dependences ask for a scale above {MAX_SCALE}"
 
 
 def _deltas(schedule: Schedule, band: list[Loop]) -> dict[tuple[str, str], isl.Set] | str:

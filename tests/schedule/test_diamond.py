@@ -92,6 +92,7 @@ def test_refused_diamond_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
                          options=_options(8))
     notes = "\n".join(s.notes)
     assert "tile_shape diamond refused: no face" in notes and "parallelogram tiles" in notes
+    assert "ask for a scale above 3" in notes, notes
     assert "time tiled" in notes and "w" in s.loops, s
 
 
@@ -103,4 +104,5 @@ def test_seidel_takes_no_diamond() -> None:
     s = _check("seidel_2d", {"N": 20, "T": 4}, 8).schedule
     notes = "\n".join(s.notes)
     assert "tile_shape diamond refused: no face" in notes, notes
+    assert "depends on itself 1 further along the space loop in the same step" in notes, notes
     assert "time tiled" in notes and "diamond tiles" not in notes, notes
