@@ -181,7 +181,7 @@ def diamond_tile(schedule: Schedule, band: list[Loop], size: int, sizes_why: str
     if openmp:
         out = _parallel_row(out, tiles[1], tiles[0])
     inner = names[-1]
-    return out, inner, names[-2] if n > 1 else inner
+    return out, inner, names[-2]
 
 
 def _unit(n: int, d: int) -> list[int]:
