@@ -18,7 +18,8 @@ calls every variant once; the table gives the best and the median of the rounds)
   knobs), run as a wavefront of parallel tiles;
 - ``diamond W``: ``min`` fusion, diamond tiles with concurrent start
   (``tile_shape="diamond"``, ``schedule/diamond.py``), faces W wide (``space_tile``), the
-  other space loops tiled W; ``diamond (model)`` takes the cost model's width. The diamonds
+  band's other space loops tiled W (jacobi-2d's j, fused into the band, ``ROW_TILE``);
+  ``diamond (model)`` takes the cost model's width. The diamonds
   of a wavefront run in parallel, all tiles of the first one at once.
 
 Every polyopt variant is checked against numpy's result first. The polyopt kernels store
