@@ -16,7 +16,11 @@ calls every variant once; the table gives the best and the median of the rounds)
 - ``model``: ``min`` fusion, the time tile the cost model chose (``CpuPolicy.time_tile``);
 - ``HxW``: ``min`` fusion, parallelogram tiles of H steps by W (``time_tile``/``space_tile``
   knobs), run as a wavefront of parallel tiles;
-- diamond tiles are not built by polyopt yet: the table lists them as refused.
+- ``diamond W``: ``min`` fusion, diamond tiles with concurrent start
+  (``tile_shape="diamond"``, ``schedule/diamond.py``), faces W wide (``space_tile``), the
+  band's other space loops tiled W (jacobi-2d's j, fused into the band, ``ROW_TILE``);
+  ``diamond (model)`` takes the cost model's width. The diamonds
+  of a wavefront run in parallel, all tiles of the first one at once.
 
 Every polyopt variant is checked against numpy's result first. The polyopt kernels store
 their (T, N, ...) locals contracted (``schedule/storage.py``: one plane per array under
@@ -25,12 +29,14 @@ own (``--sweep``) only to keep the study short; the target size times the defaul
 model's tile) and the tiles of ``--target-tiles``.
 
     python3 scripts/stencil_study.py [--quick] [--rounds 5] [--plot study.png]
+    python3 scripts/stencil_study.py --kernels jacobi_2d,heat_3d --sweep none --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -172,6 +178,11 @@ def _program_order(name: str, ins: tuple[np.ndarray, ...], steps: int) -> Callab
 
 def _tile_note(k: polyopt.Kernel) -> str:
     for n in k.schedule.notes:
+        found = re.search(r"diamond tiles .*?, (\d+) wide \(a tile spans about (\d+) steps\)", n)
+        if found:
+            return f"diamond {found[1]} wide, {found[2]} steps"
+        if "diamond refused" in n:
+            return "diamond refused: " + n.split("refused: ", 1)[1].split(";", 1)[0]
         if "time tiled" in n:
             return n.split("time tiled ", 1)[1].split(" (", 1)[0]
     return "not time-tiled"
@@ -188,7 +199,8 @@ def _polyopt(name: str, sizes: dict[str, int], options: dict[str, Any] | None,
 
 
 def variants(name: str, n: int, steps: int, tiles: list[tuple[int, int]],
-             untiled: bool = True, seed: int = 0) -> list[Variant]:
+             untiled: bool = True, seed: int = 0,
+             diamonds: tuple[int | None, ...] = ()) -> list[Variant]:
     ins, sizes = inputs(name, n, steps, np.random.default_rng(seed))
     want = NUMPY[name](*ins, steps)
     out = [Variant("program order (C, 1 thread)", _program_order(name, ins, steps)),
@@ -199,6 +211,8 @@ def variants(name: str, n: int, steps: int, tiles: list[tuple[int, int]],
         configs.append(("model", {"fusion": "min"}))
     configs += [(f"{h}x{w}", {"fusion": "min", "knobs": {"time_tile": h, "space_tile": w}})
                 for h, w in tiles]
+    configs += [(f"diamond {w or '(model)'}", {"fusion": "min", "knobs": {
+        "tile_shape": "diamond", **({"space_tile": w} if w else {})}}) for w in diamonds]
     for label, options in configs:
         t0 = time.perf_counter()
         run, tile = _polyopt(name, sizes, options, ins, want)
@@ -231,13 +245,20 @@ def table(name: str, n: int, steps: int, vs: list[Variant]) -> str:
         lines.append(f"| {v.label} | {v.note} | {best * 1e3:.4g} | "
                      f"{statistics.median(v.times) * 1e3:.4g} | {base / best:.2f}x | "
                      f"{ref / best:.2f}x |")
-    lines.append("| diamond | refused: not built (see polyopt/schedule/timetile.py) | | | | |")
     tiled = [v for v in vs if v.label[0].isdigit()]  # the sweep's HxW variants
     model = next((v for v in vs if v.label == "model"), vs[2])  # else the default's
     if tiled:
         best = min(tiled, key=lambda v: min(v.times))
         lines += ["", f"Cost model's tile: {model.note} ({min(model.times) * 1e3:.4g} ms); "
                   f"measured best of the sweep: {best.note} ({min(best.times) * 1e3:.4g} ms)."]
+    diamonds = [v for v in vs if v.label.startswith("diamond")]
+    slanted = [v for v in vs[2:] if v not in diamonds and " x " in v.note]
+    if diamonds and slanted:
+        d = min(diamonds, key=lambda v: min(v.times))
+        p = min(slanted, key=lambda v: min(v.times))
+        lines += ["", f"Best diamond: {d.label} ({min(d.times) * 1e3:.4g} ms); best "
+                  f"parallelogram: {p.label} ({min(p.times) * 1e3:.4g} ms); diamond "
+                  f"{min(p.times) / min(d.times):.2f}x."]
     return "\n".join(lines)
 
 
@@ -276,6 +297,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="N x T of the tile sweep (jacobi_2d; 'none' skips it)")
     p.add_argument("--target-tiles", default="16x128",
                    help="comma-separated HxW tiles timed at the target size too ('' for none)")
+    p.add_argument("--diamonds", default="model,32",
+                   help="comma-separated face widths of diamond tiles timed at every size "
+                        "('model': the cost model's width; '' for none)")
     p.add_argument("--plot", default=None, help="write a bar chart (PNG) here")
     args = p.parse_args(argv)
     runs: list[tuple[str, int, int, list[tuple[int, int]], bool]] = []
@@ -295,10 +319,11 @@ def main(argv: list[str] | None = None) -> None:
             runs.append((name, 1000, 60, [(8, 64), (16, 128)], True))
         else:
             runs.append((name, 120, 60, [(2, 8), (4, 16), (8, 16)], True))
+    diamonds = tuple(None if w == "model" else int(w) for w in args.diamonds.split(",") if w)
     results = []
     for name, n, steps, sweep, untiled in runs:
         print(f"{name} N={n} T={steps}: compiling", flush=True)
-        vs = variants(name, n, steps, sweep, untiled)
+        vs = variants(name, n, steps, sweep, untiled, diamonds=diamonds)
         measure(vs, args.rounds)
         print(table(name, n, steps, vs), "\n", flush=True)
         # only the times stay: the kernels' planes (GBs at the target size) go now

@@ -52,8 +52,9 @@ KNOBS: dict[str, tuple[type, int, str]] = {
                            "band"),
     "row_tile": (int, 0, "time-tiled stencil bands: tile size of the band's innermost "
                          "(row) level (0: the row stays whole)"),
-    "tile_shape": (str, 0, "time-tiled stencil bands: parallelogram (default) or none (no "
-                           "time tiling); diamond is refused with a note"),
+    "tile_shape": (str, 0, "time-tiled stencil bands: parallelogram (default), diamond "
+                           "(concurrent start, schedule/diamond.py; space_tile sizes its "
+                           "faces) or none (no time tiling)"),
 }
 
 # string knobs that take one of a few words

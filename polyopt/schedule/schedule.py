@@ -24,6 +24,7 @@ from polyopt.poly import analyze, analyze_relaid
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.poly.relayout import Pack, relayout
+from polyopt.schedule import hyperplane as hp
 from polyopt.schedule import tagcheck
 from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
@@ -50,8 +51,8 @@ from polyopt.schedule.tree import (
 )
 
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
-         "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam", "separate", "pack",
-         "contract", "bind", "gpu_tile", "compute_at")
+         "reverse", "hyperplanes", "parallel", "vectorize", "unroll", "unroll_and_jam",
+         "separate", "pack", "contract", "bind", "gpu_tile", "compute_at")
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,15 @@ class Schedule:
                 stmts, stmts_of(tf.find(r, loop)))
             return tf.shift(r, loop, offset, chosen, self.poly.domain)
         return self._step("shift", fn, (loop, offset), stmts=stmts)
+
+    def hyperplanes(self, loops: Seq[str], rows: Seq[Seq[int]], names: Seq[str] | None = None,
+                    offsets: Mapping[str, Seq[int]] | None = None) -> Schedule:
+        """Replace the band ``loops`` by one loop per row, ``sum_k row[k] * loops[k]`` plus
+        ``offsets[stmt][row]`` (``schedule/hyperplane.py``)."""
+        pairs = hp.offset_pairs(offsets)
+        return self._step("hyperplanes", lambda r: hp.replace_band(
+            r, loops, rows, names, pairs, self.poly.domain), (loops, rows), names=names,
+            offsets=pairs)
 
     def reverse(self, loop: str) -> Schedule:
         return self._step("reverse", lambda r: tf.reverse(r, loop), (loop,))

@@ -20,12 +20,12 @@ have distances 0 or 1. The pipeline here
    stride 1 when that loop is the stride-1 index plus a multiple of the time: the skew
    adds ``2t``, not a multiple of ``j``).
 
-Each decision is a note on the schedule. Diamond tiles (concurrent start) are not built:
-in the band's coordinates ``(t, i' = 2t + i)`` of jacobi, the second diamond face is
-``4t - i'`` (plus an offset per statement), and a band over ``i'`` and ``4t - i'`` needs
-``i'`` twice and the time loop scaled by 4, which no verb does (``skew`` adds a multiple of
-an outer loop to an inner one, in place). ``tile_shape="diamond"`` is refused with a note
-saying so; building it needs a verb that replaces a band by given hyperplanes.
+Each decision is a note on the schedule. ``tile_shape="diamond"`` cuts the band's
+``(t, x)`` plane into diamonds instead, whose wavefronts start with a whole row of tiles
+(concurrent start; ``schedule/diamond.py``: the faces ``x`` and ``a*t - x`` through the
+``hyperplanes`` verb, the remaining space loops tiled as above); when it cannot (no scale
+``a`` keeps the dependences' distances >= 0), a note says why and the parallelogram tiles
+above are built.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
 from polyopt.schedule import transform as tf
 from polyopt.schedule.auto import compute_schedule
+from polyopt.schedule.diamond import diamond_tile
 from polyopt.schedule.fusion import loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.nest import chain_of, trip
@@ -162,6 +163,12 @@ def _tile_band(schedule: Schedule, band: list[Loop], policy: CpuPolicy,
     sizes = [tile.height] + [tile.width] * (len(band) - 1)
     if tile.row:
         sizes[-1] = tile.row
+    if knobs.tile_shape == "diamond":
+        built = diamond_tile(schedule, band, [sizes[1], *sizes[1:]], tile.why, openmp)
+        if not isinstance(built, str):
+            out, above = _distribute_points(*built)
+            return _vectorize_inner(out, above)
+        schedule = schedule.note(built)  # why not: parallelogram tiles instead
     taken = {lp.name for lp in loops(schedule.root)} - set(names)
     labels = [[fresh_name(f"{n}_o", taken), fresh_name(f"{n}_i", taken)] for n in names]
     wave = labels[1][0] = fresh_name("w", taken)  # the space tile loop, skewed into it
@@ -175,10 +182,6 @@ def _tile_band(schedule: Schedule, band: list[Loop], policy: CpuPolicy,
     out = out.note(why)
     if openmp:
         out = _parallel_wavefront(out, wave, labels[0][0], names[1])
-    if knobs.tile_shape == "diamond":
-        out = out.note(f"{names[0]}: tile_shape knob diamond: not built (the band's time "
-                       f"loop would need scaling by {2 * _slope(band)}, which no verb does); "
-                       f"parallelogram tiles")
     out, above = _distribute_points(out, labels[-1][1], labels[-2][1])
     return _vectorize_inner(out, above)
 

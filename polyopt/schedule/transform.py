@@ -92,7 +92,7 @@ def _rebuild(root: Node, old: list[Loop], new: list[Loop]) -> Node:
     return substitute(root, old[0], child)
 
 
-def _check_names(root: Node, names: Seq[str], freed: Seq[str] | set[str] = ()) -> None:
+def check_names(root: Node, names: Seq[str], freed: Seq[str] | set[str] = ()) -> None:
     """New loop names must be identifiers, unused except by the loops ``freed`` replaces."""
     taken = {lp.name for lp in loops(root)} - set(freed)
     for n in names:
@@ -122,7 +122,7 @@ def split(root: Node, name: str, factor: int, names: Seq[str] | None = None) -> 
         raise ScheduleError(f"split of {name}: names must be two loop names (outer, inner), "
                             f"not {names!r}")
     outer_name, inner_name = names or split_names(name)
-    _check_names(root, (outer_name, inner_name), freed={name})
+    check_names(root, (outer_name, inner_name), freed={name})
     val = isl.Val(f)
     inner = Loop(inner_name, lp.expr.mod_val(val), lp.child)
     outer = Loop(outer_name, lp.expr.scale_down_val(val).floor(), inner)
@@ -164,7 +164,7 @@ def tile(root: Node, names: Seq[str], levels: Seq[Seq[int]],
         raise ScheduleError(f"tile of {', '.join(names)}: names must give each loop "
                             f"{len(suffixes)} names (outermost first), not {new_names!r}")
     labels = new_names or [[f"{n}_{s}" for s in suffixes] for n in names]
-    _check_names(root, [x for row in labels for x in row], freed=set(names))
+    check_names(root, [x for row in labels for x in row], freed=set(names))
     tiled = [Loop(labels[d][t], parts[d][t], Leaf(()))
              for t in range(len(suffixes)) for d in range(len(names))]
     return _rebuild(root, ch, ch[:idx[0]] + tiled + ch[idx[-1] + 1:])
