@@ -18,7 +18,7 @@ from polyopt.codegen.contract import KernelSource
 from polyopt.errors import CompileError, PolyoptError
 from polyopt.runtime import nvcc
 from polyopt.runtime.launch import LaunchPlan
-from polyopt.schedule.policy import GpuModel
+from polyopt.schedule.gpu_policy import GpuModel
 
 
 def pycuda() -> tuple[Any, Any]:
@@ -40,7 +40,7 @@ def pycuda() -> tuple[Any, Any]:
 def device_model() -> GpuModel | None:
     """The :class:`GpuModel` of device 0 from its attributes (the driver alone: no context
     is created), or None without PyCUDA, a driver or a device (then the schedule layer's
-    named default, ``policy.DEFAULT_GPU``, applies). Registers per thread have no device
+    named default, ``gpu_policy.DEFAULT_GPU``, applies). Registers per thread have no device
     attribute and keep the model's default."""
     try:
         drv = importlib.import_module("pycuda.driver")

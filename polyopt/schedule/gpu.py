@@ -10,7 +10,7 @@ form the band that is mapped, as PPCG does:
   point loops to ``threadIdx.x/y``; a third loop above them is bound to ``blockIdx.z``;
 - everything below the band runs sequentially in its thread, so reductions stay race-free.
 
-The block shapes, tiles and limits are fields of a :class:`~polyopt.schedule.policy.GpuPolicy`
+The block shapes, tiles and limits are fields of a :class:`~polyopt.schedule.gpu_policy.GpuPolicy`
 (default: ``GPU_POLICY``, for the named default GPU model). A nest with no such loop runs on
 one thread. Every step is a recorded, checked verb
 (``tile``, ``reorder``, ``bind``), so ``Kernel.schedule.as_python()`` shows the mapping.
@@ -26,9 +26,9 @@ from typing import Any
 from polyopt.errors import OptionError, ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
+from polyopt.schedule.gpu_policy import GPU_POLICY, GpuPolicy
 from polyopt.schedule.legality import carried
 from polyopt.schedule.nest import UNKNOWN_TRIP, chain_of, invariant_reads, vector_rows
-from polyopt.schedule.policy import GPU_POLICY, GpuPolicy
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, raw_iterator, stmts_of
 

@@ -50,9 +50,10 @@ from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.blocked import plan_blocking
 from polyopt.schedule.cost import estimate
 from polyopt.schedule.fusion import nests
+from polyopt.schedule.gpu_policy import GpuModel, gpu_policy
 from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.marks import Tag
-from polyopt.schedule.policy import GpuModel, cpu_policy, gpu_policy
+from polyopt.schedule.policy import cpu_policy
 from polyopt.schedule.tree import Loop
 from polyopt.tune.space import REGISTER_KNOBS, Config
 

@@ -25,8 +25,9 @@ from typing import Any
 from polyopt import ir, lang
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
+from polyopt.schedule.gpu_policy import GPU_POLICY, GpuPolicy
 from polyopt.schedule.machine import Machine, host
-from polyopt.schedule.policy import GPU_POLICY, CpuPolicy, GpuPolicy, cpu_policy
+from polyopt.schedule.policy import CpuPolicy, cpu_policy
 
 Config = dict[str, Any]
 

@@ -15,19 +15,14 @@ import pytest
 from polyopt import ir, lang
 from polyopt.poly import model_of
 from polyopt.poly.model import PolyStmt
+from polyopt.schedule import gpu_policy as gpol
 from polyopt.schedule import policy as pol
 from polyopt.schedule.blocked import plan_blocking
 from polyopt.schedule.gpu import GpuMapping
+from polyopt.schedule.gpu_policy import DEFAULT_GPU, GpuModel, GpuPolicy, gpu_policy
 from polyopt.schedule.machine import Machine, gemm_blocking
 from polyopt.schedule.nest import UNKNOWN_TRIP
-from polyopt.schedule.policy import (
-    DEFAULT_GPU,
-    CpuPolicy,
-    GpuModel,
-    GpuPolicy,
-    cpu_policy,
-    gpu_policy,
-)
+from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.register_tile import _dividing_rows, _register_shape, _tap_rows
 from polyopt.tune.features import Footprints
 from polyopt.tune.space import space_for
@@ -61,7 +56,7 @@ def _documented(cls: type) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("cls", [pol.CpuPolicy, pol.GpuPolicy, pol.GpuModel, pol.Caps])
+@pytest.mark.parametrize("cls", [pol.CpuPolicy, gpol.GpuPolicy, gpol.GpuModel, pol.Caps])
 def test_every_policy_field_has_a_docstring(cls: type) -> None:
     fields = {f.name for f in dataclasses.fields(cls)}
     assert fields - _documented(cls) == set()
@@ -72,7 +67,7 @@ def test_policies_are_frozen_and_cached_per_model() -> None:
     assert policy is cpu_policy(AVX2) and policy.machine is AVX2
     with pytest.raises(dataclasses.FrozenInstanceError):
         policy.wide_rows = 1  # type: ignore[misc]
-    assert gpu_policy() is pol.GPU_POLICY and pol.GPU_POLICY.model is DEFAULT_GPU
+    assert gpu_policy() is gpol.GPU_POLICY and gpol.GPU_POLICY.model is DEFAULT_GPU
     assert DEFAULT_GPU.registers_per_full_block == 64  # 65536 / 1024
 
 
