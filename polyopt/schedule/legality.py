@@ -164,11 +164,7 @@ def permutable(root: Node, band: list[str], deps: Deps, domain: isl.UnionSet) ->
     inside = filter_domain(domain, stmts_of(top))
     outer = [n for n in path_to(root, top)[:-1] if isinstance(n, Loop)]
     for _kind, dep in deps.named():
-        d = dep.intersect_domain(inside).intersect_range(inside)
-        for lp in outer:
-            if d.is_empty():
-                break
-            d = d.eq_at_multi_union_pw_aff(isl.MultiUnionPwAff.from_union_pw_aff(lp.expr))
+        d = _at_equal(dep.intersect_domain(inside).intersect_range(inside), outer)
         for name in band:
             if d.is_empty():
                 break
@@ -178,14 +174,13 @@ def permutable(root: Node, band: list[str], deps: Deps, domain: isl.UnionSet) ->
     return True
 
 
-
 def distributable(root: Node, loop: str, deps: Deps, domain: isl.UnionSet) -> bool:
     """Can ``loop`` be distributed over the children of the sequence right below it with no
     check of the whole order: does no dependence run from a later child's instance back to
     an earlier child's at equal values of the loops above ``loop`` (at any of its own)?
     Distribution runs every iteration of an earlier child first, so only such a
-    dependence could break.
-    (A time-tiled fdtd-2d's point loop, tiles of 15 steps: the whole check took minutes.)"""
+    dependence could break (a time-tiled fdtd-2d's point loop, tiles of 15 steps: the
+    whole check took minutes)."""
     named = {lp.name: lp for lp in loops(root)}
     lp = named.get(loop)
     if lp is None or not isinstance(lp.child, Sequence):
@@ -195,11 +190,16 @@ def distributable(root: Node, loop: str, deps: Deps, domain: isl.UnionSet) -> bo
     for later, sink in enumerate(kids):
         for source in kids[later + 1:]:
             for _kind, dep in deps.named():
-                d = dep.intersect_domain(source).intersect_range(sink)
-                for n in at:
-                    if d.is_empty():
-                        break
-                    d = d.eq_at_multi_union_pw_aff(isl.MultiUnionPwAff.from_union_pw_aff(n.expr))
-                if not d.is_empty():
+                if not _at_equal(dep.intersect_domain(source).intersect_range(sink),
+                                 at).is_empty():
                     return False
     return True
+
+
+def _at_equal(dep: isl.UnionMap, outer: list[Loop]) -> isl.UnionMap:
+    """The pairs of ``dep`` whose ends share the values of the loops ``outer``."""
+    for lp in outer:
+        if dep.is_empty():
+            break
+        dep = dep.eq_at_multi_union_pw_aff(isl.MultiUnionPwAff.from_union_pw_aff(lp.expr))
+    return dep
