@@ -51,10 +51,14 @@ class Caps:
     """Most iterations the ``unroll`` verb (and ``gpu_tile``'s reduction unroll, and a
     replayed record's factors, ``tune/replay.py``) unrolls fully (code size)."""
 
-    max_unrolled_updates: int = 128
+    max_unrolled_updates: int = 64
     """Vector updates one step of a register tile may print when a short reduction loop is
     unrolled into it (``codegen/microkernel.py``: a filter's rows, whose loads the tile's
-    rows share); past it the loop stays a loop (code size: 128 FMAs are about 1 KB)."""
+    rows share); past it the loop stays a loop. 64, not 128: at 128 a depthwise 3x3's 28-row
+    tile unrolls (84 updates), and MobileNetV2's depthwise layers 3, 6, 9 and 14 ran no
+    faster within the noise (``polyopt bench conv --model mobilenetv2 --layers 3,6,9,14
+    --repeat 20``, 64 and 128 alternating twice) while dwconv_3x3_s2_b8 compiled in 1.24 s
+    instead of 0.64 s (``scripts/compile_split.py``; the issue's limit is 1 s)."""
 
     max_slice_bytes: int = 64 * 1024
     """Largest slice of a contracted local (``schedule/contraction.py``): it lives on each

@@ -3,11 +3,14 @@ float64, size-generic kernels, and the shapes they must refuse, against NumPy.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import polyopt
 from polyopt import kernels
+from polyopt.codegen import microkernel
 
 pytestmark = [pytest.mark.cc, pytest.mark.usefixtures("avx512")]
 
@@ -149,11 +152,16 @@ def _tile_body(source: str) -> str:
 @pytest.mark.parametrize("shape", [(1, 4, 40, 48, 1, 1, 1), (1, 3, 37, 35, 1, 1, 1),
                                    (1, 4, 64, 64, 2, 1, 1), (1, 4, 33, 35, 1, 2, 2)],
                          ids=lambda s: "x".join(map(str, s)))
-def test_filter_rows_unrolled_share_the_input_rows(shape: tuple[int, ...]) -> None:
+def test_filter_rows_unrolled_share_the_input_rows(shape: tuple[int, ...],
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
     """``kh`` moves the input as the tile's rows do: unrolled into the tile, each input row
     loaded per ``kw`` step serves up to three output rows, so the tile loads fewer vectors
     than it updates (it loaded one per update before); ``kw`` stays a loop. Odd sizes
-    (partial tiles), stride 2 (a phase copy: rows two apart) and dilation 2 too."""
+    (partial tiles), stride 2 (a phase copy: rows two apart) and dilation 2 too. The cap
+    on unrolled updates (``Caps.max_unrolled_updates``) is raised so these tiles unroll."""
+    monkeypatch.setattr(microkernel, "MAX_UNROLLED_UPDATES", 128)
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))  # not the default cap's kernels
     n, c, h, w, stride, pad, dilation = shape
     extra = {"dilation": dilation} if dilation != 1 else {}
     src = kernels.get("depthwise_conv2d", stride=stride, padding=pad, **extra)
