@@ -46,6 +46,7 @@ def _check(name: str, sizes: dict[str, int], options: dict[str, Any]) -> polyopt
 @pytest.mark.parametrize("name,sizes", [
     ("jacobi_1d", {"N": 40, "T": 8}),
     ("jacobi_2d", {"N": 24, "T": 6}),
+    ("heat_3d", {"N": 10, "T": 4}),
 ])
 def test_time_tiled_matches_reference(name: str, sizes: dict[str, int]) -> None:
     s = _check(name, sizes, _options())
@@ -78,8 +79,6 @@ def test_row_tiled_matches_reference() -> None:
     assert sum(Tag.VECTORIZE in lp.tags for lp in inside) == 2, s
 
 
-# heat_3d is left out: isl's scheduler alone takes minutes on it (scripts/stencil_study.py
-# checks it against its numpy loop).
 @pytest.mark.cc
 def test_seidel_matches_reference() -> None:
     """seidel-2d's in-place sweep: tiled or not, what runs is what PolyBench computes."""
