@@ -2,11 +2,18 @@
 kernels/solver.tc and kernels/medley.tc, the datamining ones in kernels/polybench.tc; nussinov's
 reference is int32, compared exactly), each following
 PolyBench 4.2's loops, with its inputs. ``make(rng, shape) -> (inputs, outputs, reduction
-size)`` as in test_kernels.py; the shapes are PolyBench's MINI and SMALL datasets."""
+size)`` as in test_kernels.py; the shapes are PolyBench's MINI and SMALL datasets.
+``check_kernel`` compiles one and checks it against its reference."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
+
+import polyopt
+from polyopt import kernels
 
 F32 = np.float32
 
@@ -347,3 +354,18 @@ CASES |= {
     "deriche": (deriche, ({"W": 64, "H": 64}, {"W": 192, "H": 128})),
     "nussinov": (nussinov, ({"N": 60}, {"N": 180})),
 }
+
+
+def check_kernel(name: str, sizes: dict[str, int], options: dict[str, Any] | None,
+                 seed: int) -> Any:
+    """``kernels/``'s ``name`` compiled with ``options`` (a ``polyopt.Kernel``), after checking
+    its result against the reference at ``sizes`` (tolerance scaled to the recurrence)."""
+    k = polyopt.compile(kernels.get(name), name, sizes=sizes, options=options)
+    ins, want, red = CASES[name][0](np.random.default_rng(seed), sizes)
+    got = k(*ins)
+    got = got if isinstance(got, tuple) else (got,)
+    tol = 2e-5 * math.sqrt(red)
+    for g, w in zip(got, want, strict=True):
+        scale = max(1.0, float(np.abs(w).max()))
+        np.testing.assert_allclose(np.asarray(g), w, rtol=tol, atol=tol * scale, err_msg=name)
+    return k
