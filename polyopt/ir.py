@@ -98,7 +98,8 @@ class Read(Expr):
         return self.indices
 
     def uses(self, index: str) -> bool:
-        """Does index variable ``index`` appear in this read's indices?"""
+        """Does index variable ``index`` appear in this read's indices? (Stops at the first;
+        called often while lowering, so no set as ``index_names`` builds.)"""
         return any(isinstance(v, Var) and v.kind == "index" and v.name == index
                    for ix in self.indices for v in ix.walk())
 
@@ -220,6 +221,11 @@ class Stmt:
         op = "=" if self.op == "=" else f"{self.op}={'!' if self.init else ''}"
         lhs = ", ".join(self.lhs)
         return f"{self.name}: {self.tensor}({lhs}) {op} {self.rhs}\n    {self.domain}"
+
+
+def index_names(e: Expr) -> set[str]:
+    """The index variables ``e`` uses (a read: in any of its indices)."""
+    return {v.name for v in e.walk() if isinstance(v, Var) and v.kind == "index"}
 
 
 def rewrite(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:

@@ -94,14 +94,9 @@ def adjoint_stmt(frame: Frame, stmt: ir.Stmt, box: Mapping[str, Range], term: Te
     same = _renamings(frame, read, box, subst) | set(kept)
     moved = (tidy_indices(substitute(substitute(r, subst), rename))
              for e in (term.factor, *term.conds) for r in e.walk()
-             if isinstance(r, ir.Read) and _index_vars(r) <= same)
+             if isinstance(r, ir.Read) and ir.index_names(r) <= same)
     inherited = frozenset(r for r in moved if isinstance(r, ir.Read))
     return finish(frame, term.target, lhs, op, rhs, ranges, term.comment, inherited)
-
-
-def _index_vars(r: ir.Read) -> set[str]:
-    return {v.name for ix in r.indices for v in ix.walk()
-            if isinstance(v, ir.Var) and v.kind == "index"}
 
 
 def _renamings(frame: Frame, read: ir.Read, box: Mapping[str, Range],

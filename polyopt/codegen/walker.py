@@ -8,6 +8,8 @@ instances, with extension points for loops a dialect prints its own way.
 
 from __future__ import annotations
 
+import math
+
 import islpy as isl
 
 from polyopt.codegen.ast import loop_is_parallel, loop_printed
@@ -130,10 +132,7 @@ class AstWalker:
             return 0
         t = self.ctx.poly.program.tensors[tensor]
         extents = [self.ctx.values[f"{tensor}.{d}"] for d in range(t.rank) if d != dim]
-        inner = [e for e in extents if e > 1][1:]
-        stride = 1
-        for e in inner:
-            stride *= e
+        stride = math.prod([e for e in extents if e > 1][1:])
         lanes = self.dialect.vector_bytes // DTYPES[t.dtype].np.itemsize
         return CAPS.max_accumulators * stride + 2 * lanes
 

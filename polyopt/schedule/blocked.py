@@ -374,9 +374,9 @@ def _panel_copies(program: ir.Program, s: PolyStmt, policy: CpuPolicy, lanes: in
         if (s.extent(red) or 0) < policy.pack_min_reduction or reuse < (
                 policy.pack_min_sweeps * lanes) or not _copy_pays(s, t, step, lanes, policy):
             continue
-        dims = [d for d, ix in enumerate(r.read.indices) if _index_names(ix) == {red}]
+        dims = [d for d, ix in enumerate(r.read.indices) if ir.index_names(ix) == {red}]
         rows = [d for d, ix in enumerate(r.read.indices) if dims and d > dims[0]
-                and _index_names(ix) & set(s.stmt.lhs[:-1])]
+                and ir.index_names(ix) & set(s.stmt.lhs[:-1])]
         dim, outer = (rows[0], dims[0]) if rows else (0, 0)
         if step >= 2 or dim != outer:
             out += _applicable(program, [Pack(r.read.tensor, dim, max(step, 1), outer,
@@ -397,8 +397,3 @@ def _copy_pays(s: PolyStmt, t: ir.Tensor, step: int, lanes: int, policy: CpuPoli
     compute = macs / (lanes * m.fma_units * m.cores)
     copy = policy.fork_join_cycles + 2 * size / (policy.l2_bytes_per_cycle * m.cores)
     return copy <= policy.panel_l2_max_share * compute
-
-
-def _index_names(ix: ir.Expr) -> set[str]:
-    """The index variables of an index expression."""
-    return {v.name for v in ix.walk() if isinstance(v, ir.Var) and v.kind == "index"}

@@ -255,14 +255,10 @@ def _transposed(program: ir.Program, s: PolyStmt, outer: Loop, inner: Loop) -> b
     accesses.append((s.stmt.tensor, tuple(ir.Var("int32", i, "index") for i in s.stmt.lhs)))
     for tensor, indices in accesses:
         last = len(indices) - 1 - ir.unit_tail(program.tensors[tensor])
-        moves = _index_vars(indices[last]) if last >= 0 else set()
-        if a in moves and b not in moves and any(b in _index_vars(ix) for ix in indices):
+        moves = ir.index_names(indices[last]) if last >= 0 else set()
+        if a in moves and b not in moves and any(b in ir.index_names(ix) for ix in indices):
             return True
     return False
-
-
-def _index_vars(ix: ir.Expr) -> set[str]:
-    return {v.name for v in ix.walk() if isinstance(v, ir.Var) and v.kind == "index"}
 
 
 def _vectorize(schedule: Schedule, name: str) -> Schedule:

@@ -14,7 +14,7 @@ from polyopt.schedule import legality
 from polyopt.schedule.legality import _PairOrders
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.memo import Memo
-from polyopt.schedule.tree import filter_domain, loops, order_of, reordered
+from polyopt.schedule.tree import Sequence, filter_domain, loops, order_of, reordered
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 SOFTMAX_LIKE = """def f(float(N,D) X) -> (Y, s) {
@@ -192,8 +192,7 @@ def test_distribution_is_proven_or_refused() -> None:
         C(i) = 2.0 * B(i)
     }"""
     s = polyopt.schedule(src, sizes={"N": 8}, auto=False)
-    with_seq = [lp for lp in loops(s.root) if not isinstance(lp.child, type(lp)) and
-                len(lp.child.children if hasattr(lp.child, "children") else ()) > 1]
+    with_seq = [lp for lp in loops(s.root) if isinstance(lp.child, Sequence)]
     assert with_seq, s
     loop = with_seq[0].name
     assert not legality.distributable(s.root, loop, s.deps, s.poly.domain)
