@@ -20,8 +20,9 @@ KNOBS: dict[str, tuple[type, int, str]] = {
     "mr": (int, 1, "register-tile rows (unrolled and jammed)"),
     "nr": (int, 1, "register-tile columns (a multiple of the vector lanes)"),
     "kc": (int, 1, "reduction tile of a register-tiled nest (the packed panels' depth)"),
-    "mc": (int, 1, "rows per L2 block of a register-tiled nest, whose column tiles then run "
-                   "inside each block (None: no such level)"),
+    "mc": (int, 0, "rows per L2 block of a register-tiled nest, whose column tiles then run "
+                   "inside each block (0: no such level; None: the model's, when the "
+                   "operand that moves with the rows overflows half of L2)"),
     "pack": (bool, 0, "pack both operands into panels (None: each when the model says it "
                       "pays, see pack_a and pack_b)"),
     "pack_a": (bool, 0, "pack the operand that moves with the register tile's rows, "

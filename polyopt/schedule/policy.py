@@ -226,10 +226,10 @@ class CpuPolicy:
     OLD NEW --cases r50:2,r50:16,mv2:18,mv2:22,mv2:30``."""
 
     row_block: int | None = None
-    """Rows per L2 block of a register-tiled nest (GotoBLAS's MC), or None for no such
-    level. None because an MC level showed no gain at 1024 and 2048 rows (GEMM,
-    ``scripts/bench_ops.py --ops matmul``); the tuner offers ``space_mc``, and
-    ``options={"knobs": {"mc": 256}}`` re-measures it."""
+    """Rows per L2 block of a register-tiled nest (GotoBLAS's MC) for every such nest, 0
+    for none; None derives them from the machine model (``register_tile._row_block``:
+    blocks whose operand panel fits in half of L2, a whole number of rounds of the cores).
+    The tuner offers ``space_mc``, and ``options={"knobs": {"mc": 0}}`` turns it off."""
 
     cache_tile_min_tiles: int = 2
     """A transposed access is cache-tiled (``cache_tile``) only when the loop it moves with

@@ -254,7 +254,7 @@ def _cpu_knobs(program: ir.Program,
             # blocks of the default (None), none, or several vectors (more accumulators)
             knobs.append(("block", (None, 0, *(v * lanes for v in policy.space_block_vectors))))
         else:  # L2 row blocks (a convolution's rows are too short to cut)
-            knobs.append(("mc", (None, *policy.space_mc)))
+            knobs.append(("mc", (None, 0, *policy.space_mc)))
     if any(len(s.lhs) >= 2 for s in program.stmts):
         knobs.append(("cache_tile", (None, 0, *policy.space_cache_tile)))
     return tuple(knobs)
