@@ -60,15 +60,14 @@ def _walk(node: isl.AstNode, tile_at: TileAt, zeroed: Counter[str], other: Count
 
 def _all_updated(init: PolyStmt, pieces: list[PolyStmt]) -> bool:
     """Does every element ``init`` writes get an update from one of ``pieces`` (an empty
-    reduction range would leave the init's value as the result)?"""
-    n_lhs = len(init.stmt.lhs)
+    reduction range would leave the init's value as the result)? Compared as tensor
+    elements, the images of the domains under the write accesses."""
+    written = init.write.intersect_domain(init.domain).range()
     updated = None
     for s in pieces:
-        elems = s.domain.project_out(isl.dim_type.set, n_lhs,
-                                     s.domain.dim(isl.dim_type.set) - n_lhs)
-        elems = elems.set_tuple_name(init.name)
+        elems = s.write.intersect_domain(s.domain).range()
         updated = elems if updated is None else updated.union(elems)
-    return updated is not None and bool(init.domain.is_subset(updated))
+    return updated is not None and bool(written.is_subset(updated))
 
 
 def used_names(node: isl.AstNode) -> set[str]:
