@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -260,8 +261,8 @@ class Kernel:
         dims = [sizes[n] for n in signature.sizes]
         dims += [d for t in signature.tensors.values() for d in _shape(t, sizes)]
         outs = tuple((_shape(t, sizes), dtypes.DTYPES[t.dtype].np) for t in signature.outputs)
-        slices = kernel.source.slices
-        scratch = tuple((_shape(t, sizes) if t.name not in slices else (1,),
+        slices, tails = kernel.source.slices, dict(kernel.source.tails)
+        scratch = tuple((_scratch_shape(_shape(t, sizes), t.name in slices, tails.get(t.name)),
                          dtypes.DTYPES[t.dtype].np) for t in signature.locals)
         dims_arg = kernel.dims_array(dims)
         host = kernel.caller(dims_arg) if isinstance(kernel, CpuKernel) else None
@@ -435,6 +436,14 @@ def _shape(t: ir.Tensor, sizes: Mapping[str, int]) -> tuple[int, ...]:
         raise ShapeError(f"tensor {t.name} would have negative extent {shape} at sizes "
                          f"{dict(sizes)}")
     return shape
+
+
+def _scratch_shape(shape: tuple[int, ...], sliced: bool, tail: int | None) -> tuple[int, ...]:
+    """A local's allocation: one element for a local the kernel keeps as slices; flat with
+    ``tail`` more elements for one that partial register tiles read past."""
+    if sliced:
+        return (1,)
+    return (math.prod(shape) + tail,) if tail else shape
 
 
 def _as_input(x: Any, decl: syntax.TensorDecl, def_name: str, device: bool) -> Any:

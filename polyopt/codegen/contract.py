@@ -38,6 +38,9 @@ class KernelSource:
     slices: tuple[str, ...] = ()  # locals the kernel keeps as per-iteration slices (unused)
     launches: tuple[Launch, ...] = ()  # CUDA: one per kernel, in launch order
     roles: tuple[str, ...] = ()  # per buffer: "input", "output" or "local"
+    # packed locals a partial register tile reads past the end of (and discards): the
+    # elements to allocate beyond each, so no read leaves the allocation
+    tails: tuple[tuple[str, int], ...] = ()
 
     def __str__(self) -> str:
         return self.text

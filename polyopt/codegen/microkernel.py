@@ -15,6 +15,7 @@ and constants in the target's floating type. Anything else prints as plain loops
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -194,6 +195,8 @@ class Emitter:
         # set by lines(): (iterator, first value, trip count) of a reduction loop unrolled
         # into the body, whose steps share operand loads (a filter's rows)
         self.unroll: tuple[str, int, int] | None = None
+        # set by edge_lines(): elements a partial tile may read past each packed local's end
+        self.tails: dict[str, int] = {}
 
     def full_tile(self) -> str | None:
         """The C condition under which this instance is a full tile (None: cannot tell)."""
@@ -327,12 +330,17 @@ class Emitter:
         if plan is None or target is None:  # lines() found no register tile
             return None
         reads = {id(r.read): r.read for r in self.t.stmt.reads}
+        tails: dict[str, int] = {}
         for rid, grid in plan.items():
-            steps = {j for j, _, _ in grid}  # an unrolled reduction's steps may differ
-            moves = any(len({str(d) for (i, _, _), d in grid.items() if i == j}) > 1
-                        for j in steps) or _has_lane(grid[(0, 0, 0)])
-            if moves and reads[rid].tensor not in padded:
+            moving = _moving_dims(grid)
+            if not moving:
+                continue
+            tensor = reads[rid].tensor
+            tail = self._overrun(tensor, grid, moving) if tensor in padded else None
+            if tail is None:
                 return None
+            tails[tensor] = max(tails.get(tensor, 0), tail)
+        self.tails = tails
         rows = trip_text(self.t.u, self.ast_expr)
         cols = trip_text(self.t.v, self.ast_expr)
         c, cols_total = ctype(self.dtype), self.t.cols
@@ -343,6 +351,23 @@ class Emitter:
         body = self._print(target, plan, pad + "  ", scratch=True)
         return [f"{pad}{{", tmp, *[f"{pad}  {x}" for x in copy_in], *body,
                 *[f"{pad}  {x}" for x in copy_out], f"{pad}}}"]
+
+    def _overrun(self, tensor: str, grid: dict[Key, list[Lin]], moving: set[int]) -> int | None:
+        """How many elements past the end of ``tensor`` a partial tile may read (and
+        discard): along each dimension it moves in, the span of its rows', vectors' and
+        lanes' offsets times the dimension's stride; the local is allocated with that many
+        more. None when a stride is not known (a size-generic kernel)."""
+        values, rank = self.sp.ctx.values, len(grid[(0, 0, 0)])
+        total = 0
+        for d in moving:
+            offsets = [dims[d].get("", 0) for dims in grid.values()]
+            lanes = max(abs(dims[d].get(LANE, 0)) for dims in grid.values()) * (self.lanes - 1)
+            inner = range(d + 1, rank)
+            if inner and values is None:
+                return None
+            stride = math.prod(values[f"{tensor}.{e}"] for e in inner) if inner else 1
+            total += (max(offsets) - min(offsets) + lanes) * stride  # type: ignore[index]
+        return total
 
     def _edge_copies(self, rows: str, cols: str) -> tuple[list[str], list[str]]:
         """Loops moving the valid part of the target tile into and out of ``po_tile``."""
@@ -493,6 +518,16 @@ def whole_reductions(poly: PolyProgram, s: PolyStmt) -> bool:
         if not theirs.intersect(mine).is_empty():
             return False
     return True
+
+
+def _moving_dims(grid: dict[Key, list[Lin]]) -> set[int]:
+    """The dimensions of an operand's index that change across a tile's rows and vectors
+    (at one step of the reduction), or move with the lanes."""
+    out = set()
+    for (j, _, _), dims in grid.items():
+        first = grid[(j, 0, 0)]
+        out |= {d for d, lin in enumerate(dims) if LANE in lin or lin != first[d]}
+    return out
 
 
 def _has_lane(dims: list[Lin]) -> bool:

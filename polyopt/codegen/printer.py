@@ -54,7 +54,8 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
     lines += body
     lines += ["  (void)dims; (void)err;", "  return 0;", "}", ""]
     return KernelSource(program.name, symbol, "\n".join(lines), buffers, dims,
-                        tuple(ctx.gathers), specialized, dialect.name, tuple(ctx.contracted))
+                        tuple(ctx.gathers), specialized, dialect.name, tuple(ctx.contracted),
+                        tails=tuple(sorted(walker.tails.items())))
 
 
 def _slices(ast: Ast, ctx: KernelContext) -> dict[str, tuple[str, int]]:
@@ -245,6 +246,8 @@ class CWalker(AstWalker):
             return None
         emitter, full, lines = got
         edge = emitter.edge_lines(pad + "  ", self.padded)
+        for tensor, tail in emitter.tails.items() if edge is not None else ():
+            self.tails[tensor] = max(self.tails.get(tensor, 0), tail)
         rest = edge if edge is not None else self.for_loop(node, depth + 1, in_parallel, loop,
                                                        plain=True)
         return [f"{pad}if ({full}) {{", *lines, f"{pad}}} else {{", *rest, f"{pad}}}"]

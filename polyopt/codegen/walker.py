@@ -36,6 +36,7 @@ class AstWalker:
         self.trips = trips
         self.ast_expr = AstExprPrinter(frozenset(ctx.poly.program.sizes))
         self.dead: frozenset[str] = frozenset()  # statements whose instances print nothing
+        self.tails: dict[str, int] = {}  # packed locals: elements partial tiles read past them
 
     def node(self, node: isl.AstNode, depth: int, in_parallel: bool,
              loop: str = "") -> list[str]:

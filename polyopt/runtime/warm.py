@@ -169,7 +169,8 @@ def _payload(compiled: Compiled) -> dict[str, Any]:
                        "buffers": list(src.buffers), "dims": list(src.dims),
                        "gathers": list(src.gathers), "specialized": src.specialized,
                        "target": src.target, "slices": list(src.slices),
-                       "roles": list(src.roles)}}
+                       "roles": list(src.roles),
+                       "tails": [[name, n] for name, n in src.tails]}}
 
 
 def _compiled(payload: Mapping[str, Any]) -> Compiled:
@@ -186,8 +187,21 @@ def _compiled(payload: Mapping[str, Any]) -> Compiled:
     source = KernelSource(_str(src["name"]), _str(src["symbol"]), _str(src["text"]),
                           _strs(src["buffers"]), _strs(src["dims"]), _strs(src["gathers"]),
                           src["specialized"], _str(src["target"]), _strs(src["slices"]),
-                          roles=_strs(src["roles"]))
+                          roles=_strs(src["roles"]), tails=_tails(src["tails"]))
     return Compiled(signature, source)
+
+
+def _tails(values: Any) -> tuple[tuple[str, int], ...]:
+    """``KernelSource.tails`` from a record: pairs of a local's name and a count."""
+    if not isinstance(values, list):
+        raise TypeError(f"expected a list, got {type(values).__name__}")
+    out = []
+    for pair in values:
+        if not (isinstance(pair, list) and len(pair) == 2 and type(pair[1]) is int
+                and pair[1] >= 0):
+            raise ValueError("a tail is not a [name, count] pair")
+        out.append((_str(pair[0]), pair[1]))
+    return tuple(out)
 
 
 def _str(value: Any) -> str:

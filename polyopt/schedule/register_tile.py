@@ -104,6 +104,10 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     row = max(rows, key=lambda n: (invariant_reads(s, its[n]),
                                    -vector_rows(s, its[n], its[col]), min(trips[n], mr),
                                    -_stride_rank(s, its[n]), trips[n]))
+    if not invariant_reads(s, its[row]):
+        return None  # every operand moves with the rows (a batched matrix-vector product):
+        # each multiply-add would load an element no other row uses, so the nest is bound
+        # by streaming it, and a register tile would only copy it; the cost model orders it
     red = max(reds, key=lambda n: trips[n])
     inner = tuple(n for n in reds if n != red and trips[n] <= policy.small_reduction)
     if inner and not knobs.mr and nr >= policy.tap_rows_vectors * b.lanes and trips[col] == nr:

@@ -3,6 +3,7 @@ float64, size-generic kernels, and the shapes they must refuse, against NumPy.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,38 @@ def test_specialized_register_tiles_match_numpy(shape: tuple[int, int, int]) -> 
 def test_partial_tiles_of_packed_operands_use_a_scratch_tile() -> None:
     kernel = polyopt.compile(MM, sizes={"M": 100, "K": 130, "N": 90})
     assert "po_tile[" in kernel.source  # the edge tiles run the micro-kernel too
+
+
+def test_partial_tiles_read_within_the_packed_locals_allocation() -> None:
+    """A partial tile reads its missing rows and lanes too (and discards them): for each
+    packed local it reads so, the kernel says how many elements past the local's end the
+    reads may reach, and the local is allocated with them. A 100 x 130 x 90 product's
+    last row tile reads 13 rows past A_pack's end (one element each, the rows being its
+    innermost dimension); a depthwise convolution's tiles of 28 rows of 58-element rows
+    read 27 rows and a vector's lanes past its padded copy."""
+    mm = polyopt.compile(MM, sizes={"M": 100, "K": 130, "N": 90})
+    note = next(n for n in mm.schedule.notes if "register tile" in n)
+    mr, nr = map(int, re.search(r"register tile (\d+)x(\d+)", note).groups())  # type: ignore[union-attr]
+    assert dict(mm.lowered().source.tails) == {"A_pack": mr - 1, "B_pack": nr - 1}
+    dw = kernels.get("depthwise_conv2d", PH=1, PW=1)
+    sizes = {"N": 1, "C": 144, "H": 56, "W": 56, "KH": 3, "KW": 3}
+    kernel = polyopt.compile(dw, "depthwise_conv2d", sizes=sizes)
+    assert "po_tile[28]" in kernel.source
+    assert dict(kernel.lowered().source.tails)["I_pack"] >= 27 * 58
+
+
+def test_an_operand_that_moves_with_rows_and_columns_gets_no_register_tile() -> None:
+    """A batched matrix-vector product: X(b,i,j) moves with the rows (b) and the columns
+    (i), so no operand is reused across rows, and packing X for a tile would only copy
+    it (and read past its rows on partial tiles). It runs as dot products over j."""
+    src = "def bmv(float(B,M,N) X, float(B,N) Y) -> (Z) { Z(b,i) +=! X(b,i,r_j) * Y(b,r_j) }"
+    kernel = polyopt.compile(src, sizes={"B": 20, "M": 40, "N": 64})
+    assert "register tile" not in kernel.source and "X_pack" not in kernel.source
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((20, 40, 64), np.float32), rng.standard_normal((20, 64),
+                                                                              np.float32)
+    np.testing.assert_allclose(kernel(x, y), np.einsum("bij,bj->bi", x, y), rtol=1e-4,
+                               atol=1e-4 * 8)
 
 
 def test_float64_register_tiles() -> None:
