@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 import polyopt.schedule as schedule_package
-from polyopt import dtypes, ir, lang
+from polyopt import config, dtypes, ir, lang
 from polyopt.codegen.contract import KernelSource
 from polyopt.driver import (
     Lowered,
@@ -34,6 +34,7 @@ from polyopt.lang import syntax
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.runtime.cuda import CudaKernel, is_device_array
 from polyopt.runtime.emulated import EmulatedKernel
+from polyopt.runtime.guard import guarded_zeros
 from polyopt.runtime.warm import Compiled, Signature
 from polyopt.schedule import Schedule
 from polyopt.schedule.stats import Stats, schedule_stats
@@ -289,7 +290,8 @@ class Kernel:
                 cache.clear()
             # Zeroed once: packed copies never write their blocks' padding, which register
             # tiles on partial blocks read (and discard).
-            arrays = [np.zeros(shape, dtype) for shape, dtype in plan.locals]
+            zeros = guarded_zeros if config.guard_scratch() else np.zeros
+            arrays = [zeros(shape, dtype) for shape, dtype in plan.locals]
             cache[key] = arrays, tuple(a.ctypes.data for a in arrays)
         return cache[key]  # type: ignore[no-any-return]
 

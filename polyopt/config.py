@@ -98,6 +98,12 @@ def no_cache() -> bool:
     return _flag("POLYOPT_NO_CACHE")
 
 
+def guard_scratch() -> bool:
+    """Whether ``POLYOPT_GUARD_SCRATCH`` asks for scratch that ends at an inaccessible page
+    (``polyopt.runtime.guard``): a kernel reading past a local faults at once."""
+    return _flag("POLYOPT_GUARD_SCRATCH")
+
+
 def debug_level() -> int:
     """``POLYOPT_DEBUG`` as an int in ``0..MAX_DEBUG`` (empty means 0)."""
     value = os.environ.get("POLYOPT_DEBUG", "").strip()
