@@ -1,14 +1,17 @@
 """Dependences (poly/deps.py): those of a program relaid out through packed copies of its
-inputs, derived from the program's, equal a fresh dataflow analysis."""
+inputs, derived from the program's, equal a fresh dataflow analysis; a reduction chain's
+dependences on itself are not analysed, and what is kept equals the whole analysis."""
 
 from __future__ import annotations
 
+import islpy as isl
 import pytest
 
 from polyopt import kernels
 from polyopt.lang import build_program, define
 from polyopt.poly import build_poly, compute_deps
-from polyopt.poly.deps import relaid_deps
+from polyopt.poly import deps as dep_module
+from polyopt.poly.deps import Deps, relaid_deps
 from polyopt.poly.relayout import Pack, relayout
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
@@ -68,3 +71,43 @@ def test_other_relayouts_are_left_to_the_analysis(src, sizes, packs):
     before = build_poly(program)
     after = build_poly(relayout(program, packs)[0])
     assert relaid_deps(before, compute_deps(before), after) is None
+
+
+def _whole_analysis(pp) -> Deps:
+    """compute_deps with every statement's accesses as sources for every sink (chains'
+    dependences on themselves analysed, then dropped by _unorder_reductions)."""
+    order = pp.program_order
+    maps = (dep_module._flow_by_array(pp.reads, pp.writes, None, order),
+            dep_module._flow_by_array(pp.writes, None, pp.reads, order),
+            dep_module._flow_by_array(pp.writes, None, pp.writes, order))
+    return dep_module._unorder_reductions(
+        pp, Deps(*(m.intersect_params(pp.context).coalesce() for m in maps)))
+
+
+@pytest.mark.parametrize("src, sizes", [
+    (MM, dict(M=20, N=40, K=30)),
+    (SOFTMAX, dict(N=6, D=40)),
+    (CONV, UNPADDED),
+    (CONV, PADDED),  # a border piece: a second chain on the same output
+    (CONV, dict(PADDED, SW=2, N=None)),
+    (kernels.source("depthwise_conv2d"), dict(N=1, C=16, H=8, W=8, KH=3, KW=3, PH=1, PW=1)),
+    (kernels.source("maxpool2d"), dict(N=1, C=4, H=9, W=9, KH=3, KW=3, SH=2, SW=2, PH=1, PW=1)),
+    (kernels.source("layernorm"), None),
+    (kernels.source("polybench_3mm"), None),
+    (kernels.source("polybench_correlation"), None),
+])
+def test_chains_apart_give_the_whole_analysis(src, sizes):
+    sizes = {k: v for k, v in sizes.items() if v is not None} if sizes else None
+    pp = build_poly(_program(src, sizes))
+    chains = frozenset(s.name for s in dep_module._chains(pp))
+    assert chains
+    got, want = compute_deps(pp), _whole_analysis(pp)
+    for (kind, a), (_, b) in zip(got.named(), want.named(), strict=True):
+        assert a.is_equal(b), kind
+    assert got.reduction is not None and want.reduction is not None
+    assert got.reduction.is_equal(want.reduction)
+    # ... and no chain's dependence on itself was analysed
+    flow = dep_module._flow_by_array(pp.reads, pp.writes, None, pp.program_order, chains)
+    pairs = {(m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out))
+             for m in dep_module._maps(flow)}
+    assert not any(a == b and a in chains for a, b in pairs)
