@@ -1,9 +1,13 @@
 """``polyopt bench conv``: time every convolution layer of a model on polyopt and its peers.
 
-For each layer: random float32 inputs (seeded), a float64 reference, then each system in
-turn: build, one checked warm-up call, ``--repeat`` timed calls (median, min, max). Peers
-that are not installed are reported as skipped, and failures as failed, each with the
-reason; nothing is estimated. Results go to the terminal (a table) and to
+For each layer: random float32 inputs (seeded), a float64 reference, then each system
+built and checked on one warm-up call; then ``--rounds`` interleaved rounds, in which every
+system, in an order rotated each round, gets a ``--settle`` pause and ``--repeat`` timed
+calls. Each system's figure is the median of all its timed calls (and their min, max):
+the same statistic for every system, and a drift of the machine's speed (other processes,
+the host) hits every system's rounds alike instead of whichever system ran at the time.
+Peers that are not installed are reported as skipped, and failures as failed, each with
+the reason; nothing is estimated. Results go to the terminal (a table) and to
 ``DIR/<model>.csv``, ``.json`` and ``.png``.
 """
 
@@ -39,8 +43,8 @@ from polyopt.bench.peers import (
 from polyopt.bench.records import SYSTEMS, TOLERANCE, Record, Settings, add_speedups, totals
 from polyopt.errors import OptionError, PolyoptError
 
-__all__ = ["Settings", "add_arguments", "choose_baseline", "in_own_thread", "main", "run",
-           "settings_from"]
+__all__ = ["Settings", "add_arguments", "choose_baseline", "in_own_thread", "main",
+           "measure_layer", "run", "settings_from", "time_rounds"]
 
 T = TypeVar("T")
 
@@ -48,6 +52,10 @@ T = TypeVar("T")
 # A pause before each measurement: on a 2-core machine the previous runtime's spinning
 # worker threads (OpenBLAS, libgomp, TVM's pool) otherwise stall the next one's by ~8 ms.
 SETTLE_S = 0.3
+# Rounds per layer: on the 2-core VM a block of calls of the same kernel varied 0.7-1.4x
+# between blocks seconds apart (MobileNetV2's depthwise layers, 50-200 us a call), while
+# within a block the calls agreed; one block per system decided a 0.9x ratio by chance.
+ROUNDS = 3
 
 
 def _prepare_tvm(layer: Layer, inputs: Inputs, ctx: Context) -> Prepared:
@@ -69,7 +77,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", choices=tuple(SYSTEMS), default="c",
                    help="c: CPU; cuda: polyopt's CUDA backend, against torch on the GPU")
     p.add_argument("--repeat", type=int, default=10,
-                   help="timed runs per layer and system after one checked warm-up (default 10)")
+                   help="timed calls per layer, system and round, after one checked warm-up "
+                   "(default 10)")
+    p.add_argument("--rounds", type=int, default=ROUNDS,
+                   help="interleaved rounds per layer: each runs every system's --repeat calls, "
+                   f"in an order rotated each round; the median is over all calls (default "
+                   f"{ROUNDS})")
     p.add_argument("--baseline", default="torch",
                    help="the system speed-ups are relative to (default torch)")
     p.add_argument("--tvm-trials", type=int, default=0, metavar="N",
@@ -94,8 +107,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     """Check the options; every mistake is an OptionError naming the valid choices."""
-    for name, least in (("batch", 1), ("repeat", 1), ("tvm_trials", 0), ("scale", 1),
-                        ("threads", 0)):
+    for name, least in (("batch", 1), ("repeat", 1), ("rounds", 1), ("tvm_trials", 0),
+                        ("scale", 1), ("threads", 0)):
         if getattr(args, name) < least:
             raise OptionError(f"--{name.replace('_', '-')} must be at least {least}")
     if args.settle < 0:
@@ -109,7 +122,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(args.model, layers, args.batch, args.target, args.repeat, args.baseline,
                     args.tvm_trials, Path(args.out), threads, args.settle, args.scale,
                     args.seed, _command(args, threads), bool(getattr(args, "tuned", False)),
-                    host.usable_cores())
+                    host.usable_cores(), rounds=args.rounds)
 
 
 def _default_threads() -> int:
@@ -125,8 +138,9 @@ def _command(args: argparse.Namespace, threads: int) -> str:
     if args.layers:
         words += ["--layers", args.layers]
     words += ["--batch", str(args.batch), "--target", args.target, "--repeat", str(args.repeat),
-              "--baseline", args.baseline, "--tvm-trials", str(args.tvm_trials), "--out",
-              args.out, "--threads", str(threads), "--settle", str(args.settle)]
+              "--rounds", str(args.rounds), "--baseline", args.baseline, "--tvm-trials",
+              str(args.tvm_trials), "--out", args.out, "--threads", str(threads), "--settle",
+              str(args.settle)]
     if args.scale != 1:
         words += ["--scale", str(args.scale)]
     if getattr(args, "tuned", False):
@@ -181,9 +195,10 @@ def _timed(prepared: Prepared) -> tuple[object, float]:
     return out, (time.perf_counter() - start) * 1e3
 
 
-def measure(rec: Record, layer: Layer, inputs: Inputs, ref: np.ndarray, ctx: Context,
-            settings: Settings) -> Record:
-    """Fill ``rec``: build, a checked warm-up call, then ``repeat`` timed calls."""
+def prepare(rec: Record, layer: Layer, inputs: Inputs, ref: np.ndarray, ctx: Context
+            ) -> Prepared | None:
+    """Build ``rec``'s system and check one warm-up call against ``ref``; None when the
+    system is skipped or failed (``rec`` says why)."""
     start = time.perf_counter()
     try:
         prepared = PREPARE[rec.system](layer, inputs, ctx)
@@ -192,20 +207,68 @@ def measure(rec: Record, layer: Layer, inputs: Inputs, ref: np.ndarray, ctx: Con
         rec.setup_s = time.perf_counter() - start
         rec.rel_error = relative_error(out, ref)
         rec.matched = rec.rel_error <= TOLERANCE
-        time.sleep(settings.settle)
-        times = [_timed(prepared)[1] for _ in range(settings.repeat)]
     except Skip as exc:
         rec.status, rec.reason = "skipped", str(exc)
-        return rec
+        return None
     except Exception as exc:  # a system's failure on one layer must not end the benchmark
         rec.status, rec.reason = "failed", describe(exc)
-        return rec
+        return None
+    return prepared
+
+
+def time_rounds(ready: dict[str, Prepared], repeat: int, rounds: int, settle: float
+                ) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """(ms of every timed call, why a system failed) per system: ``rounds`` rounds, each
+    system in turn, in an order rotated by one each round, a ``settle`` pause and then
+    ``repeat`` calls. The pause lets the previous system's spinning threads sleep (libgomp
+    spins for milliseconds after a parallel region; a TVM call right after a polyopt call
+    took 5 ms, not 0.14); the first call after it wakes the system's own threads, for every
+    system alike."""
+    names = list(ready)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    failed: dict[str, str] = {}
+    for i in range(rounds):
+        shift = i % max(1, len(names))
+        for name in names[shift:] + names[:shift]:
+            if name in failed:
+                continue
+            time.sleep(settle)
+            try:
+                times[name] += [_timed(ready[name])[1] for _ in range(repeat)]
+            except Exception as exc:  # as in prepare: this system fails, the others go on
+                failed[name] = describe(exc)
+    return times, failed
+
+
+def finish(rec: Record, times: Sequence[float]) -> Record:
+    """Fill ``rec``'s statistics from every call timed: median, min and max."""
     rec.median_ms = float(np.median(times))
     rec.min_ms, rec.max_ms = float(min(times)), float(max(times))
     rec.gflops = rec.gflop / (rec.median_ms / 1e3)
     if not rec.matched:
         rec.reason = f"relative L2 error {rec.rel_error:.2e} > {TOLERANCE:g}"
     return rec
+
+
+def measure_layer(layer: Layer, inputs: Inputs, ctx: Context, settings: Settings,
+                  progress: Progress) -> list[Record]:
+    """One record per system: each built and checked, then timed in interleaved rounds."""
+    ref = conv_reference(*inputs, layer)
+    records, ready = [], {}
+    for system in settings.systems:
+        progress.step(layer, system)
+        rec = Record.start(settings.model, layer, settings.batch, system)
+        records.append(rec)
+        prepared = prepare(rec, layer, inputs, ref, ctx)
+        if prepared is not None:
+            ready[system] = prepared
+    times, failed = time_rounds(ready, settings.repeat, settings.rounds, settings.settle)
+    for rec in records:
+        if rec.system in failed:
+            rec.status, rec.reason = "failed", failed[rec.system]
+        elif times.get(rec.system):
+            finish(rec, times[rec.system])
+    return records
 
 
 def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
@@ -246,11 +309,7 @@ def collect(settings: Settings, progress: Progress) -> list[Record]:
         _tune(settings, ctx, progress, workdir)
         for layer in settings.layers:
             inputs = _inputs(layer, settings.batch, rng)
-            ref = conv_reference(*inputs, layer)
-            for system in settings.systems:
-                progress.step(layer, system)
-                rec = Record.start(settings.model, layer, settings.batch, system)
-                records.append(measure(rec, layer, inputs, ref, ctx, settings))
+            records += measure_layer(layer, inputs, ctx, settings, progress)
     progress.close()
     return records
 

@@ -113,6 +113,7 @@ class Settings:
     tuned: bool = False  # polyopt uses the tuning database's best schedules
     usable_cpus: int | None = None  # the caller's CPUs before anything ran
     baseline_note: str = ""  # why speed-ups are not relative to the --baseline asked for
+    rounds: int = 1  # interleaved rounds of ``repeat`` calls per system and layer
 
     @property
     def systems(self) -> tuple[str, ...]:

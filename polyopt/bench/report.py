@@ -64,7 +64,8 @@ def table(records: Sequence[Record], summary: Sequence[Total], systems: Sequence
 def _notes(records: Sequence[Record], systems: Sequence[str], baseline: str,
            baseline_note: str) -> list[str]:
     """What ran for each system, and why cells are skipped, failed or WRONG (each once)."""
-    out = ["", f"Median of the timed runs in ms; (Nx) = {baseline}'s time / this system's "
+    out = ["", "Median of every timed call in ms, over interleaved rounds of all systems; "
+           f"(Nx) = {baseline}'s time / this system's "
            f"time. WRONG: relative L2 error against the float64 reference > {TOLERANCE:g}."]
     if baseline_note:
         out.append(f"Baseline: {baseline_note}.")
@@ -98,7 +99,8 @@ def write_all(settings: Settings, records: Sequence[Record], summary: Sequence[T
         "model": settings.model, "command": settings.command,
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "settings": {"batch": settings.batch, "target": settings.target,
-                     "repeat": settings.repeat, "baseline": settings.baseline,
+                     "repeat": settings.repeat, "rounds": settings.rounds,
+                     "baseline": settings.baseline,
                      "tvm_trials": settings.tvm_trials, "threads": settings.threads,
                      "settle_s": settings.settle, "scale": settings.scale,
                      "seed": settings.seed, "tolerance": TOLERANCE,

@@ -16,7 +16,8 @@ one contiguous run and the constant strides allow it (packing a 3x3 filter's wei
 unrolled, so indices that divide (``f / 32``, ``f % 32``) stay exact per block.
 
 They apply only where that is exact: a plain copy (``=`` of one affine read of the same
-type, no padding, no check), a source contiguous along the rows and a target along ``v``,
+type, no check: a padded read only in its interior piece, where every load lands inside
+its tensor), a source contiguous along the rows and a target along ``v``,
 and whole tiles (constant trip counts; other instances print plain loops).
 """
 
@@ -82,9 +83,9 @@ def match(r: isl.AstNode, tags: dict[str, Marks], trips: dict[str, int | None],
         return None
     s = stmt_of(call.get_op_arg(0).get_id().get_name())
     rhs = s.stmt.rhs
+    # An unguarded piece of a padded read is its interior (``poly/model.py``): plain loads.
     if (s.kind != "update" or s.stmt.op != "=" or s.guarded or not isinstance(rhs, ir.Read)
-            or rhs.pad is not None or rhs.tensor == s.stmt.tensor
-            or not all(x.affine for x in s.reads)):
+            or rhs.tensor == s.stmt.tensor or not all(x.affine for x in s.reads)):
         return None
     n_rows, cols = (trips.get(loop), trips.get(v_name)) if len(rows) == 1 else (0, 0)
     if n_rows is None or cols is None:

@@ -15,7 +15,7 @@ import pytest
 
 from polyopt import cli
 from polyopt.bench import conv, layers, records, report, tvm_conv
-from polyopt.bench.peers import Context, conv_reference, numpy_conv
+from polyopt.bench.peers import Context, Prepared, conv_reference, numpy_conv
 from polyopt.errors import OptionError
 
 # Two small layers (a pointwise and a 3x3), shapes divided by 16: seconds, not minutes.
@@ -70,6 +70,7 @@ def test_json_holds_records_machine_versions_and_command(small_run: Path) -> Non
     assert doc["machine"]["cpu"] and doc["machine"]["cores"] >= 1
     assert {"python", "numpy", "torch", "tvm", "polyopt"} <= set(doc["versions"])
     assert doc["settings"]["repeat"] == 2 and doc["settings"]["scale"] == 16
+    assert doc["settings"]["rounds"] == conv.ROUNDS and "--rounds 3" in doc["command"]
     assert len(doc["records"]) == 8 and set(doc["records"][0]) == set(records.FIELDS)
     totals = {t["system"]: t for t in doc["totals"]}
     mine = [r for r in doc["records"] if r["system"] == "polyopt"]
@@ -196,12 +197,50 @@ def test_cuda_target_times_polyopt_against_torch_only(tmp_path: Path) -> None:
     assert mine["status"] == "ok" or (mine["status"] == "failed" and "Error" in mine["reason"])
 
 
+def _calls(log: list[str], name: str, fail_at: int = 0) -> Prepared:
+    """A system whose calls append ``name`` to ``log`` (the ``fail_at``-th call raises)."""
+    def call() -> None:
+        log.append(name)
+        if len(log) == fail_at:
+            raise RuntimeError("lost the device")
+    return Prepared(call, name)
+
+
+def test_rounds_interleave_every_system_in_rotated_order() -> None:
+    """Each round runs every system's block of calls, the order rotated by one per round,
+    so no system always goes first (after the pause) or last; every call is kept."""
+    log: list[str] = []
+    ready = {s: _calls(log, s) for s in ("a", "b", "c")}
+    times, failed = conv.time_rounds(ready, repeat=2, rounds=4, settle=0.0)
+    blocks = [log[i] for i in range(0, len(log), 2)]
+    assert blocks == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
+    assert not failed and all(len(t) == 8 and min(t) >= 0 for t in times.values())
+
+
+def test_a_system_failing_in_a_round_leaves_the_others_timed() -> None:
+    log: list[str] = []
+    ready = {"a": _calls(log, "a"), "b": _calls(log, "b", fail_at=3)}
+    times, failed = conv.time_rounds(ready, repeat=2, rounds=3, settle=0.0)
+    assert failed == {"b": "RuntimeError: lost the device"}
+    assert len(times["a"]) == 6 and log.count("b") == 1
+
+
+def test_the_figure_is_the_median_of_every_call_of_every_round() -> None:
+    layer = layers.MODELS["mobilenetv2"][2]
+    rec = records.Record.start("mobilenetv2", layer, 1, "polyopt")
+    rec.matched = True
+    conv.finish(rec, [5.0, 1.0, 2.0, 9.0, 3.0])
+    assert (rec.median_ms, rec.min_ms, rec.max_ms) == (3.0, 1.0, 9.0)
+    assert rec.gflops == pytest.approx(rec.gflop / 3e-3) and rec.reason == ""
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--layers", "0,24"], "resnet50 has no layer 0, 24; its layers are numbered 1-23"),
     (["--model", "vgg16"], "unknown model 'vgg16'; valid models: resnet50, mobilenetv2"),
     (["--layers", "3-x"], "--layers item '3-x' is not a number"),
     (["--baseline", "tensorflow"], "unknown --baseline 'tensorflow'"),
     (["--repeat", "0"], "--repeat must be at least 1"),
+    (["--rounds", "0"], "--rounds must be at least 1"),
 ])
 def test_bad_options_are_one_line_errors(argv: list[str], message: str, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:

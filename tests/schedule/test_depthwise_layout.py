@@ -15,7 +15,7 @@ from polyopt.poly import model_of
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule.blocked import plan_blocking, streamed_costs
 from polyopt.schedule.machine import Machine
-from polyopt.schedule.policy import cpu_policy
+from polyopt.schedule.policy import CAPS, cpu_policy
 
 cc = pytest.mark.cc
 AVX512 = "vector_bytes=64,vector_registers=32,cores=2,l1d_bytes=48K,l2_bytes=2M,l3_bytes=32M"
@@ -113,6 +113,43 @@ def test_regular_and_grouped_convolutions_have_no_streamed_channel() -> None:
     s = next(x for x in model_of(program).stmts if x.kind == "update")
     assert streamed_costs(program, s, cpu_policy(Machine(64, 32))) is None
 
+
+
+def tile_note(sched: polyopt.Schedule) -> str:
+    return next(n for n in sched.notes if ": register tile " in n)
+
+
+def test_tile_rows_let_the_filter_rows_unroll() -> None:
+    """A one-vector tile over rows (112 wide): the model's 28 rows would unroll 3 x 28 = 84
+    updates of ``kh``, past ``Caps.max_unrolled_updates``, and load a vector per update;
+    the rows shrink to what the cap unrolls (21), then to a divisor of 112: 16 rows, whose
+    18 input rows serve 48 updates."""
+    assert CAPS.max_unrolled_updates == 64  # the numbers below follow from it
+    assert "register tile 16x16 " in tile_note(schedule(32, 112))
+    assert "register tile 14x16 " in tile_note(schedule(144, 56))
+
+
+def test_a_long_fma_latency_keeps_the_rows() -> None:
+    """Where the capped rows could not cover the FMA latency (16 cycles x 2 pipes: 32
+    accumulators), the tile keeps the model's rows and leaves ``kh`` a loop."""
+    slow = AVX512 + ",fma_latency=16"
+    assert "register tile 28x16 " in tile_note(schedule(32, 112, machine=slow))
+
+
+@cc
+def test_capped_rows_unroll_and_match_numpy() -> None:
+    """Compiled with the default cap, the 56-wide tile's ``kh`` is unrolled: fewer vector
+    loads than updates (it loaded one per update at 28 rows)."""
+    kernel = polyopt.compile(source(), "depthwise_conv2d", target="c",
+                             sizes=sizes(1, 16, 56, 56), options={"tuned": False})
+    start = kernel.source.index("register tile of O_0")
+    body = kernel.source[start:kernel.source.index("} else {", start)]
+    assert 0 < body.count("__builtin_memcpy(&x0_") < body.count(" += (x0_")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 16, 56, 56)).astype(np.float32)
+    wt = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(kernel(x, wt), reference(x, wt, 1, 1, 1), rtol=1e-4,
+                               atol=1e-4 * np.sqrt(9))
 
 def reference(x: np.ndarray, w: np.ndarray, stride: int, pad: int,
               dilation: int) -> np.ndarray:
