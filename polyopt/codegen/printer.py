@@ -244,6 +244,8 @@ class CWalker(AstWalker):
         if got is None:
             return None
         emitter, full, lines = got
+        if emitter.always_full():
+            return lines
         edge = emitter.edge_lines(pad + "  ", self.padded)
         rest = edge if edge is not None else self.for_loop(node, depth + 1, in_parallel, loop,
                                                        plain=True)
@@ -272,7 +274,8 @@ class CWalker(AstWalker):
         if got is None:
             return None
         emitter = got[0]
-        return emitter.t.stmt, emitter.zero and emitter.edge_lines("", self.padded) is not None
+        return emitter.t.stmt, emitter.zero and (
+            emitter.always_full() or emitter.edge_lines("", self.padded) is not None)
 
     def _transpose(self, node: isl.AstNode, depth: int, in_parallel: bool,
                    loop: str) -> list[str] | None:
