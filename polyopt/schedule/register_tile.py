@@ -126,7 +126,7 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                          its, its[col], trips)
     kc = knobs.kc or _reduction_block(b, policy, trips[red], taps * nr * elem)
     if panel and not knobs.kc:
-        kc = _l1_block(policy, trips[red], taps * (mr + nr) * elem)
+        kc = _l1_block(policy, trips[red], taps * nr * elem, taps * (mr + nr) * elem)
     kc = min(kc, trips[red])
     if mr < 1 or kc < 1:
         return None
@@ -156,19 +156,22 @@ def _panel_loops(s: PolyStmt, others: list[str], its: dict[str, str], col_it: st
     return tuple(found) if math.prod(trips[n] for n in found) > 1 else ()
 
 
-def _l1_block(policy: CpuPolicy, red: int, step_bytes: int) -> int:
-    """The reduction block whose steps (``step_bytes`` each: a step of the column operand's
-    panel and of the row operand's micro-panel) fill half of L1, the reduction cut into
-    equal blocks. With loops that re-sweep the column operand's panel inside the blocks
-    (``_panel_loops``), the panel stays in L1 across them rather than streaming from L2 at
-    every row; an output tile then loads and stores its sums once per block. ResNet-50's
-    layer 16 (1x1, 1024->256 at 14x14, 14x16 tiles over NCHW16c): perf put a third of the
+def _l1_block(policy: CpuPolicy, red: int, panel_bytes: int, step_bytes: int) -> int:
+    """The reduction whole when the column operand's panel (``panel_bytes`` a step) fits in
+    half of L1, where it stays while the row operand streams past; else cut in equal blocks
+    whose steps (``step_bytes`` each: a step of that panel and of the row operand's
+    micro-panel) fill half of L1. With loops that re-sweep the panel inside the blocks
+    (``_panel_loops``), it stays in L1 across them rather than streaming from L2 at every
+    row; an output tile then loads and stores its sums once per block. ResNet-50's layer
+    16 (1x1, 1024->256 at 14x14, 14x16 tiles over NCHW16c): perf put a third of the
     micro-kernel's samples on the FMA after the load of the weights' vector (a 64 KB
     panel, from L2 at each of 14 rows); 6 blocks of 171 inside ``f_b`` with ``h`` inside
-    them: 0.46 against 0.52 ms (same run; 4 blocks 0.46, 8 blocks 0.47, 2 blocks 0.55)."""
-    fits = max(1, policy.machine.l1d_bytes // 2 // max(step_bytes, 1))
-    if red >= UNKNOWN_TRIP or red <= fits:
+    them: 0.46 against 0.52 ms (same run; 4 blocks 0.46, 8 blocks 0.47, 2 blocks 0.55).
+    Layer 14 (256 channels, a 16 KB panel) cut in 2 ran 1.12x slower: it stays whole."""
+    half = policy.machine.l1d_bytes // 2
+    if red >= UNKNOWN_TRIP or red * panel_bytes <= half:
         return red
+    fits = max(1, half // max(step_bytes, 1))
     blocks = -(-red // fits)
     return -(-red // blocks)
 
