@@ -205,6 +205,13 @@ class Emitter:
             return None
         return f"{u} == {self.t.rows}L && {v} == {self.t.cols}L"
 
+    def always_full(self) -> bool:
+        """Is every instance a full tile: the rows' and the columns' loops have constant
+        trips of the tile's size (the row tile divides the rows)? Then nothing prints for
+        partial tiles, and none can keep the output's zeroing alive."""
+        return all((const_trip(n) or (0, 0))[1] == size
+                   for n, size in ((self.t.u, self.t.rows), (self.t.v, self.t.cols)))
+
     def lines(self, pad: str) -> list[str] | None:
         t = self.t
         if self.dtype not in ("float32", "float64") or not self.nv or t.cols % self.lanes:

@@ -245,6 +245,8 @@ class CWalker(AstWalker):
         if got is None:
             return None
         emitter, full, lines = got
+        if emitter.always_full():
+            return lines
         edge = emitter.edge_lines(pad + "  ", self.padded)
         for tensor, tail in emitter.tails.items() if edge is not None else ():
             self.tails[tensor] = max(self.tails.get(tensor, 0), tail)
@@ -275,7 +277,8 @@ class CWalker(AstWalker):
         if got is None:
             return None
         emitter = got[0]
-        return emitter.t.stmt, emitter.zero and emitter.edge_lines("", self.padded) is not None
+        return emitter.t.stmt, emitter.zero and (
+            emitter.always_full() or emitter.edge_lines("", self.padded) is not None)
 
     def _transpose(self, node: isl.AstNode, depth: int, in_parallel: bool,
                    loop: str) -> list[str] | None:
