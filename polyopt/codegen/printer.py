@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from polyopt.codegen import linear, microkernel, transpose, zerostart
+from polyopt.codegen import linear, microkernel, tilematch, transpose, zerostart
 from polyopt.codegen.ast import Ast, descendants
 from polyopt.codegen.contract import KernelSource
 from polyopt.codegen.dialect import Dialect, dialect_for, host_dialect
@@ -116,7 +116,7 @@ class CWalker(AstWalker):
     def vector_body(self, node: isl.AstNode, depth: int) -> tuple[list[str], list[str] | None]:
         """Operands of a vector loop's one statement that do not move with the loop, loaded
         once before it (GCC's PRE otherwise can leave them in a form it cannot vectorize)."""
-        call = microkernel.only_user(node.for_get_body())
+        call = tilematch.only_user(node.for_get_body())
         if call is None:
             return [], None
         s = self.ctx.poly.stmt(call.get_op_arg(0).get_id().get_name())
@@ -201,7 +201,7 @@ class CWalker(AstWalker):
     def _reduction(self, node: isl.AstNode, depth: int) -> list[str] | None:
         """A vectorized reduction loop: the element it accumulates into stays in a local
         that OpenMP's ``simd reduction`` gives each lane a copy of."""
-        call = microkernel.only_user(node.for_get_body())
+        call = tilematch.only_user(node.for_get_body())
         if call is None or not self.dialect.simd_pragma:
             return None
         s = self.ctx.poly.stmt(call.get_op_arg(0).get_id().get_name())
@@ -260,7 +260,7 @@ class CWalker(AstWalker):
         tile and the full tile's lines; None where no register tile prints."""
         if self.dialect.vector_bytes <= 0:
             return None
-        tile = microkernel.match(node, self.tags, self.trips, self.ctx.poly.stmt)
+        tile = tilematch.match(node, self.tags, self.trips, self.ctx.poly.stmt)
         if tile is None:
             return None
         t = self.ctx.poly.program.tensors[tile.stmt.stmt.tensor]

@@ -33,7 +33,8 @@ import islpy as isl
 from polyopt import ir
 from polyopt.codegen.exprs import AstExprPrinter, ctype
 from polyopt.codegen.linear import LANE, Lin, add, ast_lin, index_lin, substitute, text
-from polyopt.codegen.microkernel import only_for, only_user, trip_text, unit_dims, vector_type
+from polyopt.codegen.microkernel import unit_dims, vector_type
+from polyopt.codegen.tilematch import only_for, only_user, trip_text
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule.marks import Marks, Tag
