@@ -211,6 +211,16 @@ class CpuPolicy:
     swept once (16 output columns) 8.5 ms packed against 3.2 ms not; 4 times 7.2 against
     10.5 ms; 32 times (1024^3) 26.2 against 44.8 ms."""
 
+    pack_l2_min_sweeps: int = 16
+    """...and an operand that half of L2 holds (read from there between the passes): the
+    row operand (``A``, whose broadcasts a copy makes contiguous) only when swept at least
+    this many times, the column operand (``B``, loaded as vectors) only when its lanes are
+    not unit-stride (a transposed ``B``). Same-run A/B against packing by the rules above
+    alone (each rule compiled in one process, timed alternately, 10-12 rounds, new/old):
+    attn_pv (A 1 MB a head, 2 sweeps) 0.81 and 0.80, bmm (A 256 KB, 8 sweeps) 0.92 and
+    0.91, conv_3x3 0.92 and 0.92, mm_skinny_n (B 64 KB) 0.87 and 0.97; A left unpacked at
+    16 sweeps (attn_qk) 1.17, at 96 (ffn) 1.10: hence the 16."""
+
     panel_l2_max_share: float = 0.1
     """...but a 1x1 convolution's input that fits in half of L2, where it stays between
     the channel blocks' sweeps (each reduction step's rows an L2 hit, not a miss to

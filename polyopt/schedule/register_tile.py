@@ -123,7 +123,8 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     if nr < b.lanes or nr % b.lanes:
         return None
     pays = functools.partial(_pays_to_pack, policy, trips[red])
-    pack_a = _choice(knobs.pack_a, knobs.pack, pays(-(-trips[col] // nr), trips[row] * elem))
+    pack_a = _choice(knobs.pack_a, knobs.pack, pays(-(-trips[col] // nr), trips[row] * elem,
+                                                    broadcast=True))
     if _unpadded_rows(schedule, s, (its[row], its[col]), pack_a, bool(knobs.mr)):
         mr = _dividing_rows(mr, trips[row], policy)
     mr = min(mr, trips[row])
@@ -138,7 +139,8 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
         return None
     panel = panel if kc < trips[red] else ()
     sweeps = (-(-trips[col] // nr), -(-trips[row] // mr))
-    pack = (pack_a, _choice(knobs.pack_b, knobs.pack, pays(sweeps[1], trips[col] * elem)))
+    pack = (pack_a, _choice(knobs.pack_b, knobs.pack, pays(sweeps[1], trips[col] * elem,
+                                                           _unit_stride(s, its[col]))))
     outer = knobs.rows_outer if knobs.rows_outer is not None else _rows_outer(
         trips[row], trips[col], trips[red] * taps)
     mc = None if outer else _row_block(policy, knobs.mc, (mr, nr, b.lanes),
@@ -207,13 +209,28 @@ def _reduction_block(b: Blocking, policy: CpuPolicy, red: int, step_bytes: int) 
     return b.kc
 
 
-def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int) -> bool:
+def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int,
+                  unit_stride: bool = True, broadcast: bool = False) -> bool:
     """Does copying an operand into panels pay: a long reduction, at least
     ``pack_min_sweeps`` passes of the register tiles over it, and more of it (``row_bytes``
     per step of the reduction) than half of L1 holds, where it would stay between passes
-    (the weights of a 1 x 1 convolution with 24 outputs, 9 KB, gained nothing packed)?"""
-    return (reduction >= policy.pack_min_reduction and sweeps >= policy.pack_min_sweeps
-            and reduction * row_bytes > policy.machine.l1d_bytes // 2)
+    (the weights of a 1 x 1 convolution with 24 outputs, 9 KB, gained nothing packed)? One
+    that half of L2 holds is read from there between the passes, and its copy is one more
+    pass: a ``broadcast`` (row) operand is copied only after ``pack_l2_min_sweeps`` passes,
+    a vector operand only when its lanes are not ``unit_stride``."""
+    footprint = reduction * row_bytes
+    if (reduction < policy.pack_min_reduction or sweeps < policy.pack_min_sweeps
+            or footprint <= policy.machine.l1d_bytes // 2):
+        return False
+    if footprint > policy.machine.l2_bytes // 2:
+        return True
+    return sweeps >= policy.pack_l2_min_sweeps if broadcast else not unit_stride
+
+
+def _unit_stride(s: PolyStmt, it: str) -> bool:
+    """Do the operands that move with ``it`` index it in their last dimension?"""
+    return all(isinstance(r.read.indices[-1], ir.Var) and r.read.indices[-1].name == it
+               for r in s.reads if r.read.uses(it))
 
 
 def _choice(own: bool | None, both: bool | None, model: bool) -> bool:

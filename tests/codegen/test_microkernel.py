@@ -34,7 +34,8 @@ def test_specialized_register_tiles_match_numpy(shape: tuple[int, int, int]) -> 
 
 
 def test_partial_tiles_of_packed_operands_use_a_scratch_tile() -> None:
-    kernel = polyopt.compile(MM, sizes={"M": 100, "K": 130, "N": 90})
+    kernel = polyopt.compile(MM, sizes={"M": 100, "K": 130, "N": 90},
+                             options={"knobs": {"pack": True}})
     assert "po_tile[" in kernel.source  # the edge tiles run the micro-kernel too
 
 
@@ -45,7 +46,8 @@ def test_partial_tiles_read_within_the_packed_locals_allocation() -> None:
     last row tile reads 13 rows past A_pack's end (one element each, the rows being its
     innermost dimension); a depthwise convolution's tiles of R rows of 58-element rows
     read R - 1 rows and a vector's lanes past its padded copy."""
-    mm = polyopt.compile(MM, sizes={"M": 100, "K": 130, "N": 90})
+    mm = polyopt.compile(MM, sizes={"M": 100, "K": 130, "N": 90},
+                         options={"knobs": {"pack": True}})
     note = next(n for n in mm.schedule.notes if "register tile" in n)
     mr, nr = map(int, re.search(r"register tile (\d+)x(\d+)", note).groups())  # type: ignore[union-attr]
     assert dict(mm.lowered().source.tails) == {"A_pack": mr - 1, "B_pack": nr - 1}

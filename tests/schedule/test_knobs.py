@@ -18,7 +18,7 @@ def steps(knobs: dict) -> str:
 def test_register_and_reduction_tiles_follow_the_knobs() -> None:
     code = steps({"mr": 6, "nr": 32, "kc": 64})
     assert "s.split('n2', 32" in code and "s.split('m2', 6" in code and "s.split('k', 64" in code
-    assert "pack(" in code and "pack(" not in steps({"pack": False})
+    assert "pack(" in steps({"pack": True}) and "pack(" not in steps({"pack": False})
 
 
 def test_mc_cuts_the_rows_in_l2_blocks() -> None:
@@ -82,9 +82,10 @@ def packs(sizes: dict, knobs: dict | None = None, machine: str | None = None) ->
 @pytest.mark.usefixtures("avx512")
 def test_each_operand_is_packed_when_the_register_tiles_sweep_it_twice() -> None:
     """A is swept once per column tile, B once per row tile: 16 output columns (one column
-    tile) leave A as it is (packing it made the product 1.9x slower), a square product
-    packs both, a short reduction neither."""
-    assert packs({"M": 4096, "N": 16, "K": 1024}) == {"B"}
+    tile) leave A as it is (packing it made the product 1.9x slower), and B (64 KB) stays in
+    L2 between its sweeps, unit-stride; a square product packs both, a short reduction
+    neither; A (56 KB) swept 128 times is packed though L2 holds it."""
+    assert packs({"M": 4096, "N": 16, "K": 1024}) == set()
     assert packs({"M": 1024, "N": 1024, "K": 1024}) == {"A", "B"}
     assert packs({"M": 1024, "N": 1024, "K": 16}) == set()
     assert packs({"M": 14, "N": 4096, "K": 1024}) == {"A"}  # one row tile: B swept once
