@@ -232,8 +232,9 @@ class Emitter:
     def edge_lines(self, pad: str, padded: frozenset[str]) -> list[str] | None:
         """The register tile on a partial tile: accumulators go through a zeroed scratch
         tile, of which only the valid rows and columns are read from and written back to
-        the target. Operands that move with the rows or lanes must be whole-block (packed)
-        copies, so the extra rows and lanes read padding, never outside an allocation."""
+        the target. Operands that move with the rows or lanes must be packed copies: how
+        far the extra rows and lanes read past each goes to ``self.tails``, which the
+        runtime allocates (``KernelSource.tails``), so no read leaves an allocation."""
         plan, target = self.plan, self.target
         if plan is None or target is None:  # lines() found no register tile
             return None
@@ -273,8 +274,8 @@ class Emitter:
             inner = range(d + 1, rank)
             if inner and values is None:
                 return None
-            stride = math.prod(values[f"{tensor}.{e}"] for e in inner) if inner else 1
-            total += (max(offsets) - min(offsets) + lanes) * stride  # type: ignore[index]
+            stride = math.prod(values[f"{tensor}.{e}"] for e in inner) if values else 1
+            total += (max(offsets) - min(offsets) + lanes) * stride
         return total
 
     def _edge_copies(self, rows: str, cols: str) -> tuple[list[str], list[str]]:

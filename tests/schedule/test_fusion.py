@@ -10,20 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# same directory: pytest puts it on the path
+from test_depthwise_layout import AVX512
+from test_depthwise_layout import sizes as dw_sizes
+from test_depthwise_layout import source as depthwise
+
 import polyopt
 from polyopt import kernels
 
 cc = pytest.mark.cc
-AVX512 = "vector_bytes=64,vector_registers=32,cores=2,l1d_bytes=48K,l2_bytes=2M,l3_bytes=32M"
-
-
-def depthwise(stride: int = 1, pad: int = 1, dilation: int = 1) -> str:
-    extra = {"dilation": dilation} if dilation != 1 else {}
-    return kernels.get("depthwise_conv2d", stride=stride, padding=pad, **extra)
-
-
-def dw_sizes(n: int, c: int, h: int, w: int) -> dict[str, int]:
-    return {"N": n, "C": c, "H": h, "W": w, "KH": 3, "KW": 3}
 
 
 def verbs(sched: polyopt.Schedule, verb: str) -> list[tuple[object, ...]]:
