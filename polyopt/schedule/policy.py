@@ -237,7 +237,7 @@ class CpuPolicy:
 
     row_block: int | None = None
     """Rows per L2 block of a register-tiled nest (GotoBLAS's MC) for every such nest, 0
-    for none; None derives them from the machine model (``register_tile._row_block``:
+    for none; None derives them from the machine model (``register_tile.row_block``:
     blocks whose operand panel fits in half of L2, a whole number of rounds of the cores).
     The tuner offers ``space_mc``, and ``options={"knobs": {"mc": 0}}`` turns it off."""
 

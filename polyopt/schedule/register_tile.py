@@ -43,7 +43,7 @@ class TilePlan:
     sweeps: tuple[int, int]  # passes of the tiles over A (per column tile) and B (per row tile)
     pack: tuple[bool, bool]  # A, B
     iterators: tuple[str, str]  # the statement's iterators of the rows and the columns
-    mc: int | None  # rows per L2 block (``_row_block``)
+    mc: int | None  # rows per L2 block (``row_block``)
     rows_outer: bool = False  # row tiles outside the column tiles (``_rows_outer``)
     # loops besides the tiles that move only operands the columns do not (a convolution's
     # output rows ``h`` over a channel block): inside the reduction blocks (``_panel_loops``)
@@ -143,7 +143,7 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                                                            _unit_stride(s, its[col]))))
     outer = knobs.rows_outer if knobs.rows_outer is not None else _rows_outer(
         trips[row], trips[col], trips[red] * taps)
-    mc = None if outer else _row_block(policy, knobs.mc, (mr, nr, b.lanes),
+    mc = None if outer else row_block(policy, knobs.mc, (mr, nr, b.lanes),
                                        (trips[row], trips[col], kc * taps), elem, sweeps[0])
     return TilePlan(row, col, red, inner, mr, nr, kc, b.lanes, sweeps, pack,
                     (its[row], its[col]), mc, outer, panel)
@@ -238,7 +238,7 @@ def _choice(own: bool | None, both: bool | None, model: bool) -> bool:
     return own if own is not None else both if both is not None else model
 
 
-def _row_block(policy: CpuPolicy, knob: int | None, tile: tuple[int, int, int],
+def row_block(policy: CpuPolicy, knob: int | None, tile: tuple[int, int, int],
                extents: tuple[int, int, int], elem: int, col_sweeps: int) -> int | None:
     """Rows per L2 block (GotoBLAS's MC), a multiple of the register tile's rows; None for
     no such level. ``tile`` is (mr, nr, lanes), ``extents`` (rows, columns, depth: the

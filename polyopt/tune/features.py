@@ -54,6 +54,7 @@ from polyopt.schedule.gpu_policy import GpuModel, gpu_policy
 from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import cpu_policy
+from polyopt.schedule.register_tile import row_block
 from polyopt.schedule.tree import Loop
 from polyopt.tune.space import REGISTER_KNOBS, Config
 
@@ -88,7 +89,7 @@ class Footprints:
                              config.get("kc") or b.kc,
                              self._default_block() if block is None else block,
                              bool(config.get("rows_outer")),
-                             config.get("mc") or self.policy.row_block or 0)
+                             config.get("mc"))
 
     def _default_block(self) -> int:
         """The channel block the pipeline picks with no knob (0: none)."""
@@ -100,7 +101,9 @@ class Footprints:
 
     @functools.cache  # noqa: B019 -- one per tuning run, configurations repeat
     def features(self, mr: int, nr: int, kc: int, block: int = 0,
-                 rows_outer: bool = False, mc: int = 0) -> tuple[float, ...]:
+                 rows_outer: bool = False, mc: int | None = None) -> tuple[float, ...]:
+        """The features of one register tile; ``mc`` None for the rows' L2 blocks the
+        pipeline's model picks (``register_tile.row_block``), 0 for none."""
         s, m = self.stmt, self.machine
         if s is None:
             return (0.0,) * N_FEATURES
@@ -116,6 +119,10 @@ class Footprints:
         if rows_outer:  # a row tile's panel spans every column
             panel = self._bytes({**inner, row: mr, col: col_extent, red: kc}) * elem
         else:  # a column tile's panel spans every row (of an L2 block of ``mc`` rows)
+            taps = math.prod(inner.values())
+            mc = row_block(self.policy, mc, (mr, nr, lanes),
+                           (self._extent(row), col_extent, kc * taps), elem,
+                           math.ceil(col_extent / nr))
             rows = min(mc, self._extent(row)) if mc else self._extent(row)
             panel = self._bytes({**inner, row: rows, col: nr, red: kc}) * elem
         inside, outside = (col, row) if rows_outer else (row, col)

@@ -23,7 +23,12 @@ from polyopt.schedule.gpu_policy import DEFAULT_GPU, GpuModel, GpuPolicy, gpu_po
 from polyopt.schedule.machine import Machine, gemm_blocking
 from polyopt.schedule.nest import UNKNOWN_TRIP
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
-from polyopt.schedule.register_tile import _dividing_rows, _register_shape, _tap_rows
+from polyopt.schedule.register_tile import (
+    _dividing_rows,
+    _register_shape,
+    _tap_rows,
+    row_block,
+)
 from polyopt.tune.features import Footprints
 from polyopt.tune.space import space_for
 
@@ -185,6 +190,19 @@ def test_features_take_the_models_blocking(machine: Machine, source: str, elem: 
     assert fp.of({}) == fp.features(b.mr, b.nr, b.kc, 0, False, 0)
     assert fp.of({}) != Footprints(source, None, {"M": 90, "N": 70, "K": 50},
                                    _other(machine)).of({})
+
+
+@pytest.mark.parametrize("machine", [AVX512, AVX2], ids=["avx512", "avx2"])
+def test_features_see_the_models_row_blocks(machine: Machine) -> None:
+    """The default configuration's panel is the L2 block of rows the pipeline cuts (the
+    ``mc`` knob left to the model), not the whole row operand."""
+    sizes = {"M": 1 << 13, "N": 1 << 11, "K": 1 << 10}
+    fp, b = Footprints(MM, None, sizes, machine), gemm_blocking(machine, 4)
+    mc = row_block(fp.policy, None, (b.mr, b.nr, b.lanes), (sizes["M"], sizes["N"], b.kc), 4,
+                   -(-sizes["N"] // b.nr))
+    assert mc is not None and mc < sizes["M"]
+    assert fp.of({}) == fp.features(b.mr, b.nr, b.kc, 0, False, mc) \
+        == fp.of({"mc": mc}) != fp.of({"mc": 0})
 
 
 def _other(machine: Machine) -> Machine:
