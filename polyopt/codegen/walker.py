@@ -8,8 +8,6 @@ instances, with extension points for loops a dialect prints its own way.
 
 from __future__ import annotations
 
-import math
-
 import islpy as isl
 
 from polyopt.codegen.ast import loop_is_parallel, loop_printed
@@ -21,7 +19,6 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import CodegenError
 from polyopt.schedule.contraction import slice_bytes
 from polyopt.schedule.marks import Marks, Tag, bind_of, marked_loop
-from polyopt.schedule.policy import CAPS
 
 
 class AstWalker:
@@ -82,7 +79,8 @@ class AstWalker:
         if node.for_is_degenerate():
             body = self.node(node.for_get_body(), depth + 1, in_parallel)
             return [f"{pad}{{", f"{pad}  const long {it} = {init};",
-                    *self.slice_decls(loop, depth + 1), *body, f"{pad}}}"]
+                    *self.slice_decls(loop, depth + 1), *body, f"{pad}}}"]  # after the body:
+            # its register tiles' tails size the slices
         cond = self.ast_expr.expr(node.for_get_cond(), top=True)
         inc = self.ast_expr.expr(node.for_get_inc(), top=True)
         out = []
@@ -102,10 +100,10 @@ class AstWalker:
         if simd:
             hoisted, inner = self.vector_body(node, depth)
         out.append(f"{pad}{self.dialect.loop_header(it, init, cond, inc, tags)} {{{note}")
-        out += self.slice_decls(loop, depth + 1)
-        out += inner if inner is not None else self.node(node.for_get_body(), depth + 1,
+        body = inner if inner is not None else self.node(node.for_get_body(), depth + 1,
                                                           in_parallel or parallel)
-        out.append(f"{pad}}}")
+        out += [*self.slice_decls(loop, depth + 1), *body, f"{pad}}}"]  # after the body: its
+        # register tiles' tails size the slices
         if hoisted:  # the pragma must stay right above its loop
             return [f"{pad}{{", *hoisted, *out, f"{pad}}}"]
         return out
@@ -117,25 +115,18 @@ class AstWalker:
             if owner == loop and loop:
                 t = self.ctx.poly.program.tensors[tensor]
                 size = slice_bytes(self.ctx.poly, tensor, dim, self.ctx.values or {})
-                elems = size // DTYPES[t.dtype].np.itemsize + self._slack(tensor, dim)
+                elems = size // DTYPES[t.dtype].np.itemsize + self._slack(tensor)
                 c = self.ctx.types.storage(t.dtype)
                 out.append(f"{'  ' * depth}{c} po_slice_{tensor}[{elems}];")
         return out
 
-    def _slack(self, tensor: str, dim: int) -> int:
-        """Elements past a slice's end that a register tile's partial tiles may load (and
-        discard): up to a tile of rows (at most ``CAPS.max_accumulators``) along the
-        slice's outermost dimension, and two vectors along its rows. Only packed copies
-        (``padded``) are read so (``microkernel.Emitter.edge_lines``). A slice lives on the
-        stack, near the top of a worker thread's: a load past it could fault."""
-        if self.dialect.vector_bytes <= 0 or self.ctx.values is None \
-                or tensor not in self.padded:
-            return 0
-        t = self.ctx.poly.program.tensors[tensor]
-        extents = [self.ctx.values[f"{tensor}.{d}"] for d in range(t.rank) if d != dim]
-        stride = math.prod([e for e in extents if e > 1][1:])
-        lanes = self.dialect.vector_bytes // DTYPES[t.dtype].np.itemsize
-        return CAPS.max_accumulators * stride + 2 * lanes
+    def _slack(self, tensor: str) -> int:
+        """Elements past a slice's end that the register tiles in its loop read (and
+        discard): the tails their partial tiles computed (``microkernel.Emitter.edge_lines``,
+        the same count the runtime adds to heap locals), known once the loop's body is
+        printed. A slice lives on the stack, near the top of a worker thread's: a load past
+        it could fault, and the scratch guard (``runtime.guard``) covers only the heap."""
+        return self.tails.get(tensor, 0)
 
     def _if(self, node: isl.AstNode, depth: int, in_parallel: bool, loop: str) -> list[str]:
         pad = "  " * depth
