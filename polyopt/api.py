@@ -31,6 +31,7 @@ from polyopt.errors import (
     SizesRequiredError,
 )
 from polyopt.lang import syntax
+from polyopt.runtime.arrays import aligned_zeros
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.runtime.cuda import CudaKernel, is_device_array
 from polyopt.runtime.emulated import EmulatedKernel
@@ -290,7 +291,7 @@ class Kernel:
                 cache.clear()
             # Zeroed once: packed copies never write their blocks' padding, which register
             # tiles on partial blocks read (and discard).
-            zeros = guarded_zeros if config.guard_scratch() else np.zeros
+            zeros = guarded_zeros if config.guard_scratch() else aligned_zeros
             arrays = [zeros(shape, dtype) for shape, dtype in plan.locals]
             cache[key] = arrays, tuple(a.ctypes.data for a in arrays)
         return cache[key]  # type: ignore[no-any-return]
