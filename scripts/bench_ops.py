@@ -7,7 +7,10 @@ Smoke test in seconds:  python3 scripts/bench_ops.py --quick
 A subset:               ... scripts/bench_ops.py --ops matmul,softmax --repeat 3
 Record the result:      ... scripts/bench_ops.py --update   (rewrites "## CPU: operators")
 
-Every cell is the median of --repeat calls after one warm-up call, each result first checked
+Every system is built and its result checked first, then the systems are timed in --rounds
+interleaved rounds (default 3) of --repeat calls each, and a cell is the median of all those
+calls: on this VM the same kernel timed in blocks seconds apart moves by 0.7-1.4x, so one
+block per system would decide a ratio by chance. Results are checked
 against a float64 numpy reference (rtol 1e-3, atol 1e-3*sqrt(reduction size)); a mismatch
 shows as WRONG. Throughput is GFLOP/s, or GB/s for the memory-bound softmax and layernorm
 (bytes = inputs read once + output written once). Columns:
@@ -246,6 +249,14 @@ class Timing:
 
 
 @dataclass
+class Prepared:
+    """A system's call, its result checked, or the note shown instead of its time."""
+
+    call: Callable[[], Any] | None = None
+    note: str = "-"
+
+
+@dataclass
 class Row:
     case: Case
     timings: dict[str, Timing] = field(default_factory=dict)
@@ -263,6 +274,7 @@ class Bench:
     torch: Any | None
     tvm: tuple[Any, Any] | None  # (tvm module, target)
     settle_s: float = SETTLE_S  # pause before each measurement; 0 for --quick
+    rounds: int = 3  # interleaved rounds of ``repeat`` calls per system
 
 
 def log(message: str) -> None:
@@ -273,10 +285,14 @@ BATCH_S = 1e-3  # calls shorter than this are timed in batches this long (every 
 
 
 def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
-    """Median of ``repeat`` timed calls (the caller has made the warm-up call). A call
-    shorter than ``BATCH_S`` is timed in batches of back-to-back calls, per call: one
-    microsecond call timed alone measures the timer and the caches the pause before it
-    cooled, not the call."""
+    """Median of ``repeat`` timed calls (``sample_seconds``)."""
+    return float(np.median(sample_seconds(fn, repeat)))
+
+
+def sample_seconds(fn: Callable[[], Any], repeat: int) -> list[float]:
+    """``repeat`` timed calls after an untimed one. A call shorter than ``BATCH_S`` is
+    timed in batches of back-to-back calls, per call: one microsecond call timed alone
+    measures the timer and the caches the pause before it cooled, not the call."""
     start = time.perf_counter()
     fn()
     once = time.perf_counter() - start
@@ -287,7 +303,19 @@ def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
         for _ in range(batch):
             fn()
         times.append((time.perf_counter() - start) / batch)
-    return float(np.median(times))
+    return times
+
+
+def time_interleaved(bench: Bench, systems: dict[str, Prepared]) -> dict[str, Timing]:
+    """Each system's median over ``bench.rounds`` rounds, in each of which every system runs
+    ``bench.repeat`` calls after a pause (``settle``)."""
+    samples: dict[str, list[float]] = {name: [] for name, p in systems.items() if p.call}
+    for _ in range(bench.rounds):
+        for name, got in samples.items():
+            settle(bench)
+            got += sample_seconds(systems[name].call, bench.repeat)  # type: ignore[arg-type]
+    return {name: Timing(float(np.median(samples[name]))) if name in samples
+            else Timing(note=p.note) for name, p in systems.items()}
 
 
 def describe(exc: BaseException, lines: int = 8) -> str:
@@ -332,9 +360,10 @@ def kernel_text(name: str) -> str:
     return kernels.source(name)
 
 
-def measure_polyopt(bench: Bench, case: Case, inputs: Inputs, ref: np.ndarray,
-                    **compile_kw: Any) -> tuple[Timing, float | None]:
-    """The timing and the cold-cache compile time (compile + first call - one call)."""
+def prepare_polyopt(bench: Bench, case: Case, inputs: Inputs, ref: np.ndarray,
+                    **compile_kw: Any) -> tuple[Prepared, float | None]:
+    """The checked call and the cold-cache seconds to its first result (compile + first
+    call; ``compile_seconds`` takes one call off)."""
     settle(bench)
     with scratch_cache(bench.cache_root):
         start = time.perf_counter()
@@ -344,13 +373,19 @@ def measure_polyopt(bench: Bench, case: Case, inputs: Inputs, ref: np.ndarray,
         except Exception as exc:  # polyopt is a moving target: report and carry on
             log(f"  polyopt {compile_kw or 'default'} failed on {case.op}: "
                 f"{describe(exc)}")
-            return Timing(note="ERROR"), None
+            return Prepared(note="ERROR"), None
         elapsed = time.perf_counter() - start
     if not matches(first, ref, case.reduction):
         log(f"  polyopt {compile_kw or 'default'} gives a WRONG result on {case.op}")
-        return Timing(note="WRONG"), None
-    seconds = median_seconds(lambda: kernel(*inputs), bench.repeat)
-    return Timing(seconds), max(elapsed - seconds, 0.0)
+        return Prepared(note="WRONG"), None
+    return Prepared(lambda: kernel(*inputs)), elapsed
+
+
+def compile_seconds(first_s: float | None, timing: Timing) -> float | None:
+    """Seconds to a first result less one steady-state call."""
+    if first_s is None or timing.seconds is None:
+        return None
+    return max(first_s - timing.seconds, 0.0)
 
 
 def call_overhead_us(bench: Bench, case: Case) -> float | None:
@@ -367,29 +402,28 @@ def call_overhead_us(bench: Bench, case: Case) -> float | None:
     return median_seconds(lambda: kernel(*ones), OVERHEAD_CALLS) * 1e6
 
 
-def measure_baseline(bench: Bench, name: str, fn: Callable[[], Any], ref: np.ndarray,
-                     case: Case) -> Timing:
-    """Warm-up call (checked against ``ref``), then the median of ``repeat`` calls."""
+def prepare_baseline(bench: Bench, name: str, fn: Callable[[], Any], ref: np.ndarray,
+                     case: Case) -> Prepared:
+    """``fn`` once, its result checked against ``ref``."""
     settle(bench)
     try:
         out = fn()
     except Exception as exc:
         log(f"  {name} failed on {case.op}: {describe(exc)}")
-        return Timing(note="ERROR")
+        return Prepared(note="ERROR")
     if not matches(out, ref, case.reduction):
         log(f"  {name} gives a WRONG result on {case.op}")
-        return Timing(note="WRONG")
-    return Timing(median_seconds(fn, bench.repeat))
+        return Prepared(note="WRONG")
+    return Prepared(fn)
 
 
-def measure_torch(bench: Bench, case: Case, inputs: Inputs, ref: np.ndarray) -> Timing:
+def prepare_torch(bench: Bench, case: Case, inputs: Inputs, ref: np.ndarray) -> Prepared:
     torch = bench.torch
     if torch is None or case.torch_fn is None:
-        return Timing()
+        return Prepared()
     tensors = [torch.from_numpy(np.asarray(x)) for x in inputs]
     torch_fn = case.torch_fn
-    with torch.no_grad():
-        return measure_baseline(bench, "torch", lambda: torch_fn(*tensors), ref, case)
+    return prepare_baseline(bench, "torch", lambda: torch_fn(*tensors), ref, case)
 
 
 # ------------------------------------------------------------------ TVM (matmul only)
@@ -462,9 +496,9 @@ def build_tvm_matmul(tvm: Any, target: Any, m: int, n: int, k: int, bn: int = 32
     return build(sch.mod, target=target)
 
 
-def measure_tvm(bench: Bench, case: Case, inputs: Inputs, ref: np.ndarray) -> Timing:
+def prepare_tvm(bench: Bench, case: Case, inputs: Inputs, ref: np.ndarray) -> Prepared:
     if bench.tvm is None or not case.tvm:
-        return Timing()
+        return Prepared()
     tvm, target = bench.tvm
     (m, k), (_, n) = case.shapes
     try:
@@ -475,13 +509,13 @@ def measure_tvm(bench: Bench, case: Case, inputs: Inputs, ref: np.ndarray) -> Ti
         c = tensor(np.zeros((m, n), np.float32), dev)
     except Exception as exc:
         log(f"  TVM build failed on {case.shape}: {describe(exc)}")
-        return Timing(note="ERROR")
+        return Prepared(note="ERROR")
 
     def run() -> Any:
         fn(a, b, c)
         return c
 
-    return measure_baseline(bench, "tvm", run, ref, case)
+    return prepare_baseline(bench, "tvm", run, ref, case)
 
 
 # ------------------------------------------------------------------ one row
@@ -490,19 +524,22 @@ def run_case(bench: Bench, case: Case) -> Row:
     inputs = make_inputs(case, np.random.default_rng(0))
     ref = case.reference(*[np.asarray(x, np.float64) for x in inputs])
     row = Row(case)
-    row.timings["polyopt"], row.compile_s = measure_polyopt(bench, case, inputs, ref)
+    systems: dict[str, Prepared] = {}
+    systems["polyopt"], first_s = prepare_polyopt(bench, case, inputs, ref)
     if case.flops > PROGRAM_ORDER_MAX_FLOP and not bench.all_baselines:
-        row.timings["program-order"] = Timing(note="skipped")
+        systems["program-order"] = Prepared(note="skipped")
     else:
-        row.timings["program-order"], _ = measure_polyopt(bench, case, inputs, ref,
-                                                          schedule="program-order")
+        systems["program-order"], _ = prepare_polyopt(bench, case, inputs, ref,
+                                                      schedule="program-order")
     if case.unfused:
-        row.timings["fusion=min"], _ = measure_polyopt(bench, case, inputs, ref,
-                                                       options={"fusion": "min"})
-    row.timings["numpy"] = measure_baseline(bench, "numpy", lambda: case.reference(*inputs),
-                                            ref, case)
-    row.timings["torch"] = measure_torch(bench, case, inputs, ref)
-    row.timings["tvm"] = measure_tvm(bench, case, inputs, ref)
+        systems["fusion=min"], _ = prepare_polyopt(bench, case, inputs, ref,
+                                                   options={"fusion": "min"})
+    systems["numpy"] = prepare_baseline(bench, "numpy", lambda: case.reference(*inputs),
+                                        ref, case)
+    systems["torch"] = prepare_torch(bench, case, inputs, ref)
+    systems["tvm"] = prepare_tvm(bench, case, inputs, ref)
+    row.timings = time_interleaved(bench, systems)
+    row.compile_s = compile_seconds(first_s, row.timings["polyopt"])
     row.overhead_us = call_overhead_us(bench, case)
     return row
 
@@ -547,9 +584,10 @@ def table_lines(rows: Sequence[Row]) -> list[str]:
 
 
 NOTES = """\
-float32, batch 1 for conv; each cell is the median of the repeated calls after a checked warm-up
-call. Throughput in GFLOP/s, or GB/s for softmax and layernorm (inputs read once + output
-written once). Ratios are polyopt (default schedule) over the other, >1 means polyopt is faster.
+float32, batch 1 for conv; each system is built and checked, then the systems are timed in
+interleaved rounds (--rounds, default 3) and each cell is the median of all its calls.
+Throughput in GFLOP/s, or GB/s for softmax and layernorm (inputs read once + output written
+once). Ratios are polyopt (default schedule) over the other, >1 means polyopt is faster.
 program-order: `schedule="program-order"`, skipped above 2 GFLOP unless `--all-baselines`;
 polyopt fusion=min: `options={"fusion": "min"}`. numpy: BLAS matmul, conv as im2col
 (sliding_window_view) + tensordot, depthwise as einsum. TVM: the blocked/packed/vectorized/parallel
@@ -630,7 +668,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny shapes, a smoke test")
     parser.add_argument("--ops", default=",".join(OPS),
                         help=f"comma-separated subset of {','.join(OPS)} (default: all)")
-    parser.add_argument("--repeat", type=int, default=5, help="timed calls per cell")
+    parser.add_argument("--repeat", type=int, default=5, help="timed calls per round")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds: every system, --repeat calls each")
     parser.add_argument("--all-baselines", action="store_true",
                         help="also run program order above 2 GFLOP (slow)")
     parser.add_argument("--omp-bind", action="store_true",
@@ -668,6 +708,7 @@ def load_torch() -> Any | None:
         log("torch is not installed: the torch column is '-'")
         return None
     torch.set_num_threads(2)
+    torch.set_grad_enabled(False)  # inference: no autograd bookkeeping in any timed call
     return torch
 
 
@@ -686,7 +727,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         with scratch_cache(cache_root):  # nothing reaches the user's cache
             bench = Bench(args.repeat, cache_root, args.all_baselines, load_torch(),
-                          load_tvm(cases), settle_s=0.0 if args.quick else SETTLE_S)
+                          load_tvm(cases), settle_s=0.0 if args.quick else SETTLE_S,
+                          rounds=args.rounds)
             env_lines = environment_lines(bench)
             print("\n".join(env_lines), flush=True)
             warm_up_polyopt(cache_root)

@@ -18,8 +18,9 @@ MobileNetV2, UNet, ResNeXt and DeepLab).
 Each operator is a TC def: the bundled one from polyopt.kernels where there is one, else
 written below. It is compiled with polyopt's default schedule (polyopt.compile(src, name,
 sizes=...)), checked against a float64 evaluation of its numpy formulation (rtol 1e-3, atol
-1e-3*sqrt(reduction length), as bench_ops.py), then timed: one warm-up call and the median of
---repeat calls, each system after a 0.3 s pause, the systems interleaved per operator. The
+1e-3*sqrt(reduction length), as bench_ops.py), then timed: every system of an operator is
+built and checked first, then timed in --rounds interleaved rounds (default 3) of --repeat
+calls each, each system after a 0.3 s pause; a cell is the median of all its calls. The
 peers: numpy (BLAS matmul for contractions, im2col + tensordot for convolutions), torch (its
 library call) and TVM (the schedules bench_ops.py and polyopt/bench/tvm_conv.py have: 2-D
 matmul, and convolutions with square kernels, no dilation, groups 1 or depthwise). A peer
@@ -556,37 +557,41 @@ class Result:
         return best[1] / mine if mine and best else None
 
 
-def measure_tvm(bench: ops.Bench, ctx: Any, case: SuiteCase, inputs: ops.Inputs,
-                ref: np.ndarray) -> ops.Timing:
+def prepare_tvm(bench: ops.Bench, ctx: Any, case: SuiteCase, inputs: ops.Inputs,
+                ref: np.ndarray) -> ops.Prepared:
     """TVM where bench/ has a schedule: bench_ops' GEMM, tvm_conv's convolutions."""
     if case.tvm:
-        return ops.measure_tvm(bench, case, inputs, ref)
+        return ops.prepare_tvm(bench, case, inputs, ref)
     if case.tvm_layer is None or ctx is None:
-        return ops.Timing()
+        return ops.Prepared()
     from polyopt.bench import tvm_conv
     from polyopt.bench.peers import Skip
 
     try:
         prepared = tvm_conv.prepare_tvm(case.tvm_layer, tuple(inputs), ctx)
     except Skip:
-        return ops.Timing()
+        return ops.Prepared()
     except Exception as exc:
         ops.log(f"  TVM build failed on {case.op}: {ops.describe(exc)}")
-        return ops.Timing(note="ERROR")
-    return ops.measure_baseline(bench, "tvm", prepared.call, ref, case)
+        return ops.Prepared(note="ERROR")
+    return ops.prepare_baseline(bench, "tvm", prepared.call, ref, case)
 
 
 def run_case(bench: ops.Bench, ctx: Any, case: SuiteCase) -> Result:
-    """polyopt, numpy, torch, TVM on one operator, each after a pause (bench.settle_s)."""
+    """polyopt, numpy, torch, TVM on one operator: each built and checked, then timed in
+    interleaved rounds (``ops.time_interleaved``)."""
     ops.log(f"{case.family}: {case.op} {case.shape}")
     inputs = ops.make_inputs(case, np.random.default_rng(0))
     ref = case.reference(*[np.asarray(x, np.float64) for x in inputs])
     res = Result(case)
-    res.timings["polyopt"], res.compile_s = ops.measure_polyopt(bench, case, inputs, ref)
-    res.timings["numpy"] = ops.measure_baseline(bench, "numpy", lambda: case.reference(*inputs),
-                                                ref, case)
-    res.timings["torch"] = ops.measure_torch(bench, case, inputs, ref)
-    res.timings["tvm"] = measure_tvm(bench, ctx, case, inputs, ref)
+    systems: dict[str, ops.Prepared] = {}
+    systems["polyopt"], first_s = ops.prepare_polyopt(bench, case, inputs, ref)
+    systems["numpy"] = ops.prepare_baseline(bench, "numpy", lambda: case.reference(*inputs),
+                                            ref, case)
+    systems["torch"] = ops.prepare_torch(bench, case, inputs, ref)
+    systems["tvm"] = prepare_tvm(bench, ctx, case, inputs, ref)
+    res.timings = ops.time_interleaved(bench, systems)
+    res.compile_s = ops.compile_seconds(first_s, res.timings["polyopt"])
     return res
 
 
@@ -659,9 +664,10 @@ def table_lines(results: Sequence[Result]) -> list[str]:
 
 
 NOTES = """\
-float32. Each cell is the median of the repeated calls after a warm-up call checked against a
-float64 numpy evaluation (rtol 1e-3, atol 1e-3*sqrt(reduction length)); systems interleaved per
-operator, each after a 0.3 s pause. polyopt: `polyopt.compile(src, name, sizes=...)`, default
+float32. Each system is built and its result checked against a float64 numpy evaluation (rtol
+1e-3, atol 1e-3*sqrt(reduction length)), then the systems of an operator are timed in
+interleaved rounds (--rounds, default 3), each system after a 0.3 s pause; each cell is the
+median of all its calls. polyopt: `polyopt.compile(src, name, sizes=...)`, default
 schedule. numpy: BLAS matmul for contractions, im2col (sliding_window_view) + tensordot per group
 for convolutions, one multiply-add per tap for depthwise and one maximum/add per tap for pools,
 array expressions for the rest. torch: its library call (matmul/bmm, F.conv2d, F.gelu, softmax,
@@ -720,7 +726,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--ops", default="", help="comma-separated operators (default: all)")
     parser.add_argument("--families", default="",
                         help=f"comma-separated subset of {','.join(FAMILIES)} (default: all)")
-    parser.add_argument("--repeat", type=int, default=5, help="timed calls per cell")
+    parser.add_argument("--repeat", type=int, default=5, help="timed calls per round")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds: every system, --repeat calls each")
     parser.add_argument("--omp-bind", action="store_true",
                         help="set OMP_PROC_BIND=spread (see bench_ops.py)")
     parser.add_argument("--json", type=Path, help="write the raw numbers here")
@@ -784,7 +792,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with scratch_cache(cache_root):  # nothing reaches the user's cache
             bench = ops.Bench(args.repeat, cache_root, False, ops.load_torch(),
-                              ops.load_tvm(cases), settle_s=0.0 if args.quick else ops.SETTLE_S)
+                              ops.load_tvm(cases), settle_s=0.0 if args.quick else ops.SETTLE_S,
+                              rounds=args.rounds)
             ctx = tvm_context(cases)
             env_lines = ops.environment_lines(bench)
             print("\n".join(env_lines), flush=True)
