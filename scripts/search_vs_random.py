@@ -248,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sample", type=int, default=192,
                    help="configurations per table (the whole space when smaller)")
     p.add_argument("--rounds", type=int, default=5, help="timing rounds per table")
+    p.add_argument("--cap", type=float, default=10.0, help="a kernel slower than this "
+                   "many times the default (or 1 s) is timed once, not in rounds")
     p.add_argument("--json", help="live runs: results file (appended to)")
     p.add_argument("--table", action="store_true", help="print the saved table only")
     args = p.parse_args(argv)
@@ -264,7 +266,7 @@ def _table_mode(args: argparse.Namespace, ops: list[str]) -> int:
     if args.measure:
         from search_table import measure
 
-        measure(ops, args.sample, args.rounds, 0, path, suite_cases())
+        measure(ops, args.sample, args.rounds, 0, path, suite_cases(), args.cap)
     tables = json.loads(path.read_text())
     tables = {op: tables[op] for op in ops} if ops else tables
     budgets = sorted(int(b) for b in (args.budgets or "8,16,32,64").split(","))
