@@ -82,8 +82,8 @@ def measure_op(case: Any, n: int, rounds: int, seed: int, log: Callable[[str], N
             if i % 32 == 31:
                 log(f"  {case.op}: {i + 1}/{len(configs)} compiled, {len(kernels)} kernels, "
                     f"{time.perf_counter() - start:.0f} s")
-        ok = _check(kernels, which[0], inputs)
-        capped = _slow(kernels, which[0], inputs, cap)
+        ok, once = _check(kernels, which[0], inputs)
+        capped = _slow(once, which[0], cap)
         for h in capped:
             log(f"  {case.op} kernel {h[:8]} capped: {capped[h]:.0f} ms a call")
         per_round = _time_rounds({h: k for h, k in kernels.items() if ok[h] and h not in capped},
@@ -102,30 +102,30 @@ def measure_op(case: Any, n: int, rounds: int, seed: int, log: Callable[[str], N
             "seconds": time.perf_counter() - start}
 
 
-def _check(kernels: dict[str, Any], default: str | None, inputs: list[Any]) -> dict[str, bool]:
-    """Each kernel's output against the default's (the first configuration's)."""
+def _check(kernels: dict[str, Any], default: str | None,
+           inputs: list[Any]) -> tuple[dict[str, bool], dict[str, float]]:
+    """Each kernel's output against the default's (the first configuration's), and the
+    thread CPU time of that call (s)."""
     import numpy as np
 
-    if default is None:
-        return dict.fromkeys(kernels, True)
-    want = np.asarray(kernels[default](*inputs), dtype=np.float64)
-    out = {}
-    for h, k in kernels.items():
-        got = np.asarray(k(*inputs), dtype=np.float64)
-        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
-        out[h] = bool(got.shape == want.shape and err <= TOLERANCE)
-    return out
-
-
-def _slow(kernels: dict[str, Any], default: str | None, inputs: list[Any],
-          ratio: float) -> dict[str, float]:
-    """The kernels whose one call (thread CPU time) takes over ``ratio`` times the
-    default's, or over ``CAP_SECONDS``: ms."""
-    once = {}
+    ok, once = {}, {}
+    want = None if default is None else np.asarray(kernels[default](*inputs), np.float64)
     for h, k in kernels.items():
         t = time.thread_time()
-        k(*inputs)
+        out = k(*inputs)
         once[h] = time.thread_time() - t
+        got = np.asarray(out, dtype=np.float64)
+        if want is None:
+            ok[h] = True
+            continue
+        err = float(np.linalg.norm(got - want)) / max(float(np.linalg.norm(want)), 1e-30)
+        ok[h] = bool(got.shape == want.shape and err <= TOLERANCE)
+    return ok, once
+
+
+def _slow(once: dict[str, float], default: str | None, ratio: float) -> dict[str, float]:
+    """The kernels whose one call took over ``ratio`` times the default's, or over
+    ``CAP_SECONDS``: ms."""
     limit = min(CAP_SECONDS, ratio * once[default]) if default in once else CAP_SECONDS
     return {h: s * 1e3 for h, s in once.items() if s > limit and h != default}
 
