@@ -68,3 +68,29 @@ def test_the_study_reports_best_found_over_the_table_best(tmp_path: Path) -> Non
     path = tmp_path / "tables.json"
     path.write_text(json.dumps(tables))
     assert svr.main(["--tables", str(path), "--budgets", "1,2", "--seeds", "3"]) == 0
+
+
+def test_tables_of_several_files_are_studied_together(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"k": synthetic_table()}))
+    b.write_text(json.dumps({"j": synthetic_table(3)}))
+    assert svr.main(["--tables", f"{a},{b}", "--ops", "j,k", "--budgets", "1",
+                     "--seeds", "2"]) == 0
+    try:
+        svr.main(["--tables", str(a), "--ops", "j", "--seeds", "2"])
+    except SystemExit as e:
+        assert "no table for j" in str(e)
+    else:
+        raise AssertionError("a missing table must stop the study")
+
+
+def test_kernels_far_slower_than_the_default_are_capped() -> None:
+    path = SCRIPT.parent / "search_table.py"
+    spec = importlib.util.spec_from_file_location("search_table", path)
+    assert spec is not None and spec.loader is not None
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+    once = {"d": 0.01, "fast": 0.005, "slow": 0.2, "absurd": 1.5}
+    assert st._slow(once, "d", 10.0) == {"slow": 200.0, "absurd": 1500.0}
+    assert st._slow({"d": 0.5, "e": 1.2, "f": 0.9}, "d", 10.0) == {"e": 1200.0}  # over 1 s
+    assert st._slow({"d": 2.0, "e": 1.2}, "d", 10.0) == {}  # not slower than the default

@@ -93,3 +93,34 @@ def test_space_neighbours_and_pool() -> None:
     assert len(SPACE.pool(10_000, random.Random(0))) == 8 * 8 * 3 * 4
     sample = SPACE.pool(50, random.Random(0))
     assert len({key(c) for c in sample}) == 50 and sample[0] == SPACE.default
+
+
+def test_register_tiles_that_spill_are_proposed_last() -> None:
+    """A CPU feature row (footprints, then the prediction) whose accumulators outnumber
+    the vector registers marks a tile that spills: the model proposes none while others
+    are left, though its prior ranks them first."""
+    from polyopt.tune.features import N_FEATURES
+    from polyopt.tune.guided import ACCUMULATORS
+
+    def row(c: Config) -> tuple[float, ...]:
+        out = [0.0] * (N_FEATURES + 1)
+        out[ACCUMULATORS] = 2.0 if c["a"] in (5, 6, 7) else 0.5
+        return tuple(out)
+
+    pool = SPACE.pool(10_000, random.Random(0))
+    fitting = sum(1 for c in pool if c["a"] not in (5, 6, 7))
+    for seed in range(3):
+        history = search(SPACE, lambda cs: [1.0 + (c["b"] or 0) for c in cs], 64, "model",
+                         seed, features=row, prior=lambda c: -float(c["a"] or 0))
+        assert fitting > 64 and not any(c["a"] in (5, 6, 7) for c, _ in history)
+
+
+def test_a_matmul_tile_too_large_for_the_registers_spills() -> None:
+    from polyopt.tune.guided import spills
+    from polyopt.tune.tuner import analytic
+
+    mm = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+    features, _ = analytic(mm, None, {"M": 256, "N": 256, "K": 64})
+    assert not spills(features({}))  # the model's own tile fits
+    assert spills(features({"mr": 28, "nr": 64}))  # 28 rows of 64 lanes fit no machine's
+    assert not spills((0.0, 2.0))  # not a CPU footprint row
