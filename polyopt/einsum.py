@@ -36,7 +36,7 @@ from polyopt import api, dtypes
 from polyopt.einsum_args import Casting, EinsumArgs, parse_args
 from polyopt.einsum_fused import fused_text
 from polyopt.einsum_labels import spec
-from polyopt.einsum_layout import memory_order, single_view
+from polyopt.einsum_layout import memory_order, memory_views, single_view
 from polyopt.einsum_path import ContractionPath, contraction_path
 from polyopt.einsum_tc import Form, kernel_form, points, tc_text
 from polyopt.errors import (
@@ -77,6 +77,8 @@ class Contraction:
     order: tuple[int, ...] = ()  # the result's axes from outermost to innermost in memory
     empty: bool = False  # some extent is 0: the result is all zeros, nothing is compiled
     generic: bool = False  # computed by the definition's size-generic kernel
+    views: tuple[tuple[int, ...] | None, ...] = ()  # operands read as permuted views
+    # of their memory (``einsum_layout.memory_views``), their labels permuted alike
 
 
 @dataclass(frozen=True)
@@ -254,10 +256,15 @@ def contraction(subscripts: str, operands: Sequence[np.ndarray], *, dtype: np.dt
         return Contraction(labels, out_labels, shape, operands[0].dtype, view=True)
     cast, part, pairs = _kernel_dtype(operands, dt)
     mem = _out_order(out) if out is not None else memory_order(order, out_labels, ins, operands)
-    form, text, sizes = _definition(labels, tuple(out_labels[j] for j in mem), tuple(shapes),
+    views = memory_views(operands)
+    kin = tuple(tuple(labs[d] for d in p) if p else labs for labs, p in zip(labels, views,
+                                                                            strict=True))
+    kshapes = tuple(tuple(s[d] for d in p) if p else s for s, p in zip(shapes, views,
+                                                                      strict=True))
+    form, text, sizes = _definition(kin, tuple(out_labels[j] for j in mem), kshapes,
                                     tuple(ext.items()), pairs, part.name)
     return Contraction(labels, out_labels, shape, dt, False, text, sizes, form, cast,
-                       part.np, mem, 0 in ext.values(), points(form) <= GENERIC_POINTS)
+                       part.np, mem, 0 in ext.values(), points(form) <= GENERIC_POINTS, views)
 
 
 @lru_cache(maxsize=1024)
@@ -323,7 +330,7 @@ def _operands(c: Contraction, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray,
     assert c.form is not None and c.cast is not None and c.part is not None
     out = []
     for k, shape, pair in zip(c.form.operands, c.form.shapes, c.form.pairs, strict=True):
-        a = arrays[k]
+        a = arrays[k] if not c.views or c.views[k] is None else arrays[k].transpose(c.views[k])
         if pair:
             z = np.asarray(a, dtype=c.dtype.newbyteorder("="), order="C")
             out.append(z.reshape(-1).view(c.part).reshape(*shape, 2))

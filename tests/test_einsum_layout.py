@@ -11,7 +11,7 @@ import pytest
 import polyopt
 from polyopt.einsum import contraction, einsum
 from polyopt.einsum_args import parse_args
-from polyopt.einsum_layout import memory_order
+from polyopt.einsum_layout import memory_order, memory_views
 
 compiled = pytest.mark.cc
 
@@ -117,3 +117,27 @@ def test_views_only_without_out_and_dtype() -> None:
     c = contraction("ij", [a], dtype=None, casting="safe", order="K", out=np.empty((2, 3), int))
     assert not c.view
     assert polyopt.einsum("ij", a).base is a.base
+
+
+def test_permuted_views_are_read_in_place() -> None:
+    """A transposed view is taken as its memory, its labels permuted: no C-order copy."""
+    rng = np.random.default_rng(1)
+    a = rng.random((6, 4))
+    b = rng.random((6, 4, 5)).transpose(2, 0, 1)  # (5, 6, 4), memory (6, 4, 5)
+    views = memory_views([a.T, a, a[:, ::2], a[:, ::2].T, b, np.asfortranarray(a)])
+    assert views == ((1, 0), None, None, None, (1, 2, 0), (1, 0))
+    args = parse_args(("ij,kji->jk", a.T, b), dtype=None, order="K", casting="safe")
+    c = contraction(args.subscripts, args.operands, dtype=None, casting="safe", order="K")
+    assert c.views == ((1, 0), (1, 2, 0))
+
+
+@compiled
+@pytest.mark.parametrize("spec", ["ij,ij->i", "ij,jk->ik", "ji,kij->k", "bi,ij,bj->b"])
+def test_permuted_views_match_numpy(spec: str) -> None:
+    rng = np.random.default_rng(2)
+    n = {"i": 5, "j": 7, "k": 3, "b": 4}
+    ops = []
+    for term in spec.split("->")[0].split(","):
+        base = rng.standard_normal([n[x] for x in reversed(term)])
+        ops.append(base.T)  # every operand a transposed view
+    np.testing.assert_allclose(einsum(spec, *ops), np.einsum(spec, *ops), rtol=1e-12)
