@@ -242,7 +242,19 @@ class TileEmitter:
         value = self.sp.rhs.cast(t.stmt.stmt.rhs, self.dtype)
         self.sp.preloaded.clear()
         update = f"po_acc[po_a][po_b] = ({self.ctype})(po_acc[po_a][po_b] + {value});"
+        if self._reads_global():  # a partial tile's outside outputs would read past them
+            update = f"if ({self._inside()}) {update}"
         return [*lines, *self._each_output(inner, [update], "po_k"), f"{pad}}}"]
+
+    def _reads_global(self) -> bool:
+        """Does the update read an operand that moves with the tile's rows or columns from
+        global memory unchecked: not staged in shared memory (whose copies are zero
+        outside), nor a padded read the printer checks against the extents?"""
+        staged = {id(r) for r in (*self.row_reads, *self.col_reads)}
+        moving = self.rows_of | self.cols_of
+        checked = self.sp.s.guarded
+        return any(id(r.read) not in staged and not (r.read.pad is not None and checked)
+                   and any(r.read.uses(it) for it in moving) for r in self.t.stmt.reads)
 
 
 def _uses(e: ir.Expr, it: str) -> bool:
