@@ -29,21 +29,21 @@ mm_odd, mm_skinny_n, linear, conv_3x3, conv_7x7_s2, conv_1x7, matvec; attn_pv an
 such, are in the older file). One operator per command, pinned to one CPU, 192
 configurations each::
 
-    flock -s /tmp/bench.lock taskset -c 1 python3 scripts/search_vs_random.py \
+    flock -s /tmp/bench.lock taskset -c 1 python3 scripts/search_vs_random.py \\
         --tables scripts/data/search_tables_heldout.json --measure --ops mm_odd
 
 The strategy as it was before them (commit c1c0fad), on all of them::
 
     git archive c1c0fad polyopt | tar -x -C /tmp/before
-    PYTHONPATH=/tmp/before python3 scripts/search_vs_random.py --ops mm_square,mm_odd,\
-    mm_skinny_n,linear,conv_3x3,conv_7x7_s2,conv_1x7,matvec,attn_pv,bmm \
+    PYTHONPATH=/tmp/before python3 scripts/search_vs_random.py \\
+        --ops mm_square,mm_odd,mm_skinny_n,linear,conv_3x3,conv_7x7_s2,conv_1x7,matvec,attn_pv,bmm \\
         --tables scripts/data/search_tables_heldout.json,scripts/data/search_tables.json
 
 The change made after that (``polyopt.tune.guided``: register tiles that spill are
 proposed last) was chosen on the 11 old tables and the held-out "choose" half (mm_square,
 mm_odd, conv_7x7_s2, matvec); its result on data it was not chosen on is the "test" half's::
 
-    python3 scripts/search_vs_random.py --tables scripts/data/search_tables_heldout.json \
+    python3 scripts/search_vs_random.py --tables scripts/data/search_tables_heldout.json \\
         --ops mm_skinny_n,linear,conv_3x3,conv_1x7
 
 The table's clock is one thread's, so the parallel-loop knob shows its single-thread cost
