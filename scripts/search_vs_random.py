@@ -36,7 +36,7 @@ The strategy as it was before them (commit c1c0fad), on all of them::
 
     git archive c1c0fad polyopt | tar -x -C /tmp/before
     PYTHONPATH=/tmp/before python3 scripts/search_vs_random.py \\
-        --ops mm_square,mm_odd,mm_skinny_n,linear,conv_3x3,conv_7x7_s2,conv_1x7,matvec,attn_pv,bmm \\
+    --ops mm_square,mm_odd,mm_skinny_n,linear,conv_3x3,conv_7x7_s2,conv_1x7,matvec,attn_pv,bmm \\
         --tables scripts/data/search_tables_heldout.json,scripts/data/search_tables.json
 
 The change made after that (``polyopt.tune.guided``: register tiles that spill are
