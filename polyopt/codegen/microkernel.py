@@ -239,11 +239,15 @@ class Emitter:
         if plan is None or target is None:  # lines() found no register tile
             return None
         reads = {id(r.read): r.read for r in self.t.stmt.reads}
+        full = [(const_trip(n) or (0, 0))[1] == size
+                for n, size in ((self.t.u, self.t.rows), (self.t.v, self.t.cols))]
         tails: dict[str, int] = {}
         for rid, grid in plan.items():
             moving = _moving_dims(grid)
-            if not moving:
-                continue
+            if not moving or all(f or not m for f, m in zip(full, _moves_with(grid),
+                                                            strict=True)):
+                continue  # it moves only along tile dimensions that are never partial: a
+                # partial tile reads no more of it than a full one
             tensor = reads[rid].tensor
             tail = self._overrun(tensor, grid, moving) if tensor in padded else None
             if tail is None:
@@ -437,6 +441,14 @@ def _moving_dims(grid: dict[Key, list[Lin]]) -> set[int]:
         first = grid[(j, 0, 0)]
         out |= {d for d, lin in enumerate(dims) if LANE in lin or lin != first[d]}
     return out
+
+
+def _moves_with(grid: dict[Key, list[Lin]]) -> tuple[bool, bool]:
+    """Does an operand's index change across a tile's rows, and across its vectors or
+    lanes (the columns)?"""
+    rows = any(dims != grid[(j, 0, v)] for (j, r, v), dims in grid.items() if r)
+    cols = any(_has_lane(dims) or dims != grid[(j, r, 0)] for (j, r, v), dims in grid.items())
+    return rows, cols
 
 
 def _has_lane(dims: list[Lin]) -> bool:

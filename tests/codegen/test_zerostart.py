@@ -81,3 +81,25 @@ def test_no_register_tile_keeps_the_fill() -> None:
     assert fills(kernel) == 1
     a = np.random.default_rng(3).standard_normal((64, 96)).astype(np.float32)
     np.testing.assert_allclose(kernel(a), a.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)
+
+
+@cc
+@pytest.mark.parametrize("mnk", [(512, 512, 512), (500, 512, 300)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_partial_rows_over_an_unpacked_column_operand_drop_the_fill(
+        mnk: tuple[int, int, int]) -> None:
+    """B left unpacked (it fits L2), the columns a multiple of the tile's: a partial row
+    tile reads no more of B than a full one, so it runs as a register tile through the
+    zeroed scratch tile (it needs no padded copy of B), and no fill is printed."""
+    m, n, k = mnk
+    kernel = polyopt.compile(MM, sizes={"M": m, "N": n, "K": k},
+                             options={"tuned": False, "machine": AVX512})
+    assert "B_pack" not in kernel.source and "po_tile" in kernel.source
+    assert fills(kernel) == 0 and "B" not in dict(kernel.lowered().source.tails)
+    rng = np.random.default_rng(m + n + k)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    kernel(a, b, outputs=[out])
+    tol = 1e-6 * k
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=tol, atol=tol)
