@@ -309,11 +309,12 @@ def sample_seconds(fn: Callable[[], Any], repeat: int) -> list[float]:
 def time_interleaved(bench: Bench, systems: dict[str, Prepared]) -> dict[str, Timing]:
     """Each system's median over ``bench.rounds`` rounds, in each of which every system runs
     ``bench.repeat`` calls after a pause (``settle``)."""
-    samples: dict[str, list[float]] = {name: [] for name, p in systems.items() if p.call}
+    calls = {name: p.call for name, p in systems.items() if p.call is not None}
+    samples: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(bench.rounds):
-        for name, got in samples.items():
+        for name, call in calls.items():
             settle(bench)
-            got += sample_seconds(systems[name].call, bench.repeat)  # type: ignore[arg-type]
+            samples[name] += sample_seconds(call, bench.repeat)
     return {name: Timing(float(np.median(samples[name]))) if name in samples
             else Timing(note=p.note) for name, p in systems.items()}
 
