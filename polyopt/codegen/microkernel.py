@@ -107,11 +107,16 @@ class Emitter:
         return f"{u} == {self.t.rows}L && {v} == {self.t.cols}L"
 
     def always_full(self) -> bool:
-        """Is every instance a full tile: the rows' and the columns' loops have constant
-        trips of the tile's size (the row tile divides the rows)? Then nothing prints for
+        """Is every instance a full tile (``full_dims`` both)? Then nothing prints for
         partial tiles, and none can keep the output's zeroing alive."""
-        return all((const_trip(n) or (0, 0))[1] == size
-                   for n, size in ((self.t.u, self.t.rows), (self.t.v, self.t.cols)))
+        return all(self.full_dims())
+
+    def full_dims(self) -> tuple[bool, bool]:
+        """Are the tile's rows, and its columns, never partial: their loop has a constant
+        trip of the tile's size (the tile divides them)?"""
+        rows, cols = ((const_trip(n) or (0, 0))[1] == size
+                      for n, size in ((self.t.u, self.t.rows), (self.t.v, self.t.cols)))
+        return rows, cols
 
     def lines(self, pad: str) -> list[str] | None:
         t = self.t
@@ -232,15 +237,15 @@ class Emitter:
     def edge_lines(self, pad: str, padded: frozenset[str]) -> list[str] | None:
         """The register tile on a partial tile: accumulators go through a zeroed scratch
         tile, of which only the valid rows and columns are read from and written back to
-        the target. Operands that move with the rows or lanes must be packed copies: how
-        far the extra rows and lanes read past each goes to ``self.tails``, which the
-        runtime allocates (``KernelSource.tails``), so no read leaves an allocation."""
+        the target. Operands that move along a dimension that can be partial (rows, or
+        vectors and lanes) must be packed copies: how far the extra rows and lanes read past
+        each goes to ``self.tails``, which the runtime allocates (``KernelSource.tails``),
+        so no read leaves an allocation."""
         plan, target = self.plan, self.target
         if plan is None or target is None:  # lines() found no register tile
             return None
         reads = {id(r.read): r.read for r in self.t.stmt.reads}
-        full = [(const_trip(n) or (0, 0))[1] == size
-                for n, size in ((self.t.u, self.t.rows), (self.t.v, self.t.cols))]
+        full = self.full_dims()
         tails: dict[str, int] = {}
         for rid, grid in plan.items():
             moving = _moving_dims(grid)

@@ -77,10 +77,10 @@ class AstWalker:
         it = self.ast_expr.expr(node.for_get_iterator())
         init = self.ast_expr.expr(node.for_get_init(), top=True)
         if node.for_is_degenerate():
-            body = self.node(node.for_get_body(), depth + 1, in_parallel)
+            body = self.node(node.for_get_body(), depth + 1, in_parallel)  # first: its
+            # register tiles' tails size the slices
             return [f"{pad}{{", f"{pad}  const long {it} = {init};",
-                    *self.slice_decls(loop, depth + 1), *body, f"{pad}}}"]  # after the body:
-            # its register tiles' tails size the slices
+                    *self.slice_decls(loop, depth + 1), *body, f"{pad}}}"]
         cond = self.ast_expr.expr(node.for_get_cond(), top=True)
         inc = self.ast_expr.expr(node.for_get_inc(), top=True)
         out = []
@@ -101,9 +101,9 @@ class AstWalker:
             hoisted, inner = self.vector_body(node, depth)
         out.append(f"{pad}{self.dialect.loop_header(it, init, cond, inc, tags)} {{{note}")
         body = inner if inner is not None else self.node(node.for_get_body(), depth + 1,
-                                                          in_parallel or parallel)
-        out += [*self.slice_decls(loop, depth + 1), *body, f"{pad}}}"]  # after the body: its
-        # register tiles' tails size the slices
+                                                          in_parallel or parallel)  # first:
+        # its register tiles' tails size the slices
+        out += [*self.slice_decls(loop, depth + 1), *body, f"{pad}}}"]
         if hoisted:  # the pragma must stay right above its loop
             return [f"{pad}{{", *hoisted, *out, f"{pad}}}"]
         return out

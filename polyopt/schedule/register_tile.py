@@ -288,7 +288,8 @@ def _unpadded_rows(schedule: Schedule, s: PolyStmt, its: tuple[str, str], pack_a
     """Does an operand move with the rows (``its``: the rows' and the columns' iterators)
     and have no padded copy: a local (which cannot be packed), or an input that
     ``pack_operands`` leaves as it is (unless the knobs fix the rows)? A partial row tile
-    over it runs as plain loops (``microkernel.Emitter.edge_lines`` reads whole blocks), as
+    over it runs as plain loops (``microkernel.Emitter.edge_lines`` needs a padded copy of
+    each operand that moves along a partial dimension, to read its tail), as
     did 4 of the 32 rows of MobileNetV2's layer 2 (1x1, 32->32 at 112x112): 47% of the
     kernel's samples, and the zeroing pass they keep alive 10% more."""
     program = schedule.poly.program

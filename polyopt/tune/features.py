@@ -59,6 +59,7 @@ from polyopt.schedule.tree import Loop
 from polyopt.tune.space import REGISTER_KNOBS, Config
 
 N_FEATURES = 11
+ACCUMULATORS = 4  # the index in ``features``: the accumulators over the vector registers
 N_CUDA_FEATURES = 5
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from polyopt.tune.features import N_FEATURES
+from polyopt.tune.features import ACCUMULATORS, N_FEATURES
 from polyopt.tune.history import State, key
 from polyopt.tune.space import Config, Space
 
@@ -35,9 +35,6 @@ POOL = 1024  # candidates ranked when the space is larger
 MIN_FIT = 6  # finite measurements before the fitted model replaces the prior
 GLOBAL, LOCAL, EXPLORE = 2, 1, 1  # picks per batch
 RIDGE = 1.0
-# In a CPU row of the tuner's features (``Footprints.features``, then the predicted
-# cycles): the register tile's accumulators over the vector registers.
-ACCUMULATORS = 4
 
 Score = Callable[[Sequence[Config]], np.ndarray]
 
@@ -85,8 +82,8 @@ def _spills(state: State, config: Config) -> bool:
 
 def spills(row: Sequence[float]) -> bool:
     """Does the register tile of a configuration with these features need more
-    accumulators than there are vector registers? Known from a CPU row (footprints and
-    the prediction) only."""
+    accumulators than there are vector registers? Known from a CPU row (``Footprints``'
+    features, then the predicted cycles) only."""
     return len(row) == N_FEATURES + 1 and row[ACCUMULATORS] > 1.0
 
 
