@@ -57,6 +57,7 @@ import numpy as np
 
 import polyopt
 from polyopt import kernels
+from polyopt.bench.timing import sample_seconds, time_rounds
 from polyopt.bench.tvm_conv import native_cpu  # one definition for both benchmarks
 from polyopt.config import scratch_cache
 
@@ -281,41 +282,22 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-BATCH_S = 1e-3  # calls shorter than this are timed in batches this long (every system)
-
-
 def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
     """Median of ``repeat`` timed calls (``sample_seconds``)."""
     return float(np.median(sample_seconds(fn, repeat)))
 
 
-def sample_seconds(fn: Callable[[], Any], repeat: int) -> list[float]:
-    """``repeat`` timed calls after an untimed one. A call shorter than ``BATCH_S`` is
-    timed in batches of back-to-back calls, per call: one microsecond call timed alone
-    measures the timer and the caches the pause before it cooled, not the call."""
-    start = time.perf_counter()
-    fn()
-    once = time.perf_counter() - start
-    batch = 1 if once >= BATCH_S else max(1, min(10_000, int(BATCH_S / max(once, 1e-7))))
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        times.append((time.perf_counter() - start) / batch)
-    return times
-
-
 def time_interleaved(bench: Bench, systems: dict[str, Prepared]) -> dict[str, Timing]:
-    """Each system's median over ``bench.rounds`` rounds, in each of which every system runs
-    ``bench.repeat`` calls after a pause (``settle``)."""
-    calls = {name: p.call for name, p in systems.items() if p.call is not None}
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(bench.rounds):
-        for name, call in calls.items():
-            settle(bench)
-            samples[name] += sample_seconds(call, bench.repeat)
-    return {name: Timing(float(np.median(samples[name]))) if name in samples
+    """Each system's median over ``bench.rounds`` interleaved rounds (``time_rounds``) of
+    ``bench.repeat`` batched samples (``sample_seconds``); a system that raises while
+    timed shows ERROR."""
+    samplers = {name: functools.partial(sample_seconds, p.call, bench.repeat)
+                for name, p in systems.items() if p.call is not None}
+    samples, failed = time_rounds(samplers, bench.rounds, bench.settle_s)
+    for name, why in failed.items():
+        log(f"  {name} failed while timed: {why}")
+    return {name: Timing(note="ERROR") if name in failed
+            else Timing(float(np.median(samples[name]))) if name in samples
             else Timing(note=p.note) for name, p in systems.items()}
 
 

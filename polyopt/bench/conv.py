@@ -28,7 +28,7 @@ from typing import TextIO, TypeVar
 import numpy as np
 
 from polyopt import host
-from polyopt.bench import report, tvm_conv
+from polyopt.bench import report, timing, tvm_conv
 from polyopt.bench.layers import MODELS, Layer, scaled, select
 from polyopt.bench.peers import (
     Context,
@@ -41,6 +41,7 @@ from polyopt.bench.peers import (
     prepare_torch,
 )
 from polyopt.bench.records import SYSTEMS, TOLERANCE, Record, Settings, add_speedups, totals
+from polyopt.bench.timing import describe
 from polyopt.errors import OptionError, PolyoptError
 
 __all__ = ["Settings", "add_arguments", "choose_baseline", "in_own_thread", "main",
@@ -182,12 +183,6 @@ class Progress:
 
 
 # ------------------------------------------------------------------ measuring
-def describe(exc: BaseException) -> str:
-    """One line: the exception type and the first line of its message."""
-    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-    return f"{type(exc).__name__}: {first}"[:300]
-
-
 def _timed(prepared: Prepared) -> tuple[object, float]:
     start = time.perf_counter()
     out = prepared.call()
@@ -218,26 +213,12 @@ def prepare(rec: Record, layer: Layer, inputs: Inputs, ref: np.ndarray, ctx: Con
 
 def time_rounds(ready: dict[str, Prepared], repeat: int, rounds: int, settle: float
                 ) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """(ms of every timed call, why a system failed) per system: ``rounds`` rounds, each
-    system in turn, in an order rotated by one each round, a ``settle`` pause and then
-    ``repeat`` calls. The pause lets the previous system's spinning threads sleep (libgomp
-    spins for milliseconds after a parallel region; a TVM call right after a polyopt call
-    took 5 ms, not 0.14); the first call after it wakes the system's own threads, for every
-    system alike."""
-    names = list(ready)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    failed: dict[str, str] = {}
-    for i in range(rounds):
-        shift = i % max(1, len(names))
-        for name in names[shift:] + names[:shift]:
-            if name in failed:
-                continue
-            time.sleep(settle)
-            try:
-                times[name] += [_timed(ready[name])[1] for _ in range(repeat)]
-            except Exception as exc:  # as in prepare: this system fails, the others go on
-                failed[name] = describe(exc)
-    return times, failed
+    """(ms of every timed call, why a system failed) per system: ``timing.time_rounds``
+    with ``repeat`` calls a block, each timed alone and synchronized (a layer's call is
+    tens of microseconds at least, and a GPU's must be waited for)."""
+    def block(prepared: Prepared) -> Callable[[], list[float]]:
+        return lambda: [_timed(prepared)[1] for _ in range(repeat)]
+    return timing.time_rounds({name: block(p) for name, p in ready.items()}, rounds, settle)
 
 
 def finish(rec: Record, times: Sequence[float]) -> Record:
