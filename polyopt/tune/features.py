@@ -18,7 +18,9 @@ exact). The features:
   not move with the inner tiles (the rows, unless ``rows_outer``) is reused by the next
   inner tile (one tile apart), one that does not move with the outer tiles by the next outer
   tile (one panel apart);
-- accumulators over vector registers, and whether they spill;
+- accumulators over vector registers, and whether the tile exceeds the scheduler's register
+  budget (accumulators, one vector of each column and a broadcast: ``machine.py``'s fit
+  rule; a tile may exceed it and still not spill, ``guided.spills``);
 - vector-lane use: the useful fraction of the lanes over all column tiles (partial tiles);
 - the stride of each operand along the columns (strided or transposed operands);
 - parallel iterations: the row and column tiles per core;

@@ -83,7 +83,14 @@ def _spills(state: State, config: Config) -> bool:
 def spills(row: Sequence[float]) -> bool:
     """Does the register tile of a configuration with these features need more
     accumulators than there are vector registers? Known from a CPU row (``Footprints``'
-    features, then the predicted cycles) only."""
+    features, then the predicted cycles) only.
+
+    Deliberately not the features' budget flag (accumulators plus a vector per column plus
+    a broadcast): the compiler folds the broadcast into the FMA's memory operand and
+    reloads column vectors: tiles between the two rules (4-10 per search table) run at a
+    median 1.2-2x the table's best on nine of the ten tables (conv_7x7_s2: 7x), like tiles
+    within the budget, while tiles whose accumulators alone overflow run at a median
+    4-85x. Only those are deferred."""
     return len(row) == N_FEATURES + 1 and row[ACCUMULATORS] > 1.0
 
 
