@@ -94,3 +94,12 @@ def test_kernels_far_slower_than_the_default_are_capped() -> None:
     assert st._slow(once, "d", 10.0) == {"slow": 200.0, "absurd": 1500.0}
     assert st._slow({"d": 0.5, "e": 1.2, "f": 0.9}, "d", 10.0) == {"e": 1200.0}  # over 1 s
     assert st._slow({"d": 2.0, "e": 1.2}, "d", 10.0) == {}  # not slower than the default
+
+
+def test_triples_count_each_disjoint_group_of_three_seeds() -> None:
+    # seeds 0-2: the model is better; seeds 3-5: worse; one operator, one budget
+    result = {"op": {"model": {"8": [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]},
+                     "random": {"8": [1.5, 1.5, 1.5, 1.5, 1.5, 1.5]}}}
+    line = svr.triples(result, [8])
+    assert "wins 0-1 cells" in line and "loses 0-1" in line
+    assert "more cells than it loses in 1 of 2 triples" in line
