@@ -158,18 +158,21 @@ class CWalker(AstWalker):
         names = {c.get_op_arg(0).get_id().get_name() for c in calls}
         if len(names) != 1 or self.accumulating is not None:
             return None
-        call = calls[0]
         s = self.ctx.poly.stmt(names.pop())
         t = self.ctx.poly.program.tensors[s.stmt.tensor]
         op = OMP_REDUCTION.get(s.stmt.op)
         if op not in ("+", "*") or not s.accumulates or t.dtype not in ("float32", "float64"):
             return None
-        where = dict(zip(s.iters, [call.get_op_arg(i + 1) for i in range(len(s.iters))],
-                         strict=True))
+        wheres = [dict(zip(s.iters, [c.get_op_arg(i + 1) for i in range(len(s.iters))],
+                           strict=True)) for c in calls]
+        where = wheres[0]
         inner = {n.for_get_iterator().get_id().get_name() for n in descendants(node)
                  if n.get_type() == isl.ast_node_type.for_}
         if any(inner & set(ast_lin(where[i]) or inner) for i in s.stmt.lhs):
             return None  # the target's index is not a function of the outer loops alone
+        if len({tuple(self.ast_expr.expr(w[i], top=True) for i in s.stmt.lhs)
+                for w in wheres}) > 1:
+            return None  # the body's branches (an unrolled loop's) update other elements
         pad, sp, c = "  " * depth, StmtPrinter(self.ctx, s), self.ctx.types.value(t.dtype)
         binds, target = self._target_binds(s, where, pad), sp.target(t)
         head = self._loop_head(node)

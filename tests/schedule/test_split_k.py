@@ -70,3 +70,27 @@ def test_split_whole_sum_matches_numpy() -> None:
     k = polyopt.compile(TOTAL, sizes={"N": 333, "M": 517})
     assert "parallel reduction of s_0" in k.source
     assert abs(float(k(x)) - x.astype(np.float64).sum()) <= 1e-3 * np.sqrt(x.size)
+
+
+PADDED_ROW = """def cv(float(C,H,W) I pad(0, 0, 1:2) = 0.5, float(C,KH,KW) Wt) -> (O) {
+    O(c, h, w) +=! I(c, h + r_kh, w + r_kw - 1) * Wt(c, r_kh, r_kw)
+}"""
+
+
+@pytest.mark.cc
+def test_unrolled_branches_that_update_other_elements_are_not_split() -> None:
+    """Unrolled by 2, the padded border's reduction loop holds one instance for w = 0 and
+    one for w = 8 under branches on the outer loop, printed with constant targets: one
+    po_acc for both lost w = 0's border terms (found by tests/schedule/test_fuzz_schedules)."""
+    sizes = {"C": 1, "KH": 2, "H": 2, "KW": 2, "W": 7}
+    s = polyopt.schedule(PADDED_ROW, auto="isl", sizes=sizes, options={"fusion": "smart"})
+    s = s.unroll("w", 2).parallel("w_i").parallel("kh2")
+    assert Tag.PARALLEL_REDUCTION in tags(s, "kh2")
+    k = polyopt.compile(PADDED_ROW, schedule=s, sizes=sizes)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 2, 7)).astype(np.float32)
+    w = rng.standard_normal((1, 2, 2)).astype(np.float32)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 2)), constant_values=0.5)
+    want = np.array([[[sum(xp[0, a, j + b] * w[0, a, b] for a in range(2) for b in range(2))
+                       for j in range(9)]]])
+    np.testing.assert_allclose(k(x, w), want, rtol=1e-5, atol=1e-6)
