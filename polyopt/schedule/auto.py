@@ -1,7 +1,9 @@
 """Automatic scheduling with isl's scheduler (``ScheduleConstraints.compute_schedule``).
 
 isl's scheduler runs under a budget of operations (``operations_budget``, from
-``policy.Caps.scheduler_work``). When it runs out:
+``policy.Caps.scheduler_work``) and with its schedule's coefficients bounded
+(``Caps.scheduler_max_coefficient``: the budget does not count its integer programs' pivots).
+When it runs out:
 
 - a def of one statement (with its ``op=!`` fill, if any) gets one loop nest over its
   iterators in order, the fill inside its output's loops (``single_nest``): what isl's
@@ -95,7 +97,9 @@ def _isl_options(ctx: isl.Context, fusion: str, budget: int) -> Iterator[None]:
     """The scheduler's fusion option and operation budget (isl counts from 0), restored
     after: later isl calls keep whatever budget they had."""
     serialize, most = ctx.get_schedule_serialize_sccs(), ctx.get_max_operations()
+    coefficient = ctx.get_schedule_max_coefficient()
     ctx.set_schedule_serialize_sccs(1 if fusion == "min" else 0)
+    ctx.set_schedule_max_coefficient(CAPS.scheduler_max_coefficient)
     ctx.reset_operations()
     ctx.set_max_operations(budget)
     try:
@@ -103,6 +107,7 @@ def _isl_options(ctx: isl.Context, fusion: str, budget: int) -> Iterator[None]:
     finally:
         ctx.set_max_operations(most)
         ctx.reset_operations()
+        ctx.set_schedule_max_coefficient(coefficient)
         ctx.set_schedule_serialize_sccs(serialize)
 
 

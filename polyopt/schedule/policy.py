@@ -80,6 +80,20 @@ class Caps:
     """isl's scheduler's operations per call, however few the statements (see
     ``scheduler_work``)."""
 
+    scheduler_max_coefficient: int = 8
+    """Largest absolute coefficient of a loop iterator or size in the schedules isl's
+    scheduler computes (isl's ``schedule_max_coefficient``; unbounded by default). The
+    operation budget above does not count the pivots of the scheduler's integer programs
+    (``isl_tab_basic_set_non_trivial_lexmin``), and unbounded coefficients let them grow:
+    a 1-D padded convolution with a bias, ``O(f,h) +=! I(r_c, h + r_kh - 2) * Wt(f, r_c,
+    r_kh)`` at C=1, F=3, KH=2, H=6 or 8, did not finish within 10 minutes (found by
+    ``scripts/fuzz_schedules.py``); bounded, it takes 0.03 s. The bundled kernels' schedules
+    need at most 2: bounded by 1, the C of the stencils (jacobi, heat, seidel) and
+    layernorm changes; by 2 or 8, the C of none of 233 kernels does (the suite's operators,
+    the ResNet-50 and MobileNetV2 layers, bench_kernels' and tests/kernels' cases). A def
+    isl finds no schedule for within the bound gets program order, as on isl's other
+    failures (``schedule/auto.py``)."""
+
     model_statements: int = 256
     """The loop-order model (``schedule/order.py``) weighs distributing a fused nest only
     when it holds at most this many statements: it estimates each statement's nest apart,

@@ -4,6 +4,8 @@ scheduler calls and isl operations, never by timing."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 from dataclasses import replace
 
@@ -115,3 +117,25 @@ def test_out_of_budget_falls_back_to_program_order(monkeypatch: pytest.MonkeyPat
         kernel = polyopt.compile(chain(40), parametric=True)
     a = np.random.default_rng(1).random(64).astype(np.float32)
     np.testing.assert_allclose(kernel(a), chain_value(a, 40), rtol=1e-6)
+
+
+PADDED_1D = """def cv(float(C,H) I pad(0, 2), float(F,C,KH) Wt, float(F) bias) -> (O) {
+    O(f, h) +=! I(r_c, h + r_kh - 2) * Wt(f, r_c, r_kh)
+    O(f, h) = fmax(O(f, h) + bias(f), 0)
+}"""
+
+
+def test_bounded_coefficients_keep_the_scheduler_from_running_away() -> None:
+    """At these sizes isl's unbounded integer programs grew for over 10 minutes, past the
+    operation budget, which does not count their pivots (found by scripts/fuzz_schedules.py).
+    The schedule runs in a child process so that a regression fails here instead of hanging
+    the suite; the bound does not outlive the call."""
+    code = ("import polyopt\n"
+            f"s = polyopt.schedule({PADDED_1D!r}, auto='isl', options={{'fusion': 'smart'}},\n"
+            "                    sizes={'C': 1, 'F': 3, 'KH': 2, 'H': 6})\n"
+            "print(s.base)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.split() == ["isl"]
+    polyopt.schedule(PADDED_1D, auto="isl", sizes={"C": 2, "F": 3, "KH": 2, "H": 6})
+    assert isl.DEFAULT_CONTEXT.get_schedule_max_coefficient() == -1
