@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import importlib.util
 import json
 import math
@@ -373,7 +374,9 @@ def tvm_default_child(spec_text: str) -> int:
     """MetaSchedule as shipped (its default design space for LLVM, its defaults of 64
     trials per round and one builder per physical core, and, when xgboost is installed, its
     XGBoost cost model) on a TE matmul or conv, on the study's CPUs; prints one JSON
-    line."""
+    line. Its builder and runner are TVM's defaults given an initializer that gives each
+    worker process the study's CPUs back: each imports tvm, which under
+    ``OMP_PROC_BIND=spread`` pins it to one CPU (both builders then shared CPU 0)."""
     spec = json.loads(spec_text)
     try:
         from polyopt.bench import tvm_conv
@@ -385,8 +388,13 @@ def tvm_default_child(spec_text: str) -> int:
 
         func = _te_conv(tvm, spec["layer"]) if "layer" in spec else _te_matmul(tvm, spec["n"])
         model = "xgb" if importlib.util.find_spec("xgboost") else "random"
+        cpus = tuple(spec.get("cpus", ()))
+        pin = functools.partial(restore_affinity, cpus)  # its workers import tvm too
+        builder = ms.builder.LocalBuilder(max_workers=ms.utils.cpu_count(logical=False),
+                                          initializer=pin)
         db = ms.tune_tir(func, target, spec["workdir"], int(spec["trials"]), database="json",
-                         cost_model=model)
+                         cost_model=model, builder=builder,
+                         runner=ms.runner.LocalRunner(initializer=pin))
         sch = ms.tir_integration.compile_tir(db, func, target)
         result = "MetaSchedule found no valid schedule"
         if sch is not None:
