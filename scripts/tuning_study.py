@@ -227,8 +227,9 @@ def polyopt_child(spec_text: str) -> int:
 
 def restore_affinity(cpus: Sequence[int]) -> None:
     """Give this process the study's CPUs back: under ``OMP_PROC_BIND=spread``, ``import
-    tvm`` (its OpenMP runtime) pins the process, and the builders it starts after, to one
-    CPU. Every system runs on the CPUs the study started with."""
+    tvm`` (its OpenMP runtime) pins every process that imports it to one CPU, the study's
+    TVM child and MetaSchedule's builder and runner workers alike. Every system runs on the
+    CPUs the study started with."""
     if cpus:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, set(cpus))
