@@ -65,8 +65,9 @@ def check(seed: int) -> str:
         outs = fwd(*args)
         outs = outs if isinstance(outs, tuple) else (outs,)
         rng = np.random.default_rng(seed)
-        seeds = [rng.standard_normal(o.shape) if o.dtype.kind == "f" else np.zeros_like(o)
-                 for o in outs]
+        seeds = [rng.standard_normal(o.shape).astype(o.dtype) if o.dtype.kind == "f"
+                 else np.zeros_like(o) for o in outs]  # an output's own dtype: a constant
+        # output (z = 0.5) stays float32 in a float64 def
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             got = polyopt.compile(text, f"{fp.name}_grad")(*args, *seeds)
