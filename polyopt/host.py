@@ -4,12 +4,14 @@ CPU affinity, physical memory).
 The machine model (``polyopt.schedule.machine``) sizes tiles from it, the compiler keys
 ``-march=native`` objects by its fingerprint, the tuning database keys times by its CPU, and
 the benchmarks record it. Each reading is taken once per process, except the usable cores
-(the calling thread's affinity, which a program may change).
+(the OpenMP runtime's thread count, which a program may change).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import functools
 import hashlib
 import os
@@ -70,11 +72,45 @@ def fingerprint() -> str:
 
 
 def usable_cores() -> int:
-    """The CPUs the calling thread may run on (its affinity), else all of them."""
+    """The threads a kernel's parallel region gets: the OpenMP runtime's own count
+    (``omp_get_max_threads``: ``OMP_NUM_THREADS``, else the CPUs the process could use when
+    the runtime started), else the calling thread's affinity, else every CPU.
+
+    Not the affinity first: under ``OMP_PROC_BIND`` a runtime pins the initial thread to
+    its first place when it starts, and ``import torch`` starts torch's. That thread's mask
+    then holds one CPU while the runtime's teams span them all, and the machine model
+    scheduled for one core what ran on two (matmul 1024^3 8.8 ms against 6.8,
+    ``scripts/bench_omp_order.py``)."""
+    threads = _openmp_threads()
+    if threads:
+        return threads
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def _openmp_threads() -> int | None:
+    """``omp_get_max_threads()`` of the libgomp the kernels link (by soname: one already in
+    the process, torch's, answers for the runtime they will share), or None without it."""
+    lib = _libgomp()
+    if lib is None:
+        return None
+    try:
+        return int(lib.omp_get_max_threads()) or None
+    except (AttributeError, OSError):
+        return None
+
+
+@functools.cache
+def _libgomp() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("gomp")
+    if name is None:
+        return None
+    try:
+        return ctypes.CDLL(name)
+    except OSError:
+        return None
 
 
 def physical_memory() -> int | None:

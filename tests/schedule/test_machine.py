@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,3 +195,40 @@ def test_spec_gives_back_the_same_machine() -> None:
     """A tuner's workers get the parent's model as a POLYOPT_MACHINE string."""
     m = Machine(32, 16, fma_latency=5, cores=3, l1d_bytes=1 << 15, l2_bytes=3 << 20, l3_bytes=0)
     assert mm._override(mm.host(), m.spec()) == m
+
+
+def _cores_in_child(code: str, env: dict[str, str]) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=300, check=True)
+    return done.stdout.split()
+
+
+CORES = ("import os\nfrom polyopt import host\n"
+         "print(len(os.sched_getaffinity(0)), host.usable_cores())\n")
+
+
+def test_usable_cores_are_the_openmp_threads() -> None:
+    """OMP_NUM_THREADS, and otherwise the CPUs of the process."""
+    cpus, cores = _cores_in_child(CORES, {"OMP_NUM_THREADS": "1"})
+    assert cores == "1"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", CORES], env=env, capture_output=True,
+                          text=True, timeout=300, check=True)
+    cpus, cores = done.stdout.split()
+    assert cores == cpus
+
+
+def test_a_runtime_that_pinned_the_main_thread_does_not_shrink_the_cores() -> None:
+    """Under OMP_PROC_BIND an OpenMP runtime pins the initial thread to its first place when
+    it starts (here polyopt's libgomp, as ``import torch`` does with torch's): the model still
+    counts the team's threads, not that thread's one CPU."""
+    code = ("import ctypes, ctypes.util, os\n"
+            "before = len(os.sched_getaffinity(0))\n"
+            "ctypes.CDLL(ctypes.util.find_library('gomp')).omp_get_max_threads()\n"
+            "from polyopt.schedule.machine import host\n"
+            "print(before, len(os.sched_getaffinity(0)), host().cores)\n")
+    env = {"OMP_PROC_BIND": "spread", "OMP_NUM_THREADS": ""}
+    before, pinned, cores = _cores_in_child(code, env)
+    if before == "1":
+        pytest.skip("one CPU: nothing to pin")
+    assert pinned == "1" and cores == before
