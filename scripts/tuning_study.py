@@ -385,11 +385,11 @@ def tvm_default_child(spec_text: str) -> int:
         tvm, target = tvm_conv.load(int(spec["threads"]))
         from tvm.s_tir import meta_schedule as ms
 
-        restore_affinity(spec.get("cpus", ()))  # before its builders start
+        cpus = tuple(spec.get("cpus", ()))
+        restore_affinity(cpus)  # this process; its workers get ``pin`` below
 
         func = _te_conv(tvm, spec["layer"]) if "layer" in spec else _te_matmul(tvm, spec["n"])
         model = "xgb" if importlib.util.find_spec("xgboost") else "random"
-        cpus = tuple(spec.get("cpus", ()))
         pin = functools.partial(restore_affinity, cpus)  # its workers import tvm too
         builder = ms.builder.LocalBuilder(max_workers=ms.utils.cpu_count(logical=False),
                                           initializer=pin)
