@@ -330,10 +330,10 @@ def free_loop(poly: PolyProgram, lp: Loop) -> bool:
     return True
 
 
-def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, int, tuple[str, ...]]:
-    """(cycles of arithmetic and loads, instances, vectorizing innermost loops)."""
+def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str, ...]]:
+    """(cycles of arithmetic and loads, vectorizing innermost loops)."""
     m, lanes_of = ctx.policy.machine, ctx.policy.lanes
-    cycles, count, vec = 0.0, 0, []
+    cycles, vec = 0.0, []
     for name, path in _leaf_paths(node, []):
         s = ctx.poly.stmt(name)
         n = _points(_fixed_domain(s, outer))
@@ -350,8 +350,7 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, int, tupl
             each /= min(lanes, short)
             vec.append(path[-1].name)
         cycles += n * each
-        count += n
-    return cycles, count, tuple(dict.fromkeys(vec))
+    return cycles, tuple(dict.fromkeys(vec))
 
 
 class _Unknown(Exception):
@@ -374,11 +373,12 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
              parallel: Callable[[Loop], bool] | None = None) -> Estimate | None:
     """Predicted cycles of one execution of ``node`` (``outer`` loops fixed), None when an
     extent is unknown. ``parallel`` says which loops of its outer chain may run in
-    parallel (default :func:`free_loop`); the outermost with enough iterations does when the
-    nest has enough instances (``parallelize``'s rule)."""
+    parallel (default :func:`free_loop`); the outermost with enough iterations does when a
+    parallel region pays for its fork and join by the one-core cycles
+    (``CpuPolicy.parallel_pays``, the rule ``parallelize`` applies)."""
     ctx, outer = _Ctx(poly, policy), list(outer or [])
     try:
-        compute, count, vec = _compute(ctx, node, outer)
+        compute, vec = _compute(ctx, node, outer)
     except _Unknown:
         return None
     moved, core, shared = [], compute, 0.0
@@ -395,13 +395,13 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
     if tlb is None:
         return None
     moved.append(("TLB", tlb))
+    core += tlb * policy.tlb_miss_cycles
     lanes, forks, par = 1, 0, None
-    if count >= policy.min_parallel_work:
+    if policy.parallel_pays(max(core, shared)):
         lanes, forks, par = _parallel(ctx, node, outer, parallel or (lambda lp: free_loop(
             poly, lp)))
-    per_core = (core + tlb * policy.tlb_miss_cycles) / lanes
-    cycles = max(per_core, shared) + forks * policy.fork_join_cycles
-    return Estimate(cycles, compute, tuple(moved), par, vec, per_core)
+    cycles = max(core / lanes, shared) + forks * policy.fork_join_cycles
+    return Estimate(cycles, compute, tuple(moved), par, vec, core / lanes)
 
 
 def _parallel(ctx: _Ctx, node: Node, outer: list[Loop],

@@ -10,6 +10,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
+from polyopt.schedule.cost import estimate
 from polyopt.schedule.fusion import loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.marks import Tag
@@ -21,8 +22,8 @@ from polyopt.schedule.tree import Leaf, Loop, Sequence, loops, raw_iterator
 
 def parallelize(schedule: Schedule, policy: CpuPolicy,
                 knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
-    """In each top-level nest of at least ``policy.min_parallel_work`` statement instances,
-    run the outermost dependence-free loop with at least ``policy.parallel_trips``
+    """In each top-level nest that gains from a parallel region (``_one_thread``), run the
+    outermost dependence-free loop with at least ``policy.parallel_trips``
     iterations in parallel; when the nest's outer loops have fewer (a batch of one), look
     inside the nests below them instead (else take the one with the most). The ``parallel``
     and ``split_k`` knobs come first where they apply (``_by_knobs``), at any size: they are
@@ -30,12 +31,10 @@ def parallelize(schedule: Schedule, policy: CpuPolicy,
     for top in nests(schedule.root):
         if any(Tag.PARALLEL in lp.tags for lp in loops(top)):
             continue  # the time tiler's wavefront (``timetile.py``) chose its parallel loop
-        n = _instances(schedule, top)
         schedule, why = _by_knobs(schedule, top.name, policy, knobs)
-        if not why and n < policy.min_parallel_work:
-            why = (f"one thread: {n} instances < {policy.min_parallel_work} "
-                   "(OpenMP's fork and join would cost more)")
-        elif not why:
+        if not why:
+            why = _one_thread(schedule, top, policy)
+        if not why:
             schedule, why = _by_model(schedule, top.name, policy, knobs.split_k is not False)
         schedule = schedule.note(f"{top.name}: {why}")
     return schedule
@@ -160,6 +159,32 @@ def _split_strips(schedule: Schedule, inner: Loop, policy: CpuPolicy) -> Schedul
     except ScheduleError:
         return None
     return out if Tag.PARALLEL_REDUCTION in tf.find(out.root, outer).tags else None
+
+
+def _one_thread(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
+    """Why nest ``top`` runs on one thread, or "" when a parallel region pays for its fork
+    and join (``CpuPolicy.parallel_pays``) by the cost model's cycles on one core. A nest
+    the model does not estimate (an unknown extent, more than ``model_statements``
+    statements) counts a cycle per statement instance; one of unknown sizes runs in
+    parallel. A nest whose instances pay even at the model's least cost of one (a byte's
+    lane of a vector, each pipe busy) skips the estimate."""
+    n = _instances(schedule, top)
+    if n >= UNKNOWN_TRIP:
+        return ""
+    m = policy.machine
+    if m.cores == 1:
+        return "one thread: the machine model has one core"
+    if policy.parallel_pays(n / (m.vector_bytes * max(m.fma_units, policy.loads_per_cycle))):
+        return ""  # pays at a vector lane of bytes per pipe and cycle: no estimate (ms) needed
+    got = None
+    if len(tf.stmts_of(top)) <= policy.caps.model_statements:
+        got = estimate(schedule.poly, top, policy, parallel=lambda lp: False)
+    cycles, basis = (got.cycles, "predicted") if got else (float(n), f"{n} instances")
+    if policy.parallel_pays(cycles):
+        return ""
+    return (f"one thread: {cycles:.3g} cycles on one core ({basis}); "
+            f"{policy.machine.cores} cores would save less than a fork and join "
+            f"({policy.fork_join_cycles:.3g} cycles)")
 
 
 def _instances(schedule: Schedule, top: Loop) -> int:

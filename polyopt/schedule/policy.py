@@ -8,10 +8,13 @@ mapping's are in ``schedule/gpu_policy.py``. The tuner reads the same instances 
 pipelines do (no copies), so a changed machine model moves both.
 
 Each field says where its value comes from: derived from the machine model (``Machine``:
-registers, caches, cores) by a stated formula, a limit on generated code, or measured - on
-what, and with which command to measure it again. The measured values are heuristics
-gathered here unchanged (on ResNet-50 and a few GEMMs, float32, on the 2-core AVX-512 AMD
-EPYC VM of BENCHMARKS.md); the next step replaces them with a model.
+registers, caches, cores) by a stated formula, a limit on generated code, a fact of the
+core the host does not report (load ports, bandwidths, fork cost), or measured - on what,
+and with which command to measure it again (on ResNet-50, MobileNetV2 and a few GEMMs,
+float32, on the 2-core AVX-512 VM of BENCHMARKS.md). Each measured one also says why the
+cost model (``schedule/cost.py``) does not derive it: most decide what a micro-kernel's
+registers and loads do, below the model's grain of lines, pages and loop levels. Which
+nests run in parallel is the model's (``parallel_pays``), from its cycles and the fork.
 """
 
 from __future__ import annotations
@@ -136,30 +139,36 @@ class CpuPolicy:
 
     # ---- blocked layouts (schedule/blocked.py) ----
     natural_vectors: int = 4
-    """An output whose last extent is a multiple of the lanes and at least this many vectors
-    keeps its natural layout (no channel blocks): its register tiles are then full vectors,
-    with at most a partial row tile. Not measured; ``options={"knobs": {"block": 0}}``
-    against the default on ``polyopt bench conv`` compares the two layouts."""
+    """An output whose last extent is a multiple of the lanes and at least this many vectors keeps
+    its natural layout (no channel blocks): its register tiles are then full vectors, with at
+    most a partial row tile. Not measured; ``options={"knobs": {"block": 0}}`` against the
+    default on ``polyopt bench conv`` compares the two layouts. Not derived: the cost model
+    (``cost.py``) ranks loop orders over a fixed layout and has no term for what a layout does
+    to the register tile (how many of its vectors are full, how many broadcasts feed each FMA),
+    which is what decides here."""
 
     wide_rows: int = 28
-    """Output rows (the last extent) from which a convolution with filter taps gets
-    channel blocks of ``wide_block_vectors`` vectors. Measured on ResNet-50 (23 layers,
-    count-weighted, batch 1): 51.8 ms against 59.3 ms with one-vector blocks; the 3x3 layers
-    on 28- and 56-wide rows ran 1.4-1.6x faster, the 14- and 7-wide ones and 1x1 layers
-    slower. Re-measure: ``polyopt bench conv --model resnet50`` (or
-    ``scripts/bench_conv.py``) with ``options={"knobs": {"block": 2 * lanes}}`` against
-    ``{"block": lanes}``."""
+    """Output rows (the last extent) from which a convolution with filter taps gets channel blocks
+    of ``wide_block_vectors`` vectors. Measured on ResNet-50 (23 layers, count-weighted, batch
+    1): 51.8 ms against 59.3 ms with one-vector blocks; the 3x3 layers on 28- and 56-wide rows
+    ran 1.4-1.6x faster, the 14- and 7-wide ones and 1x1 layers slower. Re-measure: ``polyopt
+    bench conv --model resnet50`` (or ``scripts/bench_conv.py``) with ``options={"knobs":
+    {"block": 2 * lanes}}`` against ``{"block": lanes}``. Not derived, for ``natural_vectors``'s
+    reason: the crossover is a property of the micro-kernel (broadcast loads per FMA against the
+    taps' address registers), which the roofline model does not see."""
 
     wide_block_vectors: int = 2
     """Vectors per channel block of a wide convolution (above): the register tile then holds
     two accumulators per output pixel. Measured with ``wide_rows`` (same command; the tuning
-    space also offers 4 vectors, ``space_block_vectors``)."""
+    space also offers 4 vectors, ``space_block_vectors``). Not derived, as ``wide_rows``."""
 
     small_reduction: int = 16
-    """Reductions this short besides the longest are filter taps: they run inside the
-    register tile (its accumulators stay in registers across them) and make a convolution
-    'with taps'. A bound between filter windows (1-7 wide in ResNet-50 and MobileNetV2) and
-    most channel reductions (the first layers' 3 channels join the taps), not measured."""
+    """Reductions this short besides the longest are filter taps: they run inside the register
+    tile (its accumulators stay in registers across them) and make a convolution 'with taps'.
+    Not measured, and not a cost but a classification (no model of time says which reductions
+    are filter windows): every window of the bundled networks and the suite (1 to 7 wide) is
+    below it, and channel reductions of 16 or fewer (a first layer's 3 channels, small groups)
+    join the taps."""
 
     store_forward_cycles: int = 5
     """Cycles from a store to a load of the same address forwarded from the store buffer:
@@ -173,26 +182,32 @@ class CpuPolicy:
     detected: two load ports on Intel's cores since Haswell and AMD's since Zen."""
 
     phase_min_lane_fill: float = 0.5
-    """An unblocked convolution's input read at a stride along the output's last index (the
-    vector loop) is copied split in phases (``relayout.phase_program``: unit-stride vectors,
-    a register tile) only when that loop fills at least this fraction of its vectors' lanes
+    """An unblocked convolution's input read at a stride along the output's last index (the vector
+    loop) is copied split in phases (``relayout.phase_program``: unit-stride vectors, a register
+    tile) only when that loop fills at least this fraction of its vectors' lanes
     (``lane_fill``): a shorter row gains little from whole vectors, and the cost model then
     orders its taps outside a partial vector. Measured on MobileNetV2's stride-2 depthwise
-    layers (one thread, ``scripts/compare_commits.py --cases mv2:6,mv2:11,mv2:16,mv2:25``
-    with ``OMP_NUM_THREADS=1``): 56, 28 and 14 of 16 lanes ran 0.38x, 0.51x and 0.56x the
-    time without the split; 7 of 16 lanes 1.37x."""
+    layers (one thread, ``scripts/compare_commits.py --cases mv2:6,mv2:11,mv2:16,mv2:25`` with
+    ``OMP_NUM_THREADS=1``): 56, 28 and 14 of 16 lanes ran 0.38x, 0.51x and 0.56x the time
+    without the split; 7 of 16 lanes 1.37x. Not derived: the split's gain is whole vectors in
+    the micro-kernel, and its loss a copy per phase; the roofline model predicts the copy but
+    not the gain."""
 
     # ---- register tiles (schedule/register_tile.py) ----
     tap_rows: tuple[int, int] = (6, 12)
-    """Rows of a register tile that spans a multi-vector channel block with filter taps
-    inside: the largest divisor of the output row in this range (else
-    ``tap_rows_default``). The range is not measured; what is (ResNet-50's 3x3 layers): 28
-    rows of one vector ran 1.5x slower than 7 rows of two (28 broadcast loads per weight
-    vector, no registers left for the taps' addresses). Re-measure: ``polyopt bench conv
-    --model resnet50 --layers 3,11`` with ``options={"knobs": {"mr": m}}`` over the range."""
+    """Rows of a register tile that spans a multi-vector channel block with filter taps inside: the
+    largest divisor of the output row in this range (else ``tap_rows_default``). The range is
+    not measured; what is (ResNet-50's 3x3 layers): 28 rows of one vector ran 1.5x slower than 7
+    rows of two (28 broadcast loads per weight vector, no registers left for the taps'
+    addresses). Re-measure: ``polyopt bench conv --model resnet50 --layers 3,11`` with
+    ``options={"knobs": {"mr": m}}`` over the range. Not derived: the registers the model counts
+    (``register_rows``: accumulators, operand vectors, one broadcast) allow 14 rows of two
+    vectors on 32 registers, but the taps' addresses take general-purpose registers and their
+    loads issue slots, neither of which the machine model holds."""
 
     tap_rows_default: int = 8
-    """Rows when no divisor of the output row is in ``tap_rows`` (taken with the range)."""
+    """Rows when no divisor of the output row is in ``tap_rows`` (taken with the range). Not
+    derived, as ``tap_rows``."""
 
     tap_rows_vectors: int = 2
     """Register tiles at least this many vectors wide (a whole channel block of
@@ -205,35 +220,42 @@ class CpuPolicy:
     vector)."""
 
     dividing_rows_min: int = 3
-    """Over an operand that cannot be packed, a row tile shrinks (down to half, and to no
-    fewer rows than this) to a divisor of the rows, so no partial row tile runs as plain
-    loops. Measured on polybench 2mm 512 (0.37x -> ~0.8x numpy; ``scripts/bench_kernels.py``)."""
+    """Over an operand that cannot be packed, a row tile shrinks (down to half, and to no fewer
+    rows than this) to a divisor of the rows, so no partial row tile runs as plain loops.
+    Measured on polybench 2mm 512 (0.37x -> ~0.8x numpy; ``scripts/bench_kernels.py``). Not
+    derived: it trades a micro-kernel's loads per FMA (fewer rows, more loads) against a partial
+    tile's plain loops, and the model predicts neither."""
 
     pack_min_reduction: int = 64
-    """Operands are packed into panels when the reduction is at least this long (packing is
-    one pass over each operand; it pays once each element is reused this often). Set with
-    packing on ``scripts/bench_ops.py``'s GEMMs, not measured on its own: re-measure with
-    ``options={"knobs": {"pack": True}}`` against ``False`` at short reductions."""
+    """Operands are packed into panels when the reduction is at least this long (packing is one
+    pass over each operand; it pays once each element is reused this often). Set with packing on
+    ``scripts/bench_ops.py``'s GEMMs, not measured on its own: re-measure with
+    ``options={"knobs": {"pack": True}}`` against ``False`` at short reductions. Not derived: a
+    copy's cost is in the model (one pass over the operand), but its gain, fewer TLB misses and
+    cache-set conflicts in the micro-kernel's strided panel loads, is below the model's grain
+    (it counts lines and pages per loop level, not conflicts)."""
 
     pack_min_sweeps: int = 2
-    """...and each operand only when the register tiles sweep it at least this many times:
-    the column operand (``B``) once per row tile, the row operand (``A``) once per column
-    tile; a pass that reads an operand once reuses nothing of its copy (and an operand that
-    fits in half of L1 stays there between passes: ``register_tile._pays_to_pack``). Measured on one
-    thread, CPU time, ``python scripts/bench_gemm_plans.py --cpu --shapes
-    4096x16x1024,2048x128x1024,1024x1024x1024 --variants pack_a=False pack_a=True``: A
-    swept once (16 output columns) 8.5 ms packed against 3.2 ms not; 4 times 7.2 against
-    10.5 ms; 32 times (1024^3) 26.2 against 44.8 ms."""
+    """...and each operand only when the register tiles sweep it at least this many times: the
+    column operand (``B``) once per row tile, the row operand (``A``) once per column tile; a
+    pass that reads an operand once reuses nothing of its copy (and an operand that fits in half
+    of L1 stays there between passes: ``register_tile._pays_to_pack``). Measured on one thread,
+    CPU time, ``python scripts/bench_gemm_plans.py --cpu --shapes
+    4096x16x1024,2048x128x1024,1024x1024x1024 --variants pack_a=False pack_a=True``: A swept
+    once (16 output columns) 8.5 ms packed against 3.2 ms not; 4 times 7.2 against 10.5 ms; 32
+    times (1024^3) 26.2 against 44.8 ms. Not derived, as ``pack_min_reduction``: a sweep count
+    is the model's kind of quantity, but the crossover between 1 and 4 sweeps comes from the
+    gain it cannot predict."""
 
     pack_l2_min_sweeps: int = 16
-    """...and an operand that half of L2 holds (read from there between the passes): the
-    row operand (``A``, whose broadcasts a copy makes contiguous) only when swept at least
-    this many times, the column operand (``B``, loaded as vectors) only when its lanes are
-    not unit-stride (a transposed ``B``). Same-run A/B against packing by the rules above
-    alone (each rule compiled in one process, timed alternately, 10-12 rounds, new/old):
-    attn_pv (A 1 MB a head, 2 sweeps) 0.81 and 0.80, bmm (A 256 KB, 8 sweeps) 0.92 and
-    0.91, conv_3x3 0.92 and 0.92, mm_skinny_n (B 64 KB) 0.87 and 0.97; A left unpacked at
-    16 sweeps (attn_qk) 1.17, at 96 (ffn) 1.10: hence the 16."""
+    """...and an operand that half of L2 holds (read from there between the passes): the row
+    operand (``A``, whose broadcasts a copy makes contiguous) only when swept at least this many
+    times, the column operand (``B``, loaded as vectors) only when its lanes are not unit-stride
+    (a transposed ``B``). Same-run A/B against packing by the rules above alone (each rule
+    compiled in one process, timed alternately, 10-12 rounds, new/old): attn_pv (A 1 MB a head,
+    2 sweeps) 0.81 and 0.80, bmm (A 256 KB, 8 sweeps) 0.92 and 0.91, conv_3x3 0.92 and 0.92,
+    mm_skinny_n (B 64 KB) 0.87 and 0.97; A left unpacked at 16 sweeps (attn_qk) 1.17, at 96
+    (ffn) 1.10: hence the 16. Not derived, as ``pack_min_reduction``."""
 
     panel_l2_max_share: float = 0.1
     """...but a 1x1 convolution's input that fits in half of L2, where it stays between
@@ -256,19 +278,17 @@ class CpuPolicy:
     The tuner offers ``space_mc``, and ``options={"knobs": {"mc": 0}}`` turns it off."""
 
     cache_tile_min_tiles: int = 2
-    """A transposed access is cache-tiled (``cache_tile``) only when the loop it moves with
-    has at least this many tiles."""
-
-    min_parallel_work: int = 1 << 15
-    """Statement instances below which a nest runs on one thread: OpenMP's fork and join
-    cost 5-10 us on the 2-core VM, more than such a nest's work (the ``--quick`` 30x20x25
-    matmul ran 4x slower in parallel; ``scripts/bench_ops.py --quick``, and
-    ``scripts/bench_kernels.py`` for the bundled kernels). Scales with the machine's fork
-    cost, which the model does not know yet."""
+    """A transposed access is cache-tiled (``cache_tile``) only when the loop it moves with has at
+    least this many tiles. Not measured and not derived: a single tile is the untiled loop
+    itself, so 2 is the least count at which tiling changes anything."""
 
     parallel_trips_per_core: int = 2
-    """The parallel loop is the outermost dependence-free one with at least this many
-    iterations per core (``parallel_trips``): two per core leave room to balance."""
+    """The parallel loop is the outermost dependence-free one with at least this many iterations
+    per core (``parallel_trips``): two per core leave room to balance. Not measured: with static
+    scheduling and whole iterations, ``k`` per core leave at most ``1 / k`` of a core's share
+    idle at the end; two bound that at a half iteration per core while keeping the loop
+    outermost (fewer forks). The model's estimate uses the same rule, so it does not rank it
+    against others."""
 
     # ---- the loop-order cost model (schedule/cost.py, schedule/order.py) ----
     loads_per_cycle: int = 2
@@ -300,8 +320,16 @@ class CpuPolicy:
     --cases blur``, main before the model)."""
 
     fork_join_cycles: float = 15000.0
-    """Cycles of one OpenMP parallel region's fork and join: 5-10 us on the 2-core VM at
-    ~2.5 GHz (``min_parallel_work``'s measurement)."""
+    """Cycles of one OpenMP parallel region's fork and join. It decides which nests run in
+    parallel (``parallel_pays``). ``python3 scripts/bench_fork_join.py`` measures it on the
+    host; on the 2-core VM (3.5 GHz by its add chain): about 3000 cycles back to back,
+    4000-6000 after 0.01-0.1 ms of sleep and 9000-10000 after 1 ms (threads spinning, then
+    just asleep), 3e5 after 10 ms under ``OMP_PROC_BIND=spread`` and 2e7 unbound (threads
+    asleep, this host's vCPUs descheduled). Not derived: the cost depends on how long
+    before the call the threads last ran, which the compiler cannot know; 15000 sits above
+    a kernel called in a loop with other work between calls (the 1 ms row), and it is where
+    the ``--quick`` 30x20x25 matmul of ``scripts/bench_ops.py`` ran 4x slower in
+    parallel."""
 
     order_min_gain: float = 1.5
     """The model changes a nest's loop order (or distributes a fused nest, or strip-mines
@@ -325,8 +353,10 @@ class CpuPolicy:
     0.64-1.0 ns scalar. Re-measure: ``scripts/bench_strided_loads.py``."""
 
     strip_min_vectors: int = 4
-    """Smallest strip (in vectors) of a strip-mined parallel loop the model considers: a
-    shorter contiguous run per row defeats the hardware prefetcher."""
+    """Smallest strip (in vectors) of a strip-mined parallel loop the model considers: a shorter
+    contiguous run per row defeats the hardware prefetcher. Not derived: the machine model holds
+    no prefetcher; four vectors are four lines on AVX-512, a guess at the run a stride
+    prefetcher needs, not measured here."""
 
     # ---- the tuning space (tune/space.py) ----
     conv_rank: int = 4
@@ -447,6 +477,16 @@ class CpuPolicy:
                f"// (2 * slope {slope}), at most {steps} steps / {self.machine.cores} cores, "
                f"{count} tiles of the steps")
         return TimeTile(height, width, cut, why)
+
+    def parallel_pays(self, serial_cycles: float) -> bool:
+        """Whether a nest the model predicts at ``serial_cycles`` on one core gains from a
+        parallel region: the most the other cores can save, ``serial_cycles * (1 - 1 /
+        cores)`` with the work evenly shared, must exceed one fork and join
+        (``fork_join_cycles``). Where the model has no estimate, a statement instance counts
+        one cycle (``parallel.py``): on 2 cores at 15000 cycles that is 30000 instances, the
+        2**15 instances this rule replaces."""
+        cores = self.machine.cores
+        return cores > 1 and serial_cycles * (cores - 1) / cores > self.fork_join_cycles
 
     @property
     def parallel_trips(self) -> int:

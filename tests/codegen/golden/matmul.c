@@ -9,7 +9,6 @@ int polyopt_matmul(void **bufs, const long *dims, long *err) {
   const long e_C_0 = 64L;
   const long e_C_1 = 48L;
   for (long c1 = 0L; c1 <= 2L; c1 += 1L) {  /* n2_o */
-#pragma omp parallel for
     for (long c2 = 0L; c2 <= 3L; c2 += 1L) {  /* m2_o */
         { /* register tile of C_0: 16 x 16 */
           typedef float po_v16_float32 __attribute__((vector_size(64)));
