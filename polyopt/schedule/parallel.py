@@ -183,7 +183,7 @@ def _one_thread(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
     if policy.parallel_pays(cycles):
         return ""
     return (f"one thread: {cycles:.3g} cycles on one core ({basis}); "
-            f"{policy.machine.cores} cores would save less than a fork and join "
+            f"{m.cores} cores would save less than a fork and join "
             f"({policy.fork_join_cycles:.3g} cycles)")
 
 

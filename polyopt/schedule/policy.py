@@ -323,7 +323,7 @@ class CpuPolicy:
     """Cycles of one OpenMP parallel region's fork and join. It decides which nests run in
     parallel (``parallel_pays``). ``python3 scripts/bench_fork_join.py`` measures it on the
     host; on the 2-core VM (3.5 GHz by its add chain): about 3000 cycles back to back,
-    4000-6000 after 0.01-0.1 ms of sleep and 9000-10000 after 1 ms (threads spinning, then
+    4000-6000 after 0.01-0.1 ms of sleep and 8800-10200 after 1 ms (threads spinning, then
     just asleep), 3e5 after 10 ms under ``OMP_PROC_BIND=spread`` and 2e7 unbound (threads
     asleep, this host's vCPUs descheduled). Not derived: the cost depends on how long
     before the call the threads last ran, which the compiler cannot know; 15000 sits above

@@ -63,7 +63,8 @@ def test_parallel_pays_is_the_saving_against_a_fork_and_join() -> None:
 @pytest.mark.cc
 @pytest.mark.parametrize("sizes", [{"I": 64, "J": 1024}, {"I": 4096, "J": 64}])
 def test_either_decision_computes_the_same_sums(sizes: dict[str, int]) -> None:
-    """The first runs on one thread, the second (16x the work) in parallel."""
+    """Sizes on either side of the rule: at 64 x 1024 the schedule runs on one thread, at
+    4096 x 64 (4x the instances, a longer output) in parallel, by their notes."""
     rng = np.random.default_rng(7)
     a = rng.standard_normal(sizes["I"]).astype(np.float32)
     b = rng.standard_normal(sizes["J"]).astype(np.float32)
