@@ -70,7 +70,7 @@ int threads(void) { return omp_get_max_threads(); }
 """
 
 
-def _library() -> ctypes.CDLL:
+def library() -> ctypes.CDLL:
     add = ADD.get(platform.machine())
     if add is None:
         raise SystemExit(f"no add-chain calibration for {platform.machine()}")
@@ -81,7 +81,7 @@ def _library() -> ctypes.CDLL:
     return lib
 
 
-def _cycle_seconds(lib: ctypes.CDLL) -> float:
+def cycle_seconds(lib: ctypes.CDLL) -> float:
     return min(lib.add_chain(20_000_000) for _ in range(5))
 
 
@@ -90,8 +90,8 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=200, help="calls per gap")
     p.add_argument("--gaps", default="0.01,1,10", help="ms of sleep before each call")
     args = p.parse_args()
-    lib = _library()
-    cycle = _cycle_seconds(lib)
+    lib = library()
+    cycle = cycle_seconds(lib)
     rows = [("back to back", min(lib.regions(2000) for _ in range(5)))]
     for gap in [float(g) for g in args.gaps.split(",")]:
         times = []
@@ -99,7 +99,7 @@ def main() -> None:
             time.sleep(gap / 1e3)
             times.append(lib.regions(1))
         rows.append((f"after a gap of {gap:g} ms", statistics.median(times)))
-    cycle = min(cycle, _cycle_seconds(lib))  # the clock may have ramped up meanwhile
+    cycle = min(cycle, cycle_seconds(lib))  # the clock may have ramped up meanwhile
     model = cpu_policy(host()).fork_join_cycles
     print(f"{lib.threads()} OpenMP threads; one add {cycle * 1e9:.3f} ns "
           f"({1e-9 / cycle:.2f} GHz); the model's fork_join_cycles: {model:.0f}")

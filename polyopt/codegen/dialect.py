@@ -12,7 +12,7 @@ from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.exprs import C_TYPES, Types
 from polyopt.codegen.vmath import C_PRELUDE as VECTOR_MATH
 from polyopt.schedule.machine import Machine, host
-from polyopt.schedule.marks import Marks
+from polyopt.schedule.marks import Marks, lanes_of
 
 
 class Dialect:
@@ -30,6 +30,13 @@ class Dialect:
     def function_header(self, symbol: str) -> str:
         return (f"{self.function_qualifier}int {symbol}(void **bufs, const long *dims, "
                 f"long *err)")
+
+    def simd_clauses(self, tags: Marks) -> str:
+        """The clauses after a vector loop's pragma: its width when the schedule fixes one
+        (``simdlen``: GCC and Clang then vectorize by that many lanes, whatever width they
+        prefer)."""
+        lanes = lanes_of(tags)
+        return f" simdlen({lanes})" if lanes else ""
 
     def loop_header(self, it: str, init: str, cond: str, inc: str,
                     tags: Marks) -> str:

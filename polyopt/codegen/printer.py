@@ -110,7 +110,7 @@ class CWalker(AstWalker):
         tile = None if plain else (self._register_tile(node, depth, in_parallel, loop)
                                    or self._transpose(node, depth, in_parallel, loop))
         if tile is None and Tag.VECTORIZE in tags and not node.for_is_degenerate():
-            tile = self._reduction(node, depth)
+            tile = self._reduction(node, depth, self.dialect.simd_clauses(tags))
         return tile
 
     def vector_body(self, node: isl.AstNode, depth: int) -> tuple[list[str], list[str] | None]:
@@ -201,7 +201,8 @@ class CWalker(AstWalker):
             self.ast_expr.expr(node.for_get_cond(), top=True),
             self.ast_expr.expr(node.for_get_inc(), top=True), frozenset())
 
-    def _reduction(self, node: isl.AstNode, depth: int) -> list[str] | None:
+    def _reduction(self, node: isl.AstNode, depth: int, clauses: str = ""
+                   ) -> list[str] | None:
         """A vectorized reduction loop: the element it accumulates into stays in a local
         that OpenMP's ``simd reduction`` gives each lane a copy of."""
         call = tilematch.only_user(node.for_get_body())
@@ -224,7 +225,8 @@ class CWalker(AstWalker):
         head = f"{pad}  {self._loop_head(node)} {{"
         texts = [self.ast_expr.expr(a, top=True) for a in args]
         if s.name == self.accumulating:  # inside a parallel reduction: its po_acc
-            return [f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc)", head[2:],
+            return [f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc){clauses}",
+                    head[2:],
                     *sp.lines(texts, pad + "  ", accumulator="po_acc"), f"{pad}}}"]
         # Float min/max: the accumulator skips NaN (one vmaxps/vminps on its chain; OpenMP's
         # combine of the lanes would drop a NaN anyway) and a flag of NaN seen, the initial
@@ -235,7 +237,8 @@ class CWalker(AstWalker):
                 f"po_nan ? ({c})NAN : po_acc") if nan else ([], "", "po_acc")
         return [f"{pad}{{ /* reduction of {s.name} */", *binds,
                 f"{pad}  {c} po_acc = {target};", *flag[0],
-                f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc){flag[1]}", head,
+                f"{pad}{self.dialect.simd_pragma} reduction({op}:po_acc){flag[1]}{clauses}",
+                head,
                 *sp.lines(texts, pad + "    ", accumulator="po_acc",
                           nan_flag="po_nan" if nan else None), f"{pad}  }}",
                 f"{pad}  {target} = {flag[2]};", f"{pad}}}"]

@@ -90,10 +90,11 @@ class AstWalker:
             label = "parallel" if parallel else f"bound to {bound}"  # AST's disagree
             raise CodegenError(f"loop {loop} is {label} but carries a dependence")
         simd = Tag.VECTORIZE in tags and self.dialect.simd_pragma
+        clauses = self.dialect.simd_clauses(tags) if simd else ""
         if parallel and self.dialect.parallel_pragma:
-            out.append(self.dialect.parallel_pragma + (" simd" if simd else ""))
+            out.append(self.dialect.parallel_pragma + (" simd" if simd else "") + clauses)
         elif simd:
-            out.append(self.dialect.simd_pragma)
+            out.append(self.dialect.simd_pragma + clauses)
         note = f"  /* {loop} */" if loop else ""
         hoisted: list[str] = []
         inner: list[str] | None = None

@@ -17,7 +17,8 @@ For a nest (a subtree of the schedule) the model computes:
   growth per iteration after that; else every iteration reloads its body;
 * a **cycle estimate** (:func:`estimate`), a roofline: the largest of the compute time
   (vectorized when every access is invariant or unit along the innermost loop, or a read
-  strided by a few elements, :func:`vector_loads`) and each
+  strided by a few elements, :func:`vector_loads`; each vector loop at the width of fewer
+  vector iterations, a scalar remainder's counted as one, :func:`vector_splits`) and each
   level's traffic over its bandwidth, plus the TLB misses (pages as lines, the TLB as the
   cache) at their walk latency, divided over the cores of the parallel loop (memory
   bandwidth is shared), plus OpenMP fork/join per execution of the parallel loop.
@@ -38,6 +39,7 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.schedule import lanes as vl
 from polyopt.schedule.memo import Memo
 from polyopt.schedule.policy import CpuPolicy
 from polyopt.schedule.strides import (
@@ -51,7 +53,15 @@ from polyopt.schedule.strides import (
     step_map,
     stride,
 )
-from polyopt.schedule.tree import Leaf, Loop, Node, Sequence, raw_iterator, stmts_of
+from polyopt.schedule.tree import (
+    Leaf,
+    Loop,
+    Node,
+    Sequence,
+    path_to,
+    raw_iterator,
+    stmts_of,
+)
 
 _SET = isl.dim_type.set
 
@@ -306,6 +316,42 @@ def vectorizes(poly: PolyProgram, s: PolyStmt, path: list[Loop]) -> bool:
     return vector_loads(poly, s, path) is not None
 
 
+def vector_splits(poly: PolyProgram, root: Node, loop: Loop,
+                  policy: CpuPolicy) -> tuple[vl.Split, ...]:
+    """The widths innermost ``loop`` of ``root`` may vectorize at, best first
+    (``polyopt.schedule.lanes.choose``): its trip count with the outer loops at their first
+    value, a register's lanes of its statements' widest output element, and whether a read
+    strided along it keeps its last iteration scalar."""
+    outer = [n for n in path_to(root, loop)[:-1] if isinstance(n, Loop)]
+    path = [*outer, loop]
+    group = [(poly.stmt(n), vector_loads(poly, poly.stmt(n), path, policy.max_vector_stride))
+             for n in stmts_of(loop)]
+    return _splits(poly, policy, path, group)
+
+
+def _splits(poly: PolyProgram, policy: CpuPolicy, path: list[Loop],
+            group: list[tuple[PolyStmt, int | None]]) -> tuple[vl.Split, ...]:
+    """``vector_splits`` of ``path[-1]`` for its statements and their vector loads."""
+    elem = max((elem_bytes(poly, s.stmt.tensor) for s, _ in group), default=4)
+    gap = any(loads is not None and loads > len(s.reads) for s, loads in group)
+    return vl.choose(trip(poly, path[-1], path[:-1]), policy.lanes(elem), gap)
+
+
+def vector_width(poly: PolyProgram, root: Node, loop: Loop,
+                 policy: CpuPolicy) -> tuple[int | None, str]:
+    """The lanes vector loop ``loop`` runs at (the best of ``vector_splits``) and why; None
+    on a machine without vector lanes (the compiler decides)."""
+    splits = vector_splits(poly, root, loop, policy)
+    best = splits[0]
+    if best.lanes < 2:
+        return None, "the machine has no vector lanes"
+    if not best.iterations:
+        return best.lanes, f"{best.lanes} lanes (a whole register: the trip is not known)"
+    others = "; ".join(f"{sp.lanes} lanes: {sp}" for sp in splits[1:])
+    return best.lanes, f"{best.lanes} lanes: {best}" + (f" (against {others})" if others
+                                                        else "")
+
+
 def free_loop(poly: PolyProgram, lp: Loop) -> bool:
     """Can ``lp`` run in parallel in any position (a cheap, conservative reading of the
     statements, not the dependences): each statement below writes along it and does not
@@ -331,26 +377,33 @@ def free_loop(poly: PolyProgram, lp: Loop) -> bool:
 
 
 def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str, ...]]:
-    """(cycles of arithmetic and loads, vectorizing innermost loops)."""
-    m, lanes_of = ctx.policy.machine, ctx.policy.lanes
-    cycles, vec = 0.0, []
+    """(cycles of arithmetic and loads, vectorizing innermost loops). A vector loop runs
+    at its best width (``vector_splits``, as ``vector_width`` prints it): each of its
+    vector iterations (a scalar remainder's counted as one, ``polyopt.schedule.lanes``)
+    costs one instance's operations, shuffles and loads."""
+    m, cycles = ctx.policy.machine, 0.0
+    vector: dict[int, tuple[list[Loop], list[tuple[PolyStmt, int, int]]]] = {}
     for name, path in _leaf_paths(node, []):
         s = ctx.poly.stmt(name)
         n = _points(_fixed_domain(s, outer))
         if n is None:
             raise _Unknown
-        lanes = lanes_of(elem_bytes(ctx.poly, s.stmt.tensor))
-        each = (_ops(s) / m.fma_units + len(s.reads) / ctx.policy.loads_per_cycle)
         loads = vector_loads(ctx.poly, s, [*outer, *path], ctx.policy.max_vector_stride) \
             if path else None
-        if loads is not None:  # a strided read's extra loads, and a shuffle for each
-            short = trip(ctx.poly, path[-1], [*outer, *path[:-1]]) or 1
+        if loads is None:
+            cycles += n * (_ops(s) / m.fma_units + len(s.reads) / ctx.policy.loads_per_cycle)
+        else:
+            vector.setdefault(id(path[-1]), ([*outer, *path], []))[1].append((s, loads, n))
+    for full, group in vector.values():
+        splits = _splits(ctx.poly, ctx.policy, full, [(s, k) for s, k, _ in group])
+        chosen = splits[0]
+        short = trip(ctx.poly, full[-1], full[:-1])
+        share = chosen.iterations / short if short else 1.0  # vector iterations/instance
+        for s, loads, n in group:  # a strided read's extra loads, and a shuffle for each
             shuffles = loads - len(s.reads)
-            each = ((_ops(s) + shuffles) / m.fma_units + loads / ctx.policy.loads_per_cycle)
-            each /= min(lanes, short)
-            vec.append(path[-1].name)
-        cycles += n * each
-    return cycles, tuple(dict.fromkeys(vec))
+            cycles += n * share * ((_ops(s) + shuffles) / m.fma_units
+                                   + loads / ctx.policy.loads_per_cycle)
+    return cycles, tuple(dict.fromkeys(full[-1].name for full, _ in vector.values()))
 
 
 class _Unknown(Exception):

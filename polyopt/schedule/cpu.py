@@ -42,6 +42,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
+from polyopt.schedule.cost import vector_width
 from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Machine, host
@@ -121,12 +122,12 @@ def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
     if plan is not None:
         chain = chain_of(tf.find(schedule.root, plan.order[0]))
         if plan.strip:  # the strip's inner loop is innermost: vectorize it, no cache tile
-            return _vectorize(schedule, plan.order[-1])
+            return _vectorize(schedule, plan.order[-1], policy)
     if knobs.vector is not None:
         schedule, chain = _vector_knob(schedule, chain, knobs.vector)
     schedule, chain = _hoist_unit_loops(schedule, chain)
     schedule, inner = _cache_tile(schedule, chain, policy, knobs)
-    return _vectorize(schedule, inner)
+    return _vectorize(schedule, inner, policy)
 
 
 def _tile_fused(schedule: Schedule, top: Loop, policy: CpuPolicy, knobs: Knobs) -> Schedule:
@@ -261,12 +262,15 @@ def _transposed(program: ir.Program, s: PolyStmt, outer: Loop, inner: Loop) -> b
     return False
 
 
-def _vectorize(schedule: Schedule, name: str) -> Schedule:
+def _vectorize(schedule: Schedule, name: str, policy: CpuPolicy) -> Schedule:
     if not isinstance(tf.find(schedule.root, name).child, Leaf):
         return schedule
+    lanes, why = vector_width(schedule.poly, schedule.root, tf.find(schedule.root, name),
+                              policy)
     try:
-        out = schedule.vectorize(name)
+        out = schedule.vectorize(name, lanes=lanes)
     except ScheduleError as e:
         return schedule.note(f"{name}: not vectorized: {str(e).splitlines()[0]}")
     return out.note(f"{name}: vector loop: the innermost, it carries no dependence (or an "
-                    "unordered reduction only)")
+                    f"unordered reduction only); {why}")
+

@@ -6,6 +6,7 @@ A ``Loop`` of a schedule tree carries a frozenset of marks, each a typed value:
   a private copy of the one element the loop reduces into, combined at the end),
   ``vectorize``, ``unroll``, ``separate``, and the roles of
   a GPU block tile's loops);
+- ``VectorLanes``: a vectorized loop's width, in lanes (the C printer's ``simdlen``);
 - ``Bind``: the loop runs across a CUDA grid or block axis (``blockIdx.x``);
 - ``GpuTile``: the loop is the row loop of a GPU block tile with a ``rows x cols``
   register tile per thread; ``GpuUnroll``: the tile's reduction loop is unrolled by a
@@ -98,7 +99,24 @@ class GpuUnroll:
         return f"gpu.unroll {self.factor}"
 
 
-Mark = Tag | Bind | GpuTile | GpuUnroll
+@dataclass(frozen=True)
+class VectorLanes:
+    """A vectorized loop runs ``lanes`` iterations per vector (a power of two)."""
+    lanes: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or not (
+                2 <= self.lanes <= MAX_LANES and self.lanes & (self.lanes - 1) == 0):
+            raise ScheduleError(f"vectorize: lanes must be a power of two from 2 to "
+                                f"{MAX_LANES}, got {self.lanes!r}")
+
+    def __str__(self) -> str:
+        return f"{self.lanes} lanes"
+
+
+MAX_LANES = 64  # a 512-bit register of bytes
+
+Mark = Tag | Bind | GpuTile | GpuUnroll | VectorLanes
 Marks = frozenset[Mark]
 NO_MARKS: Marks = frozenset()
 
@@ -115,6 +133,11 @@ def gpu_tile_of(marks: Iterable[Mark]) -> GpuTile | None:
 
 def gpu_unroll_of(marks: Iterable[Mark]) -> int | None:
     return next((m.factor for m in marks if isinstance(m, GpuUnroll)), None)
+
+
+def lanes_of(marks: Iterable[Mark]) -> int | None:
+    """A vectorized loop's width in lanes, if the schedule fixes one."""
+    return next((m.lanes for m in marks if isinstance(m, VectorLanes)), None)
 
 
 def listed(marks: Iterable[Mark]) -> str:

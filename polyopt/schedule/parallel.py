@@ -10,7 +10,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
-from polyopt.schedule.cost import estimate
+from polyopt.schedule.cost import estimate, vector_width
 from polyopt.schedule.fusion import loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.marks import Tag
@@ -154,7 +154,9 @@ def _split_strips(schedule: Schedule, inner: Loop, policy: CpuPolicy) -> Schedul
         return None
     outer, below = tf.split_names(inner.name)
     try:
-        out = schedule.split(inner.name, strip, (outer, below)).vectorize(below)
+        out = schedule.split(inner.name, strip, (outer, below))
+        width, _ = vector_width(out.poly, out.root, tf.find(out.root, below), policy)
+        out = out.vectorize(below, lanes=width)
         out = out.parallel(outer)
     except ScheduleError:
         return None

@@ -30,7 +30,7 @@ from polyopt.schedule import transform as tf
 from polyopt.schedule.contraction import contracted_dim
 from polyopt.schedule.from_isl import read
 from polyopt.schedule.legality import carried, check_legal, distributable, permutable
-from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Tag, bind_of
+from polyopt.schedule.marks import Bind, GpuTile, GpuUnroll, Tag, VectorLanes, bind_of
 from polyopt.schedule.sequential import dataflow_order
 from polyopt.schedule.tree import (
     Leaf,
@@ -46,6 +46,7 @@ from polyopt.schedule.tree import (
     reordered,
     sequence,
     stmts_of,
+    substitute,
     to_isl,
     widen,
 )
@@ -270,13 +271,19 @@ class Schedule:
         kw: dict[str, Any] = {"shared": None if shared else False, "unroll": unroll}
         return self._step("gpu_tile", fn, (loop, (rm, rn)), **kw)
 
-    def vectorize(self, loop: str) -> Schedule:
-        """Vectorize the innermost ``loop``; it must carry no dependence."""
+    def vectorize(self, loop: str, lanes: int | None = None) -> Schedule:
+        """Vectorize the innermost ``loop``; it must carry no dependence. ``lanes`` fixes
+        its width (a power of two; the C printer's ``simdlen``), else the compiler's."""
+        width = None if lanes is None else VectorLanes(lanes)
+
         def fn(r: Node) -> Node:
             if loops(tf.find(r, loop).child):
                 raise ScheduleError(f"vectorize: loop {loop} is not innermost")
-            return tagcheck.tag_free(self.poly, self.deps, r, loop, Tag.VECTORIZE)
-        return self._step("vectorize", fn, (loop,))
+            r = tagcheck.tag_free(self.poly, self.deps, r, loop, Tag.VECTORIZE)
+            lp = tf.find(r, loop)
+            kept = frozenset(m for m in lp.tags if not isinstance(m, VectorLanes))
+            return substitute(r, lp, replace(lp, tags=kept | ({width} if width else set())))
+        return self._step("vectorize", fn, (loop,), lanes=lanes)
 
     def unroll(self, loop: str, factor: int | None = None) -> Schedule:
         """Unroll ``loop`` fully (a constant trip count of at most 64), or split it by

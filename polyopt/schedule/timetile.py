@@ -39,6 +39,7 @@ from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
 from polyopt.schedule import transform as tf
 from polyopt.schedule.auto import compute_schedule
+from polyopt.schedule.cost import vector_width
 from polyopt.schedule.diamond import diamond_tile
 from polyopt.schedule.fusion import loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
@@ -167,7 +168,7 @@ def _tile_band(schedule: Schedule, band: list[Loop], policy: CpuPolicy,
         built = diamond_tile(schedule, band, [sizes[1], *sizes[1:]], tile.why, openmp)
         if not isinstance(built, str):
             out, above = _distribute_points(*built)
-            return _vectorize_inner(out, above)
+            return _vectorize_inner(out, above, policy)
         schedule = schedule.note(built)  # why not: parallelogram tiles instead
     taken = {lp.name for lp in loops(schedule.root)} - set(names)
     labels = [[fresh_name(f"{n}_o", taken), fresh_name(f"{n}_i", taken)] for n in names]
@@ -183,7 +184,7 @@ def _tile_band(schedule: Schedule, band: list[Loop], policy: CpuPolicy,
     if openmp:
         out = _parallel_wavefront(out, wave, labels[0][0], names[1])
     out, above = _distribute_points(out, labels[-1][1], labels[-2][1])
-    return _vectorize_inner(out, above)
+    return _vectorize_inner(out, above, policy)
 
 def _sizes(schedule: Schedule, band: list[Loop], policy: CpuPolicy, knobs: Knobs) -> TimeTile:
     """The model's tile (``CpuPolicy.time_tile``), with the knobs' sizes in its place."""
@@ -235,7 +236,7 @@ def _distribute_points(schedule: Schedule, inner: str, outer: str) -> tuple[Sche
     return out.note(f"{inner}: distributed, one loop per statement (to vectorize each)"), \
         outer
 
-def _vectorize_inner(schedule: Schedule, inner: str) -> Schedule:
+def _vectorize_inner(schedule: Schedule, inner: str, policy: CpuPolicy) -> Schedule:
     """Vectorize the innermost loop of each nest right below loop ``inner``."""
     below = tf.find(schedule.root, inner).child
     kids = below.children if isinstance(below, Sequence) else (below,)
@@ -245,10 +246,11 @@ def _vectorize_inner(schedule: Schedule, inner: str) -> Schedule:
                              "statements share it, and it carries their dependence)")
     for k in leaves:
         name = chain_of(k)[-1].name
+        lanes, why = vector_width(schedule.poly, schedule.root, chain_of(k)[-1], policy)
         try:
-            schedule = schedule.vectorize(name).note(
+            schedule = schedule.vectorize(name, lanes=lanes).note(
                 f"{name}: vector loop: a statement's innermost loop below the time tiles, "
-                f"dependence-free; {_stride(schedule, chain_of(k)[-1])}")
+                f"dependence-free; {_stride(schedule, chain_of(k)[-1])}; {why}")
         except ScheduleError as e:
             schedule = schedule.note(f"{name}: not vectorized: {str(e).splitlines()[0]}")
     return schedule

@@ -35,14 +35,14 @@ def test_an_order_rank_past_the_candidates_falls_back_with_a_note() -> None:
 
 
 def test_vector_moves_its_loop_innermost() -> None:
-    assert "vectorize('m_i')" in steps(TRANSPOSE, {}, {"M": 256, "N": 256})
+    assert "vectorize('m_i', lanes=" in steps(TRANSPOSE, {}, {"M": 256, "N": 256})
     code = steps(TRANSPOSE, {"vector": "n"}, {"M": 256, "N": 256})
-    assert "vector knob: n innermost" in code and "vectorize('n_i')" in code
+    assert "vector knob: n innermost" in code and "vectorize('n_i', lanes=" in code
 
 
 def test_a_vector_loop_that_is_not_there_falls_back_with_a_note() -> None:
     code = steps(COLSUM, {"vector": "n"})
-    assert "vector knob n: no such loop" in code and "s.vectorize('m')" in code
+    assert "vector knob n: no such loop" in code and "s.vectorize('m', lanes=" in code
 
 
 def test_parallel_picks_the_loop_and_a_reduction_loop_splits() -> None:

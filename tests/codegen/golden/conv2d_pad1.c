@@ -22,7 +22,7 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
   const long e_I_pack_4 = 1L;
   for (long c2 = 0L; c2 <= 2L; c2 += 1L) {  /* ip1 */
     for (long c3 = 1L; c3 <= 8L; c3 += 1L) {  /* ip2 */
-#pragma omp simd
+#pragma omp simd simdlen(8)
       for (long c4 = 1L; c4 <= 8L; c4 += 1L) {  /* ip3 */
         { /* I_pack_0 */
           const long i_ip0 = 0L;
@@ -56,7 +56,7 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
         }
       } else {
         if (c3 == 9L) {
-#pragma omp simd
+#pragma omp simd simdlen(8)
           for (long c4 = 0L; c4 <= 9L; c4 += 1L) {  /* ip32 */
             { /* I_pack_0_border */
               const long i_ip0 = 0L;
@@ -68,7 +68,7 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
             }
           }
         } else {
-#pragma omp simd
+#pragma omp simd simdlen(8)
           for (long c4 = 0L; c4 <= 9L; c4 += 1L) {  /* ip32 */
             { /* I_pack_0_border */
               const long i_ip0 = 0L;
@@ -85,7 +85,7 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
   }
   for (long c0 = 0L; c0 <= 3L; c0 += 1L) {  /* f */
     for (long c1 = 0L; c1 <= 7L; c1 += 1L) {  /* h */
-#pragma omp simd
+#pragma omp simd simdlen(8)
       for (long c2 = 0L; c2 <= 7L; c2 += 1L) {  /* w */
         { /* O_0_init */
           const long i_n = 0L;
@@ -100,7 +100,7 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
           for (long c4 = 0L; c4 <= 2L; c4 += 1L) {  /* kw */
             {
               const float po_h0 = t_Wt[(((((c0)) * e_Wt_1 + ((c2))) * e_Wt_2 + ((c3))) * e_Wt_3 + ((c4)))];
-#pragma omp simd
+#pragma omp simd simdlen(8)
             for (long c5 = 0L; c5 <= 7L; c5 += 1L) {  /* w2 */
               { /* O_0 */
                 const long i_n = 0L;

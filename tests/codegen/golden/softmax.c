@@ -24,7 +24,7 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
       const long i_n = c0;
       float po_acc = po_slice_mx[0];
       int po_nan = po_acc != po_acc;
-    #pragma omp simd reduction(max:po_acc) reduction(|:po_nan)
+    #pragma omp simd reduction(max:po_acc) reduction(|:po_nan) simdlen(8)
       for (long c1 = 0L; c1 <= 9L; c1 += 1L) {
         { /* mx_0 */
           const long i_r_d = c1;
@@ -37,7 +37,7 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
     }
     {
       const float po_h0 = po_slice_mx[0];
-#pragma omp simd
+#pragma omp simd simdlen(8)
     for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d2 */
       { /* E_0 */
         const long i_n = c0;
@@ -53,7 +53,7 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
     { /* reduction of den_0 */
       const long i_n = c0;
       float po_acc = po_slice_den[0];
-    #pragma omp simd reduction(+:po_acc)
+    #pragma omp simd reduction(+:po_acc) simdlen(8)
       for (long c1 = 0L; c1 <= 9L; c1 += 1L) {
         { /* den_0 */
           const long i_r_d = c1;
@@ -64,7 +64,7 @@ int polyopt_softmax(void **bufs, const long *dims, long *err) {
     }
     {
       const float po_h0 = po_slice_den[0];
-#pragma omp simd
+#pragma omp simd simdlen(8)
     for (long c1 = 0L; c1 <= 9L; c1 += 1L) {  /* d4 */
       { /* Y_0 */
         const long i_n = c0;

@@ -14,7 +14,7 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
   const long e_Co_1 = dims[7];
 #pragma omp parallel for
   for (long c0 = 0L; c0 < s_N; c0 += 1L) {  /* i */
-#pragma omp simd
+#pragma omp simd simdlen(16)
     for (long c1 = 0L; c1 < s_N; c1 += 1L) {  /* j */
       { /* Co_0 */
         const long i_i = c0;
@@ -24,7 +24,7 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
     }
     {
       const float po_h0 = t_beta[0];
-#pragma omp simd
+#pragma omp simd simdlen(8)
     for (long c1 = 0L; c1 <= c0; c1 += 1L) {  /* j2 */
       { /* Co_1 */
         const long i_i = c0;
