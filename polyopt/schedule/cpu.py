@@ -122,12 +122,12 @@ def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
     if plan is not None:
         chain = chain_of(tf.find(schedule.root, plan.order[0]))
         if plan.strip:  # the strip's inner loop is innermost: vectorize it, no cache tile
-            return _vectorize(schedule, plan.order[-1], policy)
+            return _vectorize(schedule, plan.order[-1], policy, knobs.lanes)
     if knobs.vector is not None:
         schedule, chain = _vector_knob(schedule, chain, knobs.vector)
     schedule, chain = _hoist_unit_loops(schedule, chain)
     schedule, inner = _cache_tile(schedule, chain, policy, knobs)
-    return _vectorize(schedule, inner, policy)
+    return _vectorize(schedule, inner, policy, knobs.lanes)
 
 
 def _tile_fused(schedule: Schedule, top: Loop, policy: CpuPolicy, knobs: Knobs) -> Schedule:
@@ -262,11 +262,12 @@ def _transposed(program: ir.Program, s: PolyStmt, outer: Loop, inner: Loop) -> b
     return False
 
 
-def _vectorize(schedule: Schedule, name: str, policy: CpuPolicy) -> Schedule:
+def _vectorize(schedule: Schedule, name: str, policy: CpuPolicy,
+               knob: int | None = None) -> Schedule:
     if not isinstance(tf.find(schedule.root, name).child, Leaf):
         return schedule
-    lanes, why = vector_width(schedule.poly, schedule.root, tf.find(schedule.root, name),
-                              policy)
+    lanes, why = (knob, f"{knob} lanes (the lanes knob)") if knob else vector_width(
+        schedule.poly, schedule.root, tf.find(schedule.root, name), policy)
     try:
         out = schedule.vectorize(name, lanes=lanes)
     except ScheduleError as e:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from polyopt.errors import OptionError
+from polyopt.schedule.marks import MAX_LANES
 
 # knob -> (type, lowest value, what it decides)
 KNOBS: dict[str, tuple[type, int, str]] = {
@@ -40,6 +41,9 @@ KNOBS: dict[str, tuple[type, int, str]] = {
                       "even under order_min_gain; None: the model's choice)"),
     "vector": (str, 0, "nests that are not register-tiled: the loop over this iterator (or "
                        "of this name) moved innermost and vectorized"),
+    "lanes": (int, 2, "nests that are not register-tiled or time-tiled: their vector loops' "
+                      "width, a power of two (None: each loop's from its trip count, "
+                      "schedule/lanes.py)"),
     "parallel": (str, 0, "the loop over this iterator (or of this name, or its outer tile "
                          "NAME_o) runs in parallel in each nest that has it; a reduction's "
                          "loop becomes a parallel reduction (split-K)"),
@@ -76,6 +80,7 @@ class Knobs:
     rows_outer: bool | None = None
     order: int | None = None
     vector: str | None = None
+    lanes: int | None = None
     parallel: str | None = None
     split_k: bool | None = None
     time_tile: int | None = None
@@ -96,6 +101,9 @@ class Knobs:
             kind, low, _ = KNOBS[name]
             if not _valid(kind, low, v):
                 raise OptionError(f"option knobs {name}={v!r}: expected {_expected(kind, low)}")
+            if name == "lanes" and v is not None and (v & (v - 1) or v > MAX_LANES):
+                raise OptionError(f"option knobs lanes={v!r}: expected a power of two from 2 "
+                                  f"to {MAX_LANES}")
             if v is not None and name in CHOICES and v not in CHOICES[name]:
                 raise OptionError(f"option knobs {name}={v!r}: expected one of "
                                   f"{', '.join(CHOICES[name])}")

@@ -3,13 +3,14 @@
 A configuration picks one value per knob and becomes ``polyopt.compile`` options: on the
 CPU, ``fusion`` and the pipeline's ``knobs`` (register and reduction tiles, packing, channel
 blocking, cache tiles, and the loop knobs: the order model's k best loop orders, the vector
-loop, the parallel loop, split-K); on CUDA, the ``gpu`` mapping (block tile, registers per thread,
-threads per block, shared memory, unrolling). Only knobs that change something for the
-definition are in its space (no register tile knobs without a contraction). Every value
-builds its schedule through checked verbs, so every configuration is legal; one the pipeline
-cannot apply falls back to the model's choice, which the measured schedule records. The
-candidates and the thresholds that pick them are the pipelines' policies' (``CpuPolicy``
-for the machine model, in the contraction's vector lanes; ``GpuPolicy``).
+loop and its width in lanes, the parallel loop, split-K); on CUDA, the ``gpu`` mapping
+(block tile, registers per thread, threads per block, shared memory, unrolling). Only knobs
+that change something for the definition are in its space (no register tile knobs without
+a contraction). Every value builds its schedule through checked verbs, so every
+configuration is legal; one the pipeline cannot apply falls back to the model's choice,
+which the measured schedule records. The candidates and the thresholds that pick them are
+the pipelines' policies' (``CpuPolicy`` for the machine model, in the contraction's vector
+lanes; ``GpuPolicy``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from polyopt import ir, lang
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
 from polyopt.schedule.gpu_policy import GPU_POLICY, GpuPolicy
+from polyopt.schedule.lanes import candidates
 from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
 
@@ -186,6 +188,8 @@ def _loop_knobs(program: ir.Program, policy: CpuPolicy,
     wanted: list[tuple[str, tuple[Any, ...]]] = [
         ("order", tuple(range(ORDER_RANKS))),
         ("vector", tuple(sorted({it for s in stmts for it in _unit_stride_iters(s)}))),
+        ("lanes", candidates(max(2, policy.lanes(max(
+            DTYPES[t.dtype].np.itemsize for t in program.tensors.values()))))),
         ("parallel", tuple(sorted({it for s in program.stmts for it in s.iters})))]
     few = policy.parallel_trips * SPLIT_K_OUTPUTS_PER_THREAD
     if any(s.reduction_iters and _outputs(program, s) < few for s in program.stmts):

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 import polyopt
-from polyopt.errors import ScheduleError
+from polyopt.errors import OptionError, ScheduleError
 from polyopt.schedule import lanes as vl
+from polyopt.schedule.machine import configured
 from polyopt.schedule.schedule import Schedule
+from polyopt.tune.space import space_for
 
 MACHINE = ("vector_bytes={},vector_registers=32,l1d_bytes=32768,l2_bytes=1048576,"
            "l3_bytes=33554432,cores=2")
@@ -87,3 +89,15 @@ def test_the_verb_checks_and_replays_its_lanes() -> None:
     for bad in (3, 0, 128, True, "8"):
         with pytest.raises(ScheduleError, match="power of two"):
             s.vectorize(inner, lanes=bad)  # type: ignore[arg-type]
+
+
+def test_the_lanes_knob_fixes_the_width_and_the_tuner_offers_the_other() -> None:
+    sizes = {"N": 8, "M": 1024}
+    machine = MACHINE.format(64)
+    got = polyopt.compile(SCALE, sizes=sizes, options={
+        "machine": machine, "tuned": False, "knobs": {"lanes": 4}})
+    assert re.findall(r"simdlen\((\d+)\)", got.source) == ["4"]
+    assert "4 lanes (the lanes knob)" in "\n".join(got.schedule.notes)
+    with pytest.raises(OptionError, match="power of two"):
+        polyopt.compile(SCALE, sizes=sizes, options={"knobs": {"lanes": 12}})
+    assert "lanes: None, 8" in str(space_for(SCALE, None, sizes, machine=configured(machine)))
