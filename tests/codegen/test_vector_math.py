@@ -167,3 +167,25 @@ def test_transcendental_loops_vectorize(cflags: tuple[str, ...]) -> None:
         lines = kernel.source.splitlines()
         stores = {i + 1 for i, line in enumerate(lines) if re.match(r"\s*t_Y\w*\[.*\] = ", line)}
         assert stores and stores <= vectorized_lines(kernel.source, cflags)
+
+
+
+MINMAX = {"hi": "fmax(A(i), B(i))", "lo": "fmin(A(i), B(i))", "relu": "fmax(A(i), 0)"}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fmax_and_fmin_keep_c_semantics_and_vectorize(dtype: str) -> None:
+    """The other operand where one is NaN (numpy.fmax), in loops GCC vectorizes: libm's
+    fmaxf kept a ReLU's loop scalar."""
+    edges = np.array([np.nan, np.inf, -np.inf, 0.0, 1.5, -2.0, 3e-40, -7.0], dtype)
+    a = np.resize(np.repeat(edges, edges.size), 1024)
+    b = np.resize(np.tile(edges, edges.size), 1024)
+    expected = {"hi": np.fmax(a, b), "lo": np.fmin(a, b), "relu": np.fmax(a, 0)}
+    for name, expr in MINMAX.items():
+        kernel = polyopt.compile(f"def {name}({dtype}(N) A, {dtype}(N) B) -> (Y) "
+                                 f"{{ Y(i) = {expr} }}")
+        np.testing.assert_array_equal(kernel(a, b), expected[name], err_msg=name)
+        if platform.machine() == "x86_64":
+            lines = kernel.source.splitlines()
+            stores = {i + 1 for i, line in enumerate(lines) if re.match(r"\s*t_Y\[", line)}
+            assert stores and stores <= vectorized_lines(kernel.source, ()), name
