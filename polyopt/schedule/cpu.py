@@ -53,7 +53,7 @@ from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.register_tile import register_tile
 from polyopt.schedule.schedule import Schedule
 from polyopt.schedule.timetile import stencil_base, time_tile
-from polyopt.schedule.tree import Leaf, Loop, Sequence, raw_iterator
+from polyopt.schedule.tree import Leaf, Loop, Sequence, loops, raw_iterator
 
 
 def optimize(schedule: Schedule, *, openmp: bool = True,
@@ -140,8 +140,11 @@ def _tile_fused(schedule: Schedule, top: Loop, policy: CpuPolicy, knobs: Knobs) 
         for name in names:
             split = tile_nest(split, name, policy, knobs)
         return split
-    below = chain_of(tf.find(schedule.root, top.name))[-1].child
+    chain = chain_of(tf.find(schedule.root, top.name))
+    below = chain[-1].child
     assert isinstance(below, Sequence)
+    if not loops(below):  # statements only: one innermost loop, vectorized for them all
+        return _vectorize(schedule, chain[-1].name, policy, knobs.lanes)
     for name in [c.name for c in below.children if isinstance(c, Loop)]:
         schedule = tile_nest(schedule, name, policy, knobs)
     return schedule
@@ -264,7 +267,7 @@ def _transposed(program: ir.Program, s: PolyStmt, outer: Loop, inner: Loop) -> b
 
 def _vectorize(schedule: Schedule, name: str, policy: CpuPolicy,
                knob: int | None = None) -> Schedule:
-    if not isinstance(tf.find(schedule.root, name).child, Leaf):
+    if loops(tf.find(schedule.root, name).child):  # not innermost
         return schedule
     lanes, why = (knob, f"{knob} lanes (the lanes knob)") if knob else vector_width(
         schedule.poly, schedule.root, tf.find(schedule.root, name), policy)

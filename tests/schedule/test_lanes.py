@@ -68,6 +68,24 @@ def test_a_strided_read_counts_its_scalar_last_iteration() -> None:
     assert _simdlens(POOL, {"N": 4, "M": 128}, 64) == [8]
 
 
+FUSED = """def f(float(N,M) A) -> (P, Q) {
+    P(i,j) = exp(A(i,j))
+    Q(i,j) = P(i,j) * 2 + A(i,j)
+}"""
+
+
+def test_a_loop_over_several_statements_is_the_models_vector_loop_too() -> None:
+    """A fused elementwise body gets its width like a single statement (it was left to the
+    compiler, with no note), and computes the same."""
+    s = polyopt.schedule(FUSED, sizes={"N": 6, "M": 28}, options={"machine": MACHINE.format(64)})
+    assert "8 lanes: 3 x 8 + 4" in next(n for n in s.notes if "vector loop" in n)
+    assert _simdlens(FUSED, {"N": 6, "M": 28}, 64) == [8]
+    a = np.random.default_rng(3).standard_normal((6, 28)).astype(np.float32)
+    p, q = polyopt.compile(FUSED, sizes={"N": 6, "M": 28})(a)
+    np.testing.assert_allclose(p, np.exp(a), rtol=1e-5)
+    np.testing.assert_allclose(q, np.exp(a) * 2 + a, rtol=1e-5)
+
+
 @pytest.mark.parametrize("cols", [37, 64, 1000])
 def test_wide_loops_with_remainders_compute_the_same(cols: int) -> None:
     rng = np.random.default_rng(7)
