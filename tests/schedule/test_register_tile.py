@@ -100,3 +100,26 @@ def test_kc_knob_keeps_rows_outside() -> None:
     assert "reduction c in blocks of 1024" in note
     assert "inside the reduction blocks" not in note
     check(kernel, 1024, 32, 14, seed=13)
+
+
+PV = "def pv(float(H,S,T) P, float(H,T,D) V) -> (O) { O(h,s,d) +=! P(h,s,r_t) * V(h,r_t,d) }"
+
+
+@cc
+@pytest.mark.parametrize(("knobs", "packed"), [({}, False), ({"mc": 0}, True)])
+def test_a_row_operand_held_in_l2_row_blocks_is_not_copied(knobs: dict[str, object],
+                                                         packed: bool) -> None:
+    """attention's P @ V: P (1 MB a head, over half of a 1 MB L2) is swept twice by the two
+    column tiles of D = 64. The row blocks keep a block of it in L2 between the passes, so a
+    copy would only add a pass over memory; without row blocks (``mc=0``) it is copied."""
+    machine = AVX512.replace("l2_bytes=2M", "l2_bytes=1M")
+    sizes = {"H": 2, "S": 512, "T": 512, "D": 64}
+    kernel = polyopt.compile(PV, sizes=sizes, options={"tuned": False, "machine": machine,
+                                                       "knobs": knobs})
+    note = tile_note(kernel)
+    assert ("packs A (swept 2x)" if packed else "leaves A (swept 2x)") in note
+    assert ("L2 blocks" in note) != packed
+    rng = np.random.default_rng(5)
+    p = rng.standard_normal((2, 512, 512)).astype(np.float32)
+    v = rng.standard_normal((2, 512, 64)).astype(np.float32)
+    np.testing.assert_allclose(kernel(p, v), p.astype(np.float64) @ v, rtol=1e-4, atol=1e-3)
