@@ -132,10 +132,10 @@ PO_FN float po_erff(float x) {
 # (+0 against -0) the second, as glibc's x86-64 fmaxf/fminf (maxss/minss) return.
 _MINMAX_C = r"""
 #if !defined(POLYOPT_SCALAR_MATH)
-#define PO_FMAXMIN(T, S) \
+#define PO_C99_FMAXMIN(T, S) \
   PO_FN T po_fmax##S(T a, T b) { return (a > b || b != b) ? a : b; } \
   PO_FN T po_fmin##S(T a, T b) { return (a < b || b != b) ? a : b; }
-PO_FMAXMIN(float, f) PO_FMAXMIN(double, )
+PO_C99_FMAXMIN(float, f) PO_C99_FMAXMIN(double, )
 #define fmaxf po_fmaxf
 #define fminf po_fminf
 #define fmax po_fmax

@@ -267,10 +267,11 @@ def _transposed(program: ir.Program, s: PolyStmt, outer: Loop, inner: Loop) -> b
 
 def _vectorize(schedule: Schedule, name: str, policy: CpuPolicy,
                knob: int | None = None) -> Schedule:
-    if loops(tf.find(schedule.root, name).child):  # not innermost
+    loop = tf.find(schedule.root, name)
+    if loops(loop.child):  # not innermost
         return schedule
     lanes, why = (knob, f"{knob} lanes (the lanes knob)") if knob else vector_width(
-        schedule.poly, schedule.root, tf.find(schedule.root, name), policy)
+        schedule.poly, schedule.root, loop, policy)
     try:
         out = schedule.vectorize(name, lanes=lanes)
     except ScheduleError as e:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from polyopt.errors import OptionError
-from polyopt.schedule.marks import MAX_LANES
+from polyopt.schedule.marks import MAX_LANES, valid_lanes
 
 # knob -> (type, lowest value, what it decides)
 KNOBS: dict[str, tuple[type, int, str]] = {
@@ -101,7 +101,7 @@ class Knobs:
             kind, low, _ = KNOBS[name]
             if not _valid(kind, low, v):
                 raise OptionError(f"option knobs {name}={v!r}: expected {_expected(kind, low)}")
-            if name == "lanes" and v is not None and (v & (v - 1) or v > MAX_LANES):
+            if name == "lanes" and v is not None and not valid_lanes(v):
                 raise OptionError(f"option knobs lanes={v!r}: expected a power of two from 2 "
                                   f"to {MAX_LANES}")
             if v is not None and name in CHOICES and v not in CHOICES[name]:

@@ -105,8 +105,7 @@ class VectorLanes:
     lanes: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or not (
-                2 <= self.lanes <= MAX_LANES and self.lanes & (self.lanes - 1) == 0):
+        if not valid_lanes(self.lanes):
             raise ScheduleError(f"vectorize: lanes must be a power of two from 2 to "
                                 f"{MAX_LANES}, got {self.lanes!r}")
 
@@ -115,6 +114,12 @@ class VectorLanes:
 
 
 MAX_LANES = 64  # a 512-bit register of bytes
+
+
+def valid_lanes(lanes: object) -> bool:
+    """Is ``lanes`` a vector width: a power of two from 2 to ``MAX_LANES``?"""
+    return (isinstance(lanes, int) and not isinstance(lanes, bool)
+            and 2 <= lanes <= MAX_LANES and lanes & (lanes - 1) == 0)
 
 Mark = Tag | Bind | GpuTile | GpuUnroll | VectorLanes
 Marks = frozenset[Mark]

@@ -126,9 +126,7 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     taps = math.prod(trips[n] for n in inner)
     outer = knobs.rows_outer if knobs.rows_outer is not None else _rows_outer(
         trips[row], trips[col], trips[red] * taps)
-    # Row blocks the model sizes (``row_block``) hold the rows' operand in L2 between the
-    # column tiles' passes, however large it is: its copy is judged as an L2 operand's.
-    blocked = not outer and knobs.mc is None and policy.row_block is None
+    blocked = not outer and _row_blocked(policy, knobs.mc, (trips[row], trips[col], trips[red]))
     pack_a = _choice(knobs.pack_a, knobs.pack, pays(-(-trips[col] // nr), trips[row] * elem,
                                                     broadcast=True, l2_blocked=blocked))
     if _unpadded_rows(schedule, s, (its[row], its[col]), pack_a, bool(knobs.mr)):
@@ -223,7 +221,7 @@ def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int
     pass: a ``broadcast`` (row) operand is copied only after ``pack_l2_min_sweeps`` passes,
     a vector operand only when its lanes are not ``unit_stride``. A larger operand is
     copied, unless ``l2_blocked``: the nest's row blocks keep a block of it in L2 for the
-    passes (attn_pv, 1 MB a head swept twice: 1.4-2.0 ms copied, 0.89 ms not, on a 1 MB L2
+    passes (attn_pv, 1 MB a head swept twice: 1.4-2.1 ms copied, 0.89 ms not, on a 1 MB L2
     core where a copy is a third pass over memory)."""
     footprint = reduction * row_bytes
     if (reduction < policy.pack_min_reduction or sweeps < policy.pack_min_sweeps
@@ -243,6 +241,15 @@ def _unit_stride(s: PolyStmt, it: str) -> bool:
 def _choice(own: bool | None, both: bool | None, model: bool) -> bool:
     """A knob for one operand, else the knob for both, else the model's decision."""
     return own if own is not None else both if both is not None else model
+
+
+def _row_blocked(policy: CpuPolicy, knob: int | None, extents: tuple[int, int, int]) -> bool:
+    """Will ``row_block`` hold the rows' operand in L2 between the column tiles' passes,
+    as far as is known before the register tile's rows and the reduction block: a positive
+    knob cuts blocks, 0 none, and the model cuts them on known extents where the operand
+    overflows L2 (where it fits, it stays there whole just the same)."""
+    knob = policy.row_block if knob is None else knob
+    return bool(knob) if knob is not None else max(extents) < UNKNOWN_TRIP
 
 
 def row_block(policy: CpuPolicy, knob: int | None, tile: tuple[int, int, int],

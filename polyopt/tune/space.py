@@ -188,8 +188,8 @@ def _loop_knobs(program: ir.Program, policy: CpuPolicy,
     wanted: list[tuple[str, tuple[Any, ...]]] = [
         ("order", tuple(range(ORDER_RANKS))),
         ("vector", tuple(sorted({it for s in stmts for it in _unit_stride_iters(s)}))),
-        ("lanes", candidates(max(2, policy.lanes(max(
-            DTYPES[t.dtype].np.itemsize for t in program.tensors.values()))))),
+        ("lanes", tuple(v for v in candidates(policy.lanes(max(
+            DTYPES[t.dtype].np.itemsize for t in program.tensors.values()))) if v >= 2)),
         ("parallel", tuple(sorted({it for s in program.stmts for it in s.iters})))]
     few = policy.parallel_trips * SPLIT_K_OUTPUTS_PER_THREAD
     if any(s.reduction_iters and _outputs(program, s) < few for s in program.stmts):

@@ -169,7 +169,6 @@ def test_transcendental_loops_vectorize(cflags: tuple[str, ...]) -> None:
         assert stores and stores <= vectorized_lines(kernel.source, cflags)
 
 
-
 MINMAX = {"hi": "fmax(A(i), B(i))", "lo": "fmin(A(i), B(i))", "relu": "fmax(A(i), 0)"}
 
 
