@@ -1,6 +1,6 @@
 """What a builtin call (and a division) costs inside a vector loop, in the cost model's
-operations (an instance's operations run ``Machine.fma_units`` per cycle); the model still
-counts every call as one operation (BENCHMARKS.md, issue 15's eleventh round, has the table).
+operations (an instance's operations run ``Machine.fma_units`` per cycle): the table the
+cost model prices calls by, ``polyopt.schedule.calls`` (its docstring has the commands).
 
 Each builtin ``f`` runs as ``O(i) = f(A(i))`` (binary ones as ``f(A(i), B(i))``, and so
 on) over ``--n`` floats that stay in L2, vectorized at ``--lanes`` (default a whole
@@ -45,10 +45,13 @@ def body(fn: str) -> str:
 
 
 def kernel(stmt: str, n: int, lanes: int) -> polyopt.Kernel:
+    """``stmt`` over ``n`` floats, its loop vectorized at ``lanes`` (1: left scalar, for a
+    process run with ``POLYOPT_CFLAGS=-fno-tree-vectorize``)."""
     source = f"def f(float(N) A, float(N) B) -> (O) {{ {stmt} }}"
     sizes = {"N": n}
-    s = polyopt.schedule(source, sizes=sizes)
-    s = s.vectorize(s.loops[-1], lanes=lanes)
+    s = polyopt.schedule(source, sizes=sizes, auto=lanes > 1)  # program order: no simd loop
+    if lanes > 1:
+        s = s.vectorize(s.loops[-1], lanes=lanes)
     return polyopt.compile(source, sizes=sizes, schedule=s, options={"tuned": False})
 
 
@@ -58,7 +61,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=50, help="calls per round and kernel")
     ap.add_argument("--lanes", type=int, default=0,
-                    help="vector lanes (default: a whole register of floats)")
+                    help="vector lanes (default: a whole register of floats; 1: scalar code, "
+                         "run with POLYOPT_CFLAGS=-fno-tree-vectorize)")
     ap.add_argument("--only", default="", help="comma-separated builtins (default: all)")
     args = ap.parse_args()
     machine = host()

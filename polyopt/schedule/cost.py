@@ -17,8 +17,10 @@ For a nest (a subtree of the schedule) the model computes:
   growth per iteration after that; else every iteration reloads its body;
 * a **cycle estimate** (:func:`estimate`), a roofline: the largest of the compute time
   (vectorized when every access is invariant or unit along the innermost loop, or a read
-  strided by a few elements, :func:`vector_loads`; each vector loop at the width of fewer
-  vector iterations, a scalar remainder's counted as one, :func:`vector_splits`) and each
+  strided by a few elements, :func:`vector_loads`, and no builtin call without a vector
+  variant; each vector loop at the width predicted fastest, its whole vectors, epilogue
+  and scalar remainder each at their width's cost, :func:`vector_splits`; a builtin call
+  at its measured cost, ``polyopt.schedule.calls``) and each
   level's traffic over its bandwidth, plus the TLB misses (pages as lines, the TLB as the
   cache) at their walk latency, divided over the cores of the parallel loop (memory
   bandwidth is shared), plus OpenMP fork/join per execution of the parallel loop.
@@ -39,6 +41,7 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.schedule import calls
 from polyopt.schedule import lanes as vl
 from polyopt.schedule.memo import Memo
 from polyopt.schedule.policy import CpuPolicy
@@ -269,11 +272,20 @@ def _leaf_paths(node: Node, path: list[Loop]) -> list[tuple[str, list[Loop]]]:
     return [p for c in node.children for p in _leaf_paths(c, path)]
 
 
-def _ops(s: PolyStmt) -> int:
-    """Arithmetic operations of one instance (at least one: the store or the update)."""
-    n = sum(1 for e in s.stmt.rhs.walk() if isinstance(e, (ir.Binary, ir.Call, ir.Unary,
-                                                             ir.Select)))
-    return max(1, n + (1 if s.accumulates else 0))
+def _ops(s: PolyStmt, lanes: int, elem: int) -> float:
+    """Arithmetic operations of one instance in a vector of ``lanes`` elements of ``elem``
+    bytes (one lane: scalar code), at least one (the store or the update): one each, a
+    builtin call what ``polyopt.schedule.calls`` measured it to cost."""
+    n = sum(calls.call_ops(e.fn, lanes, elem) if isinstance(e, ir.Call) else 1.0
+            for e in s.stmt.rhs.walk() if isinstance(e, (ir.Binary, ir.Call, ir.Unary,
+                                                         ir.Select)))
+    return max(1.0, n + (1 if s.accumulates else 0))
+
+
+def _scalar_calls(s: PolyStmt) -> tuple[str, ...]:
+    """The builtins ``s`` calls that have no vector variant (its loop stays scalar)."""
+    return tuple(dict.fromkeys(e.fn for e in s.stmt.rhs.walk()
+                               if isinstance(e, ir.Call) and not calls.vectorizes(e.fn)))
 
 
 def _points(dom: isl.Set) -> int | None:
@@ -297,9 +309,10 @@ def vector_loads(poly: PolyProgram, s: PolyStmt, path: list[Loop],
     """Vector loads of one vector of ``s``'s instances along its innermost loop: one per
     read invariant or unit-stride along it, ``k`` per read strided by ``k <= max_stride``
     elements (the compiler loads the ``k`` vectors it spans and shuffles them); None when an
-    access does not vectorize (a gather, a longer stride, a write that is not unit-stride)."""
+    access does not vectorize (a gather, a longer stride, a write that is not unit-stride)
+    or ``s`` calls a builtin with no vector variant."""
     step = step_map(path, path[-1], s) if path else None
-    if step is None:
+    if step is None or _scalar_calls(s):
         return None
     loads = 0
     for a in accesses(poly, s.name):
@@ -320,13 +333,19 @@ def vector_splits(poly: PolyProgram, root: Node, loop: Loop,
                   policy: CpuPolicy) -> tuple[vl.Split, ...]:
     """The widths innermost ``loop`` of ``root`` may vectorize at, best first
     (``polyopt.schedule.lanes.choose``): its trip count with the outer loops at their first
-    value, a register's lanes of its statements' widest output element, and whether a read
-    strided along it keeps its last iteration scalar."""
-    outer = [n for n in path_to(root, loop)[:-1] if isinstance(n, Loop)]
-    path = [*outer, loop]
-    group = [(poly.stmt(n), vector_loads(poly, poly.stmt(n), path, policy.max_vector_stride))
-             for n in stmts_of(loop)]
-    return _splits(poly, policy, path, group)
+    value, a register's lanes of its statements' widest output element, whether a read
+    strided along it keeps its last iteration scalar, and the predicted cycles of its body
+    at each width (``_iteration``)."""
+    return _splits(poly, policy, *_loop_group(poly, root, loop, policy))
+
+
+def _loop_group(poly: PolyProgram, root: Node, loop: Loop, policy: CpuPolicy
+                ) -> tuple[list[Loop], list[tuple[PolyStmt, int | None]]]:
+    """``loop``'s path from ``root``, and its statements with their vector loads."""
+    path = [*(n for n in path_to(root, loop)[:-1] if isinstance(n, Loop)), loop]
+    return path, [(poly.stmt(n), vector_loads(poly, poly.stmt(n), path,
+                                              policy.max_vector_stride))
+                  for n in stmts_of(loop)]
 
 
 def _splits(poly: PolyProgram, policy: CpuPolicy, path: list[Loop],
@@ -334,22 +353,48 @@ def _splits(poly: PolyProgram, policy: CpuPolicy, path: list[Loop],
     """``vector_splits`` of ``path[-1]`` for its statements and their vector loads."""
     elem = max((elem_bytes(poly, s.stmt.tensor) for s, _ in group), default=4)
     gap = any(loads is not None and loads > len(s.reads) for s, loads in group)
-    return vl.choose(trip(poly, path[-1], path[:-1]), policy.lanes(elem), gap)
+    return vl.choose(trip(poly, path[-1], path[:-1]), policy.lanes(elem), gap,
+                     _body_cost(poly, policy, group))
+
+
+def _iteration(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, loads: int,
+               lanes: int) -> float:
+    """Cycles of one vector iteration of ``s`` at ``lanes`` (1: a scalar remainder's):
+    its operations and a strided read's shuffles on the FMA pipes, its vector loads."""
+    ops = _ops(s, lanes, elem_bytes(poly, s.stmt.tensor)) + loads - len(s.reads)
+    return ops / policy.machine.fma_units + loads / policy.loads_per_cycle
+
+
+def _body_cost(poly: PolyProgram, policy: CpuPolicy,
+               group: list[tuple[PolyStmt, int | None]]) -> vl.Cost:
+    """Cycles of one iteration of a vector loop over ``group`` at each width."""
+    body = [(s, k) for s, k in group if k is not None]
+    if not body:
+        return lambda lanes: 1.0
+    return lambda lanes: sum(_iteration(poly, policy, s, k, lanes) for s, k in body)
+
+
+def scalar_calls(poly: PolyProgram, loop: Loop) -> tuple[str, ...]:
+    """The builtins the statements below ``loop`` call that have no vector variant: a loop
+    calling one does not vectorize in the C kernels (``polyopt.schedule.calls``)."""
+    return tuple(dict.fromkeys(f for n in stmts_of(loop) for f in _scalar_calls(poly.stmt(n))))
 
 
 def vector_width(poly: PolyProgram, root: Node, loop: Loop,
                  policy: CpuPolicy) -> tuple[int | None, str]:
     """The lanes vector loop ``loop`` runs at (the best of ``vector_splits``) and why; None
     on a machine without vector lanes (the compiler decides)."""
-    splits = vector_splits(poly, root, loop, policy)
-    best = splits[0]
+    path, group = _loop_group(poly, root, loop, policy)
+    splits = _splits(poly, policy, path, group)
+    best, cost = splits[0], _body_cost(poly, policy, group)
     if best.lanes < 2:
         return None, "the machine has no vector lanes"
     if not best.iterations:
         return best.lanes, f"{best.lanes} lanes (a whole register: the trip is not known)"
-    others = "; ".join(f"{sp.lanes} lanes: {sp}" for sp in splits[1:])
-    return best.lanes, f"{best.lanes} lanes: {best}" + (f" (against {others})" if others
-                                                        else "")
+    others = "; ".join(f"{sp.lanes} lanes: {sp}, {sp.cycles(cost):.3g} cycles"
+                       for sp in splits[1:])
+    return best.lanes, (f"{best.lanes} lanes: {best}, {best.cycles(cost):.3g} cycles"
+                        + (f" (against {others})" if others else ""))
 
 
 def free_loop(poly: PolyProgram, lp: Loop) -> bool:
@@ -378,31 +423,32 @@ def free_loop(poly: PolyProgram, lp: Loop) -> bool:
 
 def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str, ...]]:
     """(cycles of arithmetic and loads, vectorizing innermost loops). A vector loop runs
-    at its best width (``vector_splits``, as ``vector_width`` prints it): each of its
-    vector iterations (a scalar remainder's counted as one, ``polyopt.schedule.lanes``)
-    costs one instance's operations, shuffles and loads."""
-    m, cycles = ctx.policy.machine, 0.0
+    at its best width (``vector_splits``, as ``vector_width`` prints it): each part of its
+    split (whole vectors, the epilogue, the scalar remainder, ``polyopt.schedule.lanes``)
+    costs one instance's operations, shuffles and loads at that part's width
+    (``_iteration``); a statement that does not vectorize, its scalar operations."""
+    m, p, cycles = ctx.policy.machine, ctx.policy, 0.0
     vector: dict[int, tuple[list[Loop], list[tuple[PolyStmt, int, int]]]] = {}
     for name, path in _leaf_paths(node, []):
         s = ctx.poly.stmt(name)
         n = _points(_fixed_domain(s, outer))
         if n is None:
             raise _Unknown
-        loads = vector_loads(ctx.poly, s, [*outer, *path], ctx.policy.max_vector_stride) \
+        loads = vector_loads(ctx.poly, s, [*outer, *path], p.max_vector_stride) \
             if path else None
         if loads is None:
-            cycles += n * (_ops(s) / m.fma_units + len(s.reads) / ctx.policy.loads_per_cycle)
+            ops = _ops(s, 1, elem_bytes(ctx.poly, s.stmt.tensor))
+            cycles += n * (ops / m.fma_units + len(s.reads) / p.loads_per_cycle)
         else:
             vector.setdefault(id(path[-1]), ([*outer, *path], []))[1].append((s, loads, n))
     for full, group in vector.values():
-        splits = _splits(ctx.poly, ctx.policy, full, [(s, k) for s, k, _ in group])
-        chosen = splits[0]
+        chosen = _splits(ctx.poly, p, full, [(s, k) for s, k, _ in group])[0]
         short = trip(ctx.poly, full[-1], full[:-1])
-        share = chosen.iterations / short if short else 1.0  # vector iterations/instance
-        for s, loads, n in group:  # a strided read's extra loads, and a shuffle for each
-            shuffles = loads - len(s.reads)
-            cycles += n * share * ((_ops(s) + shuffles) / m.fma_units
-                                   + loads / ctx.policy.loads_per_cycle)
+        for s, loads, n in group:
+            def one(lanes: int, s: PolyStmt = s, loads: int = loads) -> float:
+                return _iteration(ctx.poly, p, s, loads, lanes)
+            # per instance: the split's cycles over its trip (unknown: a whole vector each)
+            cycles += n * (chosen.cycles(one) / short if short else one(chosen.lanes))
     return cycles, tuple(dict.fromkeys(full[-1].name for full, _ in vector.values()))
 
 

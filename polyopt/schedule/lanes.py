@@ -11,16 +11,28 @@ assembly of this machine's kernels (``-fopt-info-vec`` and ``objdump``):
 - a stride-2 row of 64 (maxpool 2x2): at 16 lanes 3 x 16 + 8 + 8 scalar, at 8 lanes
   7 x 8 + 4 + 4 scalar.
 
-A scalar remainder iteration counts as one vector iteration: it is the vector body one lane
-wide, the same instructions, with its selects as branches (measured, avgpool 3x3 and maxpool
-2x2 ran 2.1x and 1.5x slower at 16 lanes than at 8 in one process, where these counts say
-6 against 4 and 12 against 12). The printer writes the chosen width as the loop's
-``simdlen``, so the compiler's default width (256 bits on AVX-512 hosts) does not decide it.
+A scalar remainder iteration costs what one vector iteration does, but for its calls: it
+is the vector body one lane wide, the same instructions, with its selects as branches
+(measured, avgpool 3x3 and maxpool 2x2 ran 2.1x and 1.5x slower at 16 lanes than at 8 in
+one process, where these counts say 6 against 4 and 12 against 12). A builtin call costs
+what ``polyopt.schedule.calls`` measured at each width (libmvec's 8-lane tanhf is dearer a
+vector than its 16-lane one, a scalar tanhf 3.6 times the 16-lane vector), so the width is
+the one predicted fastest for the loop's body (``Split.cycles``). The printer writes the
+chosen width as the loop's ``simdlen``, so the compiler's default width (256 bits on
+AVX-512 hosts) does not decide it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+Cost = Callable[[int], float]
+"""Predicted cycles of one iteration of a loop's body at a width (1: a scalar iteration)."""
+
+
+def _iteration(lanes: int) -> float:
+    return 1.0
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,12 @@ class Split:
     def iterations(self) -> int:
         """Vector iterations, a scalar one counted as one (see the module docstring)."""
         return self.vectors + self.epilogue + self.scalar
+
+    def cycles(self, cost: Cost = _iteration) -> float:
+        """Predicted cycles of the loop: each part's iterations at its width's ``cost``
+        (the default, one a vector iteration, gives ``iterations``)."""
+        return (self.vectors * cost(self.lanes) + self.epilogue * cost(self.lanes // 2)
+                + self.scalar * cost(1))
 
     def __str__(self) -> str:
         parts = [f"{self.vectors} x {self.lanes}"]
@@ -64,12 +82,14 @@ def candidates(register_lanes: int) -> tuple[int, ...]:
     return tuple(v for v in (register_lanes, register_lanes // 2) if v >= 2) or (1,)
 
 
-def choose(trip: int | None, register_lanes: int, gap: bool = False) -> tuple[Split, ...]:
-    """Each candidate width's split of ``trip``, the best first: the fewest iterations,
-    the narrower on a tie (the wider must be predicted faster to be chosen). An unknown
-    trip runs whole registers."""
+def choose(trip: int | None, register_lanes: int, gap: bool = False,
+           cost: Cost = _iteration) -> tuple[Split, ...]:
+    """Each candidate width's split of ``trip``, the best first: the fewest predicted
+    cycles (``Split.cycles`` at ``cost``; by default the fewest iterations), the narrower on
+    a tie (the wider must be predicted faster to be chosen). An unknown trip runs whole
+    registers."""
     widths = candidates(register_lanes)
     if trip is None:
         return tuple(Split(v, 0, 0, 0) for v in widths)
     splits = [split(trip, v, gap) for v in widths]
-    return tuple(sorted(splits, key=lambda s: (s.iterations, s.lanes)))
+    return tuple(sorted(splits, key=lambda s: (s.cycles(cost), s.lanes)))
