@@ -104,8 +104,10 @@ def split_inits(schedule: Schedule) -> Schedule:
 
 def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
               knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
-    """Register-tile the nest at loop ``top`` when it is a contraction; else vectorize its
-    innermost loops (in every sub-nest of a fused nest)."""
+    """Register-tile the nest at loop ``top`` when it is a contraction; else take the cost
+    model's loop order, tile a transposed access by cache lines and vectorize the
+    innermost loops (in every sub-nest of a fused nest: the one body of fused statements
+    like one statement's)."""
     chain = chain_of(tf.find(schedule.root, top))
     below = chain[-1].child
     if isinstance(below, Leaf) and len(below.stmts) == 1:
@@ -117,7 +119,9 @@ def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
         if tiled is not None:
             return tiled
     if isinstance(below, Sequence):
-        return _tile_fused(schedule, chain[0], policy, knobs)
+        fused = _tile_fused(schedule, chain[0], policy, knobs)
+        if fused is not None:
+            return fused
     schedule, plan = choose_order(schedule, chain, policy, knobs.order)
     if plan is not None:
         chain = chain_of(tf.find(schedule.root, plan.order[0]))
@@ -130,21 +134,21 @@ def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
     return _vectorize(schedule, inner, policy, knobs.lanes)
 
 
-def _tile_fused(schedule: Schedule, top: Loop, policy: CpuPolicy, knobs: Knobs) -> Schedule:
-    """A chain over a sequence of nests: distributed when the cost model predicts its
-    nests in their best orders faster (``order.choose_distribution``), then each nest
-    below tiled on its own."""
+def _tile_fused(schedule: Schedule, top: Loop, policy: CpuPolicy,
+                knobs: Knobs) -> Schedule | None:
+    """A chain over a sequence: distributed when the cost model predicts its nests in
+    their best orders faster (``order.choose_distribution``), then each nest below tiled
+    on its own; None when it stays one body of statements (``tile_nest`` goes on)."""
     got = choose_distribution(schedule, top, policy)
     if got is not None:
         split, names = got
         for name in names:
             split = tile_nest(split, name, policy, knobs)
         return split
-    chain = chain_of(tf.find(schedule.root, top.name))
-    below = chain[-1].child
+    below = chain_of(tf.find(schedule.root, top.name))[-1].child
+    if not loops(below):
+        return None
     assert isinstance(below, Sequence)
-    if not loops(below):  # statements only: one innermost loop, vectorized for them all
-        return _vectorize(schedule, chain[-1].name, policy, knobs.lanes)
     for name in [c.name for c in below.children if isinstance(c, Loop)]:
         schedule = tile_nest(schedule, name, policy, knobs)
     return schedule
@@ -157,7 +161,7 @@ def _vector_knob(schedule: Schedule, chain: list[Loop], want: str) -> tuple[Sche
     stmts = tf.stmts_of(chain[-1])
     hit = [lp for lp in chain if lp.name == want or any(
         raw_iterator(lp.expr, s) == want for s in stmts)]
-    if not hit or not isinstance(chain[-1].child, Leaf):
+    if not hit or loops(chain[-1].child):
         return schedule.note(f"{chain[0].name}: vector knob {want}: no such loop in a "
                              "perfect nest here; the model's vector loop"), chain
     lp = hit[0]
@@ -195,10 +199,10 @@ def _cache_tile(schedule: Schedule, chain: list[Loop], policy: CpuPolicy,
     (``CpuPolicy.cache_tile``): the transposed operand then keeps one line (and one TLB
     entry) per tile row. Returns the schedule and the innermost loop."""
     below = chain[-1].child
-    if len(chain) < 2 or not isinstance(below, Leaf):
+    if len(chain) < 2 or loops(below):
         return schedule, chain[-1].name
     inner = chain[-1]
-    stmts = [schedule.poly.stmt(n) for n in below.stmts]
+    stmts = [schedule.poly.stmt(n) for n in tf.stmts_of(inner)]
     program = schedule.poly.program
     movers = [lp for lp in chain[:-1] if any(_transposed(program, s, lp, inner) for s in stmts)]
     if not movers:

@@ -8,7 +8,7 @@ no loop outside it can (a column sum: the reduction over rows outside), strips o
 with a parallel loop of strips outermost (``for j_o: for i: for j_i``), the strip sizes
 from ``strip_min_vectors`` vectors up to the size that leaves ``parallel_trips`` strips. A
 fused nest (a chain over a sequence of nests) is compared with its distributed nests, each
-in its best order. The model's best candidate is applied through the checked verbs
+in its best order (a fused body of statements only in its own best order too). The model's best candidate is applied through the checked verbs
 (``distribute``, ``split``, ``reorder``) when it predicts ``order_min_gain`` over the
 pipeline's order; an illegal one is skipped for the next. Each decision is noted on the
 schedule (``Schedule.notes``) with the predicted cycles of the chosen and the next-best
@@ -28,7 +28,7 @@ from polyopt.schedule.cost import Estimate, estimate, free_loop
 from polyopt.schedule.nest import chain_of
 from polyopt.schedule.policy import CAPS, CpuPolicy
 from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.tree import Loop, Node, Sequence, stmts_of
+from polyopt.schedule.tree import Loop, Node, Sequence, loops, stmts_of
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ def choose_distribution(schedule: Schedule, top: Loop,
     chain, outer = chain_of(top), _outer(schedule.root, top)
     if not isinstance(chain[-1].child, Sequence):
         return None
-    fused = estimate(schedule.poly, top, policy, outer)
+    fused = _fused_estimate(schedule, top, policy, outer)
     if fused is None:
         return None
     best: tuple[Estimate, str, Schedule, list[str]] | None = None
@@ -218,6 +218,18 @@ def choose_distribution(schedule: Schedule, top: Loop,
     est, where, split, names = best
     return split.note(f"{top.name}: distribute{where}: {est.cycles:.3g} cycles in the best "
                       f"orders; fused {fused.cycles:.3g}"), names
+
+
+def _fused_estimate(schedule: Schedule, top: Loop, policy: CpuPolicy,
+                    outer: list[Loop]) -> Estimate | None:
+    """The fused nest's estimate: over statements only (one innermost body), in the
+    order ``choose_order`` would give it, as its distributed nests get theirs."""
+    chain = chain_of(top)
+    if loops(chain[-1].child):
+        return estimate(schedule.poly, top, policy, outer)
+    trial, plan = choose_order(schedule, chain, policy)
+    name = plan.order[0] if plan is not None else top.name
+    return estimate(trial.poly, tf.find(trial.root, name), policy, outer)
 
 
 def _new_nests(split: Schedule, parent: Loop | None, lp: Loop) -> list[str]:
