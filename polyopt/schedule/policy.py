@@ -296,8 +296,11 @@ class CpuPolicy:
     and on Neoverse); with ``Machine.fma_units`` it sets the model's compute time."""
 
     l2_bytes_per_cycle: float = 32.0
-    """Bytes per cycle from L2 into L1 (half a line per cycle: Zen 2-4, Skylake). Not
-    measured here; it ranks orders, and ``order_min_gain`` absorbs its error."""
+    """Bytes per cycle from L2 into L1 (half a line per cycle: Zen 2-4, Skylake). A read
+    stream of AVX-512 loads over 128-512 KiB measured 46-62 on the AMD EPYC host of
+    BENCHMARKS.md's thirteenth round (``scripts/bench_cache_bandwidth.py``); kept at 32
+    until an A/B of the orders it ranks says otherwise (``order_min_gain`` absorbs its
+    error)."""
 
     l3_bytes_per_cycle: float = 16.0
     """Bytes per cycle from L3 into L2, per core (a quarter line: Zen, Skylake-SP)."""
