@@ -8,11 +8,11 @@ no loop outside it can (a column sum: the reduction over rows outside), strips o
 with a parallel loop of strips outermost (``for j_o: for i: for j_i``), the strip sizes
 from ``strip_min_vectors`` vectors up to the size that leaves ``parallel_trips`` strips. A
 fused nest (a chain over a sequence of nests) is compared with its distributed nests, each
-in its best order (a fused body of statements only in its own best order too). The model's best candidate is applied through the checked verbs
-(``distribute``, ``split``, ``reorder``) when it predicts ``order_min_gain`` over the
-pipeline's order; an illegal one is skipped for the next. Each decision is noted on the
-schedule (``Schedule.notes``) with the predicted cycles of the chosen and the next-best
-candidate.
+in its best order (a fused body of statements only in its own best order too). The
+model's best candidate is applied through the checked verbs (``distribute``, ``split``,
+``reorder``) when it predicts ``order_min_gain`` over the pipeline's order; an illegal one
+is skipped for the next. Each decision is noted on the schedule (``Schedule.notes``) with
+the predicted cycles of the chosen and the next-best candidate.
 """
 
 from __future__ import annotations
