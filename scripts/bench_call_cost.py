@@ -44,10 +44,10 @@ def body(fn: str) -> str:
     return f"O(i) = {fn}({args})"
 
 
-def kernel(stmt: str, n: int, lanes: int) -> polyopt.Kernel:
+def kernel(stmt: str, n: int, lanes: int, dtype: str = "float") -> polyopt.Kernel:
     """``stmt`` over ``n`` floats, its loop vectorized at ``lanes`` (1: left scalar, for a
     process run with ``POLYOPT_CFLAGS=-fno-tree-vectorize``)."""
-    source = f"def f(float(N) A, float(N) B) -> (O) {{ {stmt} }}"
+    source = f"def f({dtype}(N) A, {dtype}(N) B) -> (O) {{ {stmt} }}"
     sizes = {"N": n}
     s = polyopt.schedule(source, sizes=sizes, auto=lanes > 1)  # program order: no simd loop
     if lanes > 1:
@@ -64,17 +64,21 @@ def main() -> None:
                     help="vector lanes (default: a whole register of floats; 1: scalar code, "
                          "run with POLYOPT_CFLAGS=-fno-tree-vectorize)")
     ap.add_argument("--only", default="", help="comma-separated builtins (default: all)")
+    ap.add_argument("--double", action="store_true", help="float64 elements (default float32)")
     args = ap.parse_args()
     machine = host()
-    lanes = args.lanes or cpu_policy(machine).lanes(4)
+    elem = 8 if args.double else 4
+    lanes = args.lanes or cpu_policy(machine).lanes(elem)
     lib = library()
     cycle = cycle_seconds(lib)
     names = args.only.split(",") if args.only else ["/", *sorted(BUILTINS)]
     rng = np.random.default_rng(0)
-    a = rng.uniform(0.5, 2.0, args.n).astype(np.float32)  # in every builtin's domain
-    b = rng.uniform(0.5, 2.0, args.n).astype(np.float32)
+    np_type = np.float64 if args.double else np.float32
+    a = rng.uniform(0.5, 2.0, args.n).astype(np_type)  # in every builtin's domain
+    b = rng.uniform(0.5, 2.0, args.n).astype(np_type)
     stmts = {"copy": COPY, "fma40": chain(40), **{f: body(f) for f in names}}
-    kernels = {k: kernel(v, args.n, lanes) for k, v in stmts.items()}
+    dtype = "double" if args.double else "float"
+    kernels = {k: kernel(v, args.n, lanes, dtype) for k, v in stmts.items()}
     best: dict[str, list[float]] = {k: [] for k in kernels}
     for _ in range(args.rounds):
         for k, kern in kernels.items():
@@ -88,7 +92,7 @@ def main() -> None:
     t = {k: statistics.median(v) for k, v in best.items()}
     cycle = min(cycle, cycle_seconds(lib))
     op = cycle / machine.fma_units * args.n / lanes  # one operation per vector, all of them
-    print(f"{args.n} floats, {lanes} lanes, one cycle {cycle * 1e9:.3f} ns: copy "
+    print(f"{args.n} {dtype}s, {lanes} lanes, one cycle {cycle * 1e9:.3f} ns: copy "
           f"{t['copy'] * 1e6:.2f} us, the check fma40 {(t['fma40'] - t['copy']) / op:.1f}")
     for f in names:
         print(f"{f:14s} {(t[f] - t['copy']) / op:7.1f} operations")

@@ -8,21 +8,26 @@ an AMD EPYC host (AVX-512, glibc 2.36 with libmvec, GCC 12), 2026-12-04::
     OMP_NUM_THREADS=1 python3 scripts/bench_call_cost.py --rounds 3     # --lanes 8, 4
     OMP_NUM_THREADS=1 POLYOPT_NO_CACHE=1 POLYOPT_CFLAGS=-fno-tree-vectorize \\
         python3 scripts/bench_call_cost.py --rounds 3 --lanes 1
+    (and each with --double: float64, --lanes 8, 4, 2 and 1)
+
+float64's table is its own (``--double``): its vectors cost more than float32's of the same
+bits (tanh 57.9 operations a 512-bit vector against 23.3); a scalar libm call costs about
+the same in either (acos 54.8 and 55.4 an element).
 
 A function with vector costs has a vector variant in the C kernels (glibc's libmvec or
 ``codegen/vmath.py``'s own); one without stays a scalar libm call, and a loop calling it
 does not vectorize (its 16-lane loop measured 16 scalar calls a vector). What this does
-not cover, each a guess stated here: float64 vectors cost what float32 vectors of the same
-bits do (not measured); a host whose C library lacks libmvec (another libc, an older glibc,
-AArch64) runs ``vmath``'s own float32 exp/log/tanh/erf at about these costs and the rest
-scalar, which this table does not know; calls cheaper than one operation (fabs, floor,
-fmax, copysign, a division, which the copy loop's loads hide) count one, as every other
+not cover, each a guess stated here: a host whose C library lacks libmvec (another libc,
+an older glibc, AArch64) runs ``vmath``'s own float32 exp/log/tanh/erf at about these
+costs and the rest scalar, which this table does not know; other elements (16-bit floats,
+computed in float32) take float32's; calls cheaper than one operation (fabs, floor, fmax,
+copysign, a division, which the copy loop's loads hide) count one, as every other
 operation does.
 """
 
 from __future__ import annotations
 
-# name: (512-bit vector, 256-bit vector, 128-bit vector, scalar element); None: no variant.
+# name: (512-bit vector, 256-bit vector, 128-bit vector, scalar element), float32.
 _VECTOR: dict[str, tuple[float, float, float, float]] = {
     "exp": (23.7, 14.4, 16.1, 10.1),
     "log": (22.5, 13.9, 20.3, 10.0),
@@ -44,6 +49,29 @@ _VECTOR: dict[str, tuple[float, float, float, float]] = {
     "rnorm4d": (45.7, 46.2, 43.6, 21.1),
     "cospi": (69.8, 38.5, 28.1, 86.8),
     "sinpi": (67.0, 37.5, 26.1, 88.0),
+}
+# The same, float64.
+_VECTOR64: dict[str, tuple[float, float, float, float]] = {
+    "exp": (31.2, 19.6, 16.3, 19.9),
+    "log": (36.7, 27.1, 27.9, 20.9),
+    "tanh": (57.9, 61.3, 52.8, 76.8),
+    "erf": (58.9, 27.0, 32.0, 68.0),
+    "sin": (25.7, 18.3, 31.1, 60.4),
+    "cos": (27.8, 19.8, 32.4, 61.7),
+    "expm1": (30.0, 24.4, 25.5, 50.4),
+    "log1p": (27.8, 39.8, 39.6, 53.7),
+    "exp2": (23.9, 17.1, 13.6, 11.6),
+    "log2": (24.8, 27.8, 29.0, 19.9),
+    "log10": (26.2, 28.9, 29.9, 42.6),
+    "sqrt": (10.3, 11.9, 12.9, 13.2),
+    "rsqrt": (18.4, 19.9, 20.9, 21.2),
+    "pow": (142.8, 120.2, 112.5, 65.7),
+    "norm3d": (10.4, 12.0, 12.8, 12.9),
+    "norm4d": (10.5, 12.4, 13.0, 12.8),
+    "rnorm3d": (18.4, 20.3, 21.0, 20.7),
+    "rnorm4d": (18.4, 20.3, 21.0, 20.7),
+    "cospi": (29.0, 21.3, 34.5, 83.0),
+    "sinpi": (25.3, 18.6, 33.3, 83.8),
 }
 # Vectorized at about an operation or less a vector (inlined instructions or selects).
 CHEAP = frozenset("fabs floor ceil trunc round copysign fma fmax fmin fdivide".split())
@@ -75,7 +103,7 @@ def call_ops(fn: str, lanes: int, elem_bytes: int) -> float:
     at least one."""
     if fn in _SCALAR:
         return _SCALAR[fn]
-    costs = _VECTOR.get(fn)
+    costs = (_VECTOR64 if elem_bytes == 8 else _VECTOR).get(fn)
     if costs is None:  # CHEAP, or a name this table does not know: one operation
         return 1.0
     v512, v256, v128, scalar = costs
