@@ -67,17 +67,15 @@ def main() -> None:
     ap.add_argument("--double", action="store_true", help="float64 elements (default float32)")
     args = ap.parse_args()
     machine = host()
-    elem = 8 if args.double else 4
-    lanes = args.lanes or cpu_policy(machine).lanes(elem)
+    dtype, np_type = ("double", np.float64) if args.double else ("float", np.float32)
+    lanes = args.lanes or cpu_policy(machine).lanes(np.dtype(np_type).itemsize)
     lib = library()
     cycle = cycle_seconds(lib)
     names = args.only.split(",") if args.only else ["/", *sorted(BUILTINS)]
     rng = np.random.default_rng(0)
-    np_type = np.float64 if args.double else np.float32
     a = rng.uniform(0.5, 2.0, args.n).astype(np_type)  # in every builtin's domain
     b = rng.uniform(0.5, 2.0, args.n).astype(np_type)
     stmts = {"copy": COPY, "fma40": chain(40), **{f: body(f) for f in names}}
-    dtype = "double" if args.double else "float"
     kernels = {k: kernel(v, args.n, lanes, dtype) for k, v in stmts.items()}
     best: dict[str, list[float]] = {k: [] for k in kernels}
     for _ in range(args.rounds):

@@ -445,8 +445,7 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
         chosen = _splits(ctx.poly, p, full, [(s, k) for s, k, _ in group])[0]
         short = trip(ctx.poly, full[-1], full[:-1])
         for s, loads, n in group:
-            def one(lanes: int, s: PolyStmt = s, loads: int = loads) -> float:
-                return _iteration(ctx.poly, p, s, loads, lanes)
+            one = _body_cost(ctx.poly, p, [(s, loads)])
             # per instance: the split's cycles over its trip (unknown: a whole vector each)
             cycles += n * (chosen.cycles(one) / short if short else one(chosen.lanes))
     return cycles, tuple(dict.fromkeys(full[-1].name for full, _ in vector.values()))

@@ -31,7 +31,7 @@ Cost = Callable[[int], float]
 """Predicted cycles of one iteration of a loop's body at a width (1: a scalar iteration)."""
 
 
-def _iteration(lanes: int) -> float:
+def _one_each(lanes: int) -> float:
     return 1.0
 
 
@@ -50,7 +50,7 @@ class Split:
         """Vector iterations, a scalar one counted as one (see the module docstring)."""
         return self.vectors + self.epilogue + self.scalar
 
-    def cycles(self, cost: Cost = _iteration) -> float:
+    def cycles(self, cost: Cost = _one_each) -> float:
         """Predicted cycles of the loop: each part's iterations at its width's ``cost``
         (the default, one a vector iteration, gives ``iterations``)."""
         return (self.vectors * cost(self.lanes) + self.epilogue * cost(self.lanes // 2)
@@ -83,7 +83,7 @@ def candidates(register_lanes: int) -> tuple[int, ...]:
 
 
 def choose(trip: int | None, register_lanes: int, gap: bool = False,
-           cost: Cost = _iteration) -> tuple[Split, ...]:
+           cost: Cost = _one_each) -> tuple[Split, ...]:
     """Each candidate width's split of ``trip``, the best first: the fewest predicted
     cycles (``Split.cycles`` at ``cost``; by default the fewest iterations), the narrower on
     a tie (the wider must be predicted faster to be chosen). An unknown trip runs whole

@@ -225,11 +225,8 @@ def _fused_estimate(schedule: Schedule, top: Loop, policy: CpuPolicy,
     """The fused nest's estimate: over statements only (one innermost body), in the
     order ``choose_order`` would give it, as its distributed nests get theirs."""
     chain = chain_of(top)
-    if loops(chain[-1].child):
-        return estimate(schedule.poly, top, policy, outer)
-    trial, plan = choose_order(schedule, chain, policy)
-    name = plan.order[0] if plan is not None else top.name
-    return estimate(trial.poly, tf.find(trial.root, name), policy, outer)
+    plan = None if loops(chain[-1].child) else choose_order(schedule, chain, policy)[1]
+    return plan.estimate if plan is not None else estimate(schedule.poly, top, policy, outer)
 
 
 def _new_nests(split: Schedule, parent: Loop | None, lp: Loop) -> list[str]:
