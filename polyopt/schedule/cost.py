@@ -380,6 +380,15 @@ def scalar_calls(poly: PolyProgram, loop: Loop) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f for n in stmts_of(loop) for f in _scalar_calls(poly.stmt(n))))
 
 
+def scalar_reason(poly: PolyProgram, loop: Loop) -> str:
+    """Why ``loop`` stays scalar whatever its dependences ("" when its calls vectorize):
+    GCC refuses a simd loop calling a builtin with no vector variant, and the model
+    predicts such a loop scalar too."""
+    scalar = scalar_calls(poly, loop)
+    return (f"it calls {', '.join(scalar)}, which has no vector variant "
+            f"(polyopt.schedule.calls)") if scalar else ""
+
+
 def vector_width(poly: PolyProgram, root: Node, loop: Loop,
                  policy: CpuPolicy) -> tuple[int | None, str]:
     """The lanes vector loop ``loop`` runs at (the best of ``vector_splits``) and why; None

@@ -42,7 +42,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
-from polyopt.schedule.cost import scalar_calls, vector_width
+from polyopt.schedule.cost import scalar_reason, vector_width
 from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Machine, host
@@ -274,10 +274,9 @@ def _vectorize(schedule: Schedule, name: str, policy: CpuPolicy,
     loop = tf.find(schedule.root, name)
     if loops(loop.child):  # not innermost
         return schedule
-    scalar = scalar_calls(schedule.poly, loop)
-    if scalar:  # GCC would refuse the simd loop: the model predicts it scalar too
-        return schedule.note(f"{name}: not vectorized: it calls {', '.join(scalar)}, which "
-                             f"has no vector variant (polyopt.schedule.calls)")
+    scalar = scalar_reason(schedule.poly, loop)
+    if scalar:
+        return schedule.note(f"{name}: not vectorized: {scalar}")
     lanes, why = (knob, f"{knob} lanes (the lanes knob)") if knob else vector_width(
         schedule.poly, schedule.root, loop, policy)
     try:

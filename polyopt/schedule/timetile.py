@@ -39,7 +39,7 @@ from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
 from polyopt.schedule import transform as tf
 from polyopt.schedule.auto import compute_schedule
-from polyopt.schedule.cost import vector_width
+from polyopt.schedule.cost import scalar_reason, vector_width
 from polyopt.schedule.diamond import diamond_tile
 from polyopt.schedule.fusion import loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
@@ -246,6 +246,10 @@ def _vectorize_inner(schedule: Schedule, inner: str, policy: CpuPolicy) -> Sched
                              "statements share it, and it carries their dependence)")
     for k in leaves:
         name = chain_of(k)[-1].name
+        scalar = scalar_reason(schedule.poly, chain_of(k)[-1])
+        if scalar:
+            schedule = schedule.note(f"{name}: not vectorized: {scalar}")
+            continue
         lanes, why = vector_width(schedule.poly, schedule.root, chain_of(k)[-1], policy)
         try:
             schedule = schedule.vectorize(name, lanes=lanes).note(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polybench_refs as refs
 import pytest
 
 import polyopt
-from polyopt import kernels
+from polyopt import kernels, lang
 from polyopt.errors import OptionError
+from polyopt.runtime.interp import evaluate
 from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import Machine, configured
 from polyopt.schedule.marks import Tag
@@ -134,3 +136,39 @@ def test_knobs_off_and_checked() -> None:
     s = polyopt.schedule(kernels.get("jacobi_2d"), "jacobi_2d", sizes={"N": 24, "T": 6},
                          options=_options(tile_shape="diamond"))
     assert any("diamond tiles (concurrent start)" in n for n in s.notes), s.notes
+
+
+JACOBI_ACOS = """
+def jacobi_acos<T=6>(float(N) A, float(N) B) -> (float(N) Ao, float(N) Bo)
+        local (float(T,N) At, float(T,N) Bt) {
+    At(t,i) = A(i) where t in 0:T, i in 0:1
+    At(t,i) = A(i) where t in 0:T, i in N-1:N
+    Bt(t,i) = B(i) where t in 0:T, i in 0:1
+    Bt(t,i) = B(i) where t in 0:T, i in N-1:N
+    Bt(t,i) = 0.33333 * (A(i-1) + A(i) + A(i+1)) where t in 0:1, i in 1:N-1
+    Bt(t,i) = 0.33333 * (At(t-1,i-1) + At(t-1,i) + At(t-1,i+1)) where t in 1:T, i in 1:N-1
+    At(t,i) = 0.3 * acos(0.3 * (Bt(t,i-1) + Bt(t,i) + Bt(t,i+1))) where t in 0:T, i in 1:N-1
+    Ao(i) = At(T-1,i)
+    Bo(i) = Bt(T-1,i)
+}
+"""
+
+
+@pytest.mark.cc
+def test_time_tiled_loop_calling_a_scalar_builtin_is_not_a_vector_loop() -> None:
+    """Below the time tiles, a statement's loop that calls acos (no vector variant) gets no
+    simd mark, as cpu._vectorize's loops do; its neighbour's loop still vectorizes, and the
+    result is the float64 interpreter's."""
+    sizes = {"N": 40, "T": 6}
+    s = polyopt.schedule(JACOBI_ACOS, sizes=sizes, options=_options())
+    assert "w" in s.loops, s
+    scalar = [n for n in s.notes if "not vectorized: it calls acos" in n]
+    assert len(scalar) == 1, s.notes
+    below = loops(s.loop("w"))
+    assert [Tag.VECTORIZE in lp.tags for lp in below if lp.name.startswith("c_i")] \
+        == [True, False], s
+    k = polyopt.compile(JACOBI_ACOS, sizes=sizes, schedule=s)
+    ins = [np.random.default_rng(3).random(40, dtype=np.float32) for _ in range(2)]
+    want = evaluate(lang.build_program(JACOBI_ACOS, "jacobi_acos", sizes), ins, {})
+    for got, ref in zip(k(*ins), want, strict=True):
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-6)
