@@ -39,6 +39,14 @@ class Expr:
         for c in self.children():
             yield from c.walk()
 
+    def walk_values(self) -> Iterator[Expr]:
+        """The nodes of the value this expression computes, parents first: ``walk`` without
+        a read's indices (address arithmetic, which the compiler strength-reduces)."""
+        yield self
+        if not isinstance(self, Read):
+            for c in self.children():
+                yield from c.walk_values()
+
 
 @dataclass(frozen=True)
 class Const(Expr):

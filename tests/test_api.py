@@ -44,7 +44,7 @@ def test_source_is_specialized_when_sizes_are_given() -> None:
     assert "8L" in k.source and "s_M" not in k.source
     # Too little work to pay for OpenMP's fork and join; a larger one runs in parallel.
     assert "#pragma omp parallel for" not in k.source
-    big = polyopt.compile(MATMUL, sizes={"M": 64, "K": 64, "N": 64})
+    big = polyopt.compile(MATMUL, sizes={"M": 128, "K": 128, "N": 128})
     assert "#pragma omp parallel for" in big.source
     generic = polyopt.compile(MATMUL).source
     assert "s_M = dims[0]" in generic

@@ -43,6 +43,7 @@ from polyopt import ir
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule import calls
 from polyopt.schedule import lanes as vl
+from polyopt.schedule import registers as reg
 from polyopt.schedule.memo import Memo
 from polyopt.schedule.policy import CpuPolicy
 from polyopt.schedule.strides import (
@@ -82,6 +83,10 @@ class Estimate:
     # when two candidates wait on the same stream, the one whose cores do less between
     # its lines keeps more requests in flight (column sums: 2x apart at the same stream).
     core: float = 0.0
+    # Cycles when the data starts in the last cache level (it fits there: an operator run
+    # after the one that wrote its inputs, a benchmark's repeats), None when it does not
+    # fit: the roofline's memory stream left out, each thread's share and the forks kept.
+    warm: float | None = None
 
     def describe(self) -> str:
         moved = ", ".join(f"{k} {v:.3g}" for k, v in self.traffic)
@@ -454,10 +459,33 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
         chosen = _splits(ctx.poly, p, full, [(s, k) for s, k, _ in group])[0]
         short = trip(ctx.poly, full[-1], full[:-1])
         for s, loads, n in group:
+            tiled = _in_registers(ctx, s, full)
+            if tiled is not None:
+                cycles += n * tiled
+                continue
             one = _body_cost(ctx.poly, p, [(s, loads)])
             # per instance: the split's cycles over its trip (unknown: a whole vector each)
             cycles += n * (chosen.cycles(one) / short if short else one(chosen.lanes))
     return cycles, tuple(dict.fromkeys(full[-1].name for full, _ in vector.values()))
+
+
+def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]) -> float | None:
+    """Cycles per instance of ``s`` when ``path`` ends in a register tile's micro-kernel
+    (``polyopt.schedule.registers``), None for a plain vector loop."""
+    tile = reg.register_tile(path, s)
+    if tile is None or not reg.rectangular(_fixed_domain(s, path[: tile.k]), path, tile, s.name):
+        return None
+    trips = [trip(ctx.poly, lp, path[:i]) for i, lp in enumerate(path)]
+    rows, cols = trips[-2], trips[-1]
+    if not rows or not cols or None in trips[tile.k: tile.rows]:
+        return None
+    lanes = ctx.policy.lanes(elem_bytes(ctx.poly, s.stmt.tensor))
+    vectors = -(-cols // lanes)
+    step = reg.step_cycles(ctx.poly, ctx.policy, s, path, tile, rows, vectors)
+    if step is None:
+        return None
+    steps = math.prod(t or 1 for t in trips[tile.k: tile.rows])
+    return (step + reg.spill_cycles(ctx.policy, rows, vectors) / steps) / (rows * cols)
 
 
 class _Unknown(Exception):
@@ -508,7 +536,16 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
         lanes, forks, par = _parallel(ctx, node, outer, parallel or (lambda lp: free_loop(
             poly, lp)))
     cycles = max(core / lanes, shared) + forks * policy.fork_join_cycles
-    return Estimate(cycles, compute, tuple(moved), par, vec, core / lanes)
+    last = footprint(ctx, node, outer, policy.machine.line_bytes)
+    fits = last is not None and last * policy.machine.line_bytes <= _last_level(policy)
+    warm = core / lanes + forks * policy.fork_join_cycles if fits else None
+    return Estimate(cycles, compute, tuple(moved), par, vec, core / lanes, warm)
+
+
+def _last_level(policy: CpuPolicy) -> int:
+    """Bytes of the last cache level, shared by the cores."""
+    m = policy.machine
+    return m.l3_bytes or m.l2_bytes * m.cores
 
 
 def _parallel(ctx: _Ctx, node: Node, outer: list[Loop],

@@ -47,7 +47,7 @@ from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, nest
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.nest import chain_of, trip
-from polyopt.schedule.order import choose_distribution, choose_order
+from polyopt.schedule.order import choose_distribution, choose_order, nests_estimate
 from polyopt.schedule.parallel import parallelize
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.register_tile import register_tile
@@ -104,21 +104,55 @@ def split_inits(schedule: Schedule) -> Schedule:
 
 def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
               knobs: Knobs = DEFAULT_KNOBS) -> Schedule:
-    """Register-tile the nest at loop ``top`` when it is a contraction; else take the cost
-    model's loop order, tile a transposed access by cache lines and vectorize the
-    innermost loops (in every sub-nest of a fused nest: the one body of fused statements
-    like one statement's)."""
+    """Register-tile the nest at loop ``top`` when it is a contraction the cost model
+    predicts faster so (``_faster``); else take the cost model's loop order, tile a
+    transposed access by cache lines and vectorize the innermost loops (in every sub-nest of
+    a fused nest: the one body of fused statements like one statement's)."""
     chain = chain_of(tf.find(schedule.root, top))
     below = chain[-1].child
-    if isinstance(below, Leaf) and len(below.stmts) == 1:
+    if isinstance(below, Leaf) and len(below.stmts) == 1 and knobs.register_tiled is not False:
         s = schedule.poly.stmt(below.stmts[0])
         try:
             tiled = register_tile(schedule, chain, s, policy, knobs)
         except ScheduleError:  # an illegal tiling: keep the nest as it was
             tiled = None
         if tiled is not None:
-            return tiled
-    if isinstance(below, Sequence):
+            return tiled if knobs.register_tiled else _faster(schedule, tiled, top, policy,
+                                                              knobs)
+    return _plain_nest(schedule, top, policy, knobs)
+
+
+def _faster(schedule: Schedule, tiled: Schedule, top: str, policy: CpuPolicy,
+            knobs: Knobs) -> Schedule:
+    """The register-tiled nest ``tiled`` or the plain one (``_plain_nest``), whichever the
+    cost model predicts faster (packing included), with both predictions noted: from the
+    last cache level when both nests' data fit there (``Estimate.warm``: the roofline's
+    memory stream would charge the packed copy a second pass from memory, while it is read
+    back from cache), else from memory (a tie to the one whose cores do less)."""
+    plain = _plain_nest(schedule, top, policy, knobs)
+    mine = set(tf.stmts_of(tf.find(schedule.root, top)))
+    packs = {s.name for s in tiled.poly.stmts} - {s.name for s in schedule.poly.stmts}
+    a = nests_estimate(tiled, mine | packs, policy)
+    b = nests_estimate(plain, mine, policy)
+    if a is None or b is None:
+        return tiled.note(f"{top}: register tile: the cost model does not apply (an extent "
+                          "is not known)")
+    if a.warm is not None and b.warm is not None:
+        faster = b.warm < a.warm
+        ta, tb = (f"{e:.3g} cycles from cache" for e in (a.warm, b.warm))
+    else:
+        faster, ta, tb = (b.cycles, b.core) < (a.cycles, a.core), a.describe(), b.describe()
+    if faster:
+        return plain.note(f"{top}: no register tile: the plain nest is predicted {tb}, the "
+                          f"register tile {ta}")
+    return tiled.note(f"{top}: register tile: predicted {ta}, the plain nest {tb}")
+
+
+def _plain_nest(schedule: Schedule, top: str, policy: CpuPolicy, knobs: Knobs) -> Schedule:
+    """The nest at ``top`` in the cost model's loop order, a transposed access tiled by
+    cache lines, its innermost loops vectorized (a fused nest's each)."""
+    chain = chain_of(tf.find(schedule.root, top))
+    if isinstance(chain[-1].child, Sequence):
         fused = _tile_fused(schedule, chain[0], policy, knobs)
         if fused is not None:
             return fused

@@ -18,6 +18,9 @@ from polyopt.schedule.marks import MAX_LANES, valid_lanes
 
 # knob -> (type, lowest value, what it decides)
 KNOBS: dict[str, tuple[type, int, str]] = {
+    "register_tile": (bool, 0, "contractions: True takes the register tile (a GotoBLAS nest) "
+                               "where one applies, False never (None: the one the cost model "
+                               "predicts faster than the plain nest)"),
     "mr": (int, 1, "register-tile rows (unrolled and jammed)"),
     "nr": (int, 1, "register-tile columns (a multiple of the vector lanes)"),
     "kc": (int, 1, "reduction tile of a register-tiled nest (the packed panels' depth)"),
@@ -62,12 +65,17 @@ KNOBS: dict[str, tuple[type, int, str]] = {
                            "faces) or none (no time tiling)"),
 }
 
+# The knobs of a register-tiled nest: setting one asks for the register tile (unless
+# ``register_tile`` is False), as a person tuning its rows expects one.
+REGISTER_KNOBS = frozenset({"mr", "nr", "kc", "mc", "pack", "pack_a", "pack_b", "rows_outer"})
+
 # string knobs that take one of a few words
 CHOICES: dict[str, tuple[str, ...]] = {"tile_shape": ("parallelogram", "diamond", "none")}
 
 
 @dataclass(frozen=True)
 class Knobs:
+    register_tile: bool | None = None
     mr: int | None = None
     nr: int | None = None
     kc: int | None = None
@@ -108,6 +116,14 @@ class Knobs:
                 raise OptionError(f"option knobs {name}={v!r}: expected one of "
                                   f"{', '.join(CHOICES[name])}")
         return Knobs(**dict(value))
+
+    @property
+    def register_tiled(self) -> bool | None:
+        """True: take the register tile where one applies; False: never; None: the cost
+        model's choice (``cpu._faster``)."""
+        if self.register_tile is not None:
+            return self.register_tile
+        return True if any(getattr(self, k) is not None for k in REGISTER_KNOBS) else None
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)

@@ -25,6 +25,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.schedule import transform as tf
 from polyopt.schedule.cost import Estimate, estimate, free_loop
+from polyopt.schedule.fusion import loop_free, nests
 from polyopt.schedule.nest import chain_of
 from polyopt.schedule.policy import CAPS, CpuPolicy
 from polyopt.schedule.schedule import Schedule
@@ -254,6 +255,20 @@ def _split_estimate(split: Schedule, names: list[str], top: Loop | None, outer: 
     for name in names:
         trial, _ = choose_order(trial, chain_of(tf.find(trial.root, name)), policy)
     return estimate(trial.poly, tf.find(trial.root, top.name), policy, outer)
+
+
+def nests_estimate(schedule: Schedule, stmts: set[str], policy: CpuPolicy) -> Estimate | None:
+    """The summed estimate of ``schedule``'s top-level nests over any of ``stmts``, each
+    dependence-free loop a candidate parallel loop (``fusion.loop_free``: tile loops too):
+    how the nests a pass rebuilt (a register tile and its packing) weigh against others."""
+    got = [estimate(schedule.poly, top, policy, parallel=lambda lp: loop_free(schedule, lp))
+           for top in nests(schedule.root) if stmts & set(stmts_of(top))]
+    if not got or any(e is None for e in got):
+        return None
+    est = [e for e in got if e is not None]
+    warm = [e.warm for e in est if e.warm is not None]
+    return Estimate(sum(e.cycles for e in est), sum(e.compute for e in est), (), None, (),
+                    sum(e.core for e in est), sum(warm) if len(warm) == len(est) else None)
 
 
 def _tops(root: Node) -> list[Loop]:

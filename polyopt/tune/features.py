@@ -53,12 +53,13 @@ from polyopt.schedule.blocked import plan_blocking
 from polyopt.schedule.cost import estimate
 from polyopt.schedule.fusion import nests
 from polyopt.schedule.gpu_policy import GpuModel, gpu_policy
+from polyopt.schedule.knobs import REGISTER_KNOBS
 from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import cpu_policy
 from polyopt.schedule.register_tile import row_block
 from polyopt.schedule.tree import Loop
-from polyopt.tune.space import REGISTER_KNOBS, Config
+from polyopt.tune.space import Config
 
 N_FEATURES = 11
 ACCUMULATORS = 4  # the index in ``features``: the accumulators over the vector registers
@@ -242,6 +243,9 @@ class Predicted:
     def _log_cycles(self, config: Config) -> float:
         knobs = {k: v for k, v in config.items()
                  if k not in REGISTER_KNOBS and k != "fusion" and v is not None}
+        if config.get("register_tile") is None and any(config.get(k) is not None
+                                                        for k in REGISTER_KNOBS):
+            knobs["register_tile"] = True  # as the pipeline takes it (``Knobs.register_tiled``)
         options: dict[str, object] = {"tuned": False, "knobs": knobs,
                                       "fusion": config.get("fusion") or "smart"}
         if self.machine is not None:

@@ -27,6 +27,7 @@ from polyopt import ir, lang
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
 from polyopt.schedule.gpu_policy import GPU_POLICY, GpuPolicy
+from polyopt.schedule.knobs import REGISTER_KNOBS
 from polyopt.schedule.lanes import candidates
 from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
@@ -138,7 +139,7 @@ def space_for(source: str | lang.Definition, name: str | None, sizes: Mapping[st
     if not probe.cache_tiled():  # the knob would change nothing
         knobs = tuple(k for k in knobs if k[0] != "cache_tile")
     if _contractions(program) and not _register_tiled(probe, policy):
-        knobs = tuple(k for k in knobs if k[0] not in REGISTER_KNOBS)
+        knobs = tuple(k for k in knobs if k[0] not in REGISTER_KNOBS | {"register_tile"})
     return Space(target, knobs + _loop_knobs(program, policy, probe))
 
 
@@ -221,18 +222,13 @@ def _outputs(program: ir.Program, s: ir.Stmt) -> int:
     return math.prod(ir.extent_value(e, {}) for e in program.tensors[s.tensor].shape)
 
 
-# The knobs of a register-tiled nest: they change nothing when the pipeline builds none.
-REGISTER_KNOBS = frozenset({"mr", "nr", "kc", "mc", "pack", "pack_a", "pack_b",
-                            "rows_outer"})
-
-
 def _register_tiled(probe: _Probe, policy: CpuPolicy) -> bool:
     """Does the pipeline register-tile a contraction of ``program``? A sum over the outer
     axis (``Y(b,c) +=! X(a,b,c)``, no operand broadcast along a row) is a ``+=`` into a
     matrix but no GotoBLAS nest; its search space was 364,500 configurations of which 9
     differed. Asked of the pipeline: the smallest and largest register rows change the
     schedule of a register-tiled nest (one of them is not the model's)."""
-    default = probe.key()
+    default = probe.key(register_tile=True)
     return any(probe.key(mr=mr) != default for mr in (min(policy.space_mr), max(policy.space_mr)))
 
 
@@ -248,7 +244,8 @@ def _cpu_knobs(program: ir.Program,
     contractions = _contractions(program)
     if contractions:
         lanes = policy.lanes(DTYPES[program.tensors[contractions[0].tensor].dtype].np.itemsize)
-        knobs += [("mr", (None, *policy.space_mr)),
+        knobs += [("register_tile", (None, True, False)),
+                  ("mr", (None, *policy.space_mr)),
                   ("nr", (None, *(v * lanes for v in policy.space_nr_vectors))),
                   ("kc", (None, *policy.space_kc)),
                   ("pack_a", (None, True, False)),

@@ -104,7 +104,10 @@ def test_a_blocked_output_is_zeroed_computed_and_copied_back_in_one_nest() -> No
     for a, b in [("n", "n2"), ("f_b", "f_b2"), ("h", "h2"), ("n", "ou0"), ("f_b", "ou1_o"),
                  ("h", "ou2")]:
         assert f"s.fuse('{a}', '{b}')" in steps
-    assert "s.parallel('h')" in steps  # two channel blocks are too few for two threads
+    # 0.46M multiply-adds in registers: the model predicts 2.3e4 cycles, under what a fork
+    # and join of two threads saves (measured: 6.2 us on one thread, 6.0 on two)
+    notes = polyopt.schedule(kernels.source("conv2d"), "conv2d", sizes=PADDED).notes
+    assert any(n.startswith("n: one thread:") and "predicted" in n for n in notes), notes
 
 
 @pytest.mark.cc

@@ -1,0 +1,122 @@
+"""The register level of the cost model: a register tile's micro-kernel.
+
+The C printer turns ``for k.. { for r (unroll) { for v (vectorize) { S } } }``, S adding
+into an element the ``k`` loops do not move, into a micro-kernel (``codegen/microkernel.py``,
+found by ``codegen/tilematch.py``): ``rows x vectors`` accumulators held in registers
+across the ``k`` loops, each operand loaded once per step of the innermost ``k``, where the
+tile spans the same rows and vectors at every step (``rectangular``). The loops
+of that shape run as straight-line code the out-of-order core overlaps, so a step costs the
+slowest of three bounds (``step_cycles``):
+
+* the FMA pipes: each accumulator's operations, a product added into it one fused
+  multiply-add (``-std=gnu11`` contracts them);
+* the load ports: each operand's distinct vectors in the tile, one per register row it moves
+  along and per vector of ``v`` it is contiguous along (a broadcast when it does not move
+  with ``v``);
+* the accumulators' dependence: each waits ``fma_latency`` cycles for its last update.
+
+The accumulators' loads and stores run once per execution of the ``k`` loops. A plain nest
+(no such shape) has no register level in the model: its target is loaded and stored each
+iteration (``cost._iteration``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polyopt import ir
+from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.schedule.marks import Tag
+from polyopt.schedule.policy import CAPS, CpuPolicy
+from polyopt.schedule.strides import INVARIANT, UNIT, accesses, loop_map, step_map, stride
+from polyopt.schedule.tree import Loop
+
+
+@dataclass(frozen=True)
+class RegisterTile:
+    """Where a statement's path ends in a micro-kernel: the index in the path of the
+    outermost ``k`` loop (the accumulators stay in registers below it) and of the
+    unrolled rows; the vector loop is the path's last."""
+
+    k: int
+    rows: int
+
+
+def register_tile(path: list[Loop], s: PolyStmt) -> RegisterTile | None:
+    """The micro-kernel ``path`` (a statement's loops, outermost first) ends in, the shape
+    ``tilematch.match`` prints as one; None for any other."""
+    if len(path) < 3 or Tag.VECTORIZE not in path[-1].tags or Tag.UNROLL not in path[-2].tags:
+        return None
+    if s.kind != "update" or s.stmt.op != "+" or s.guarded or not all(r.affine
+                                                                      for r in s.reads):
+        return None
+    k = len(path) - 3
+    while k > 0 and not path[k - 1].tags and len(path) - 2 - k < CAPS.max_reduction_loops:
+        k -= 1
+    if path[k].tags:
+        return None
+    return RegisterTile(k, len(path) - 2)
+
+
+def rectangular(domain: isl.Set, path: list[Loop], tile: RegisterTile, stmt: str) -> bool:
+    """Do the tile's rows and vectors span the same values at every step of its ``k``
+    loops, over ``domain`` (the statement's, the loops above fixed)? The printer keeps the
+    accumulators in registers only then (``tilematch.match``: a triangle's rows start later
+    as ``k`` grows, and its tile prints as plain loops)."""
+    m: isl.Map | None = None
+    for lp in path[tile.k:]:
+        nxt = loop_map(lp, stmt)
+        if nxt is None:
+            return False
+        m = nxt if m is None else m.flat_range_product(nxt)
+    if m is None:
+        return False
+    values = domain.apply(m.intersect_domain(domain))
+    n = values.dim(isl.dim_type.set)
+    steps = values.project_out(isl.dim_type.set, n - 2, 2)
+    tiles = values.project_out(isl.dim_type.set, 0, n - 2)
+    return values.is_equal(steps.flat_product(tiles))
+
+
+def step_cycles(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Loop],
+                tile: RegisterTile, rows: int, vectors: int) -> float | None:
+    """Cycles of one step of the innermost ``k`` loop of ``tile`` (``rows`` unrolled rows,
+    ``vectors`` vectors): the slowest of its bounds (the module docstring);
+    None when an access moves with the ``k`` loops or strides along ``v`` (no micro-kernel
+    the model knows)."""
+    m = policy.machine
+    steps = {"rows": step_map(path, path[tile.rows], s), "v": step_map(path, path[-1], s)}
+    ks = [step_map(path, lp, s) for lp in path[tile.k: tile.rows]]
+    loads = 0
+    for a in accesses(poly, s.name):
+        along = {name: None if st is None else stride(poly, a, st).kind
+                 for name, st in steps.items()}
+        if a.write:
+            if along["v"] != UNIT or any(st is None or stride(poly, a, st).kind != INVARIANT
+                                         for st in ks):
+                return None  # the accumulators would not stay in registers
+            continue
+        if along["v"] not in (INVARIANT, UNIT):
+            return None
+        loads += (rows if along["rows"] != INVARIANT else 1) * (
+            vectors if along["v"] == UNIT else 1)
+    ops = fused_ops(s)
+    fma = rows * vectors * ops / m.fma_units
+    return max(fma, loads / policy.loads_per_cycle, ops * m.fma_latency)
+
+
+def fused_ops(s: PolyStmt) -> float:
+    """Vector operations of one update of an accumulator: its right-hand side's, a product
+    on top added in the same fused multiply-add."""
+    rhs = s.stmt.rhs
+    n = sum(1 for e in rhs.walk_values() if isinstance(e, (ir.Binary, ir.Unary, ir.Select)))
+    fused = isinstance(rhs, ir.Binary) and rhs.op == "*"
+    return max(1.0, float(n + (0 if fused else 1)))
+
+
+def spill_cycles(policy: CpuPolicy, rows: int, vectors: int) -> float:
+    """Cycles of loading and storing the tile's accumulators, once per execution of its
+    ``k`` loops."""
+    return rows * vectors * (1 / policy.loads_per_cycle + 1.0)

@@ -1,0 +1,109 @@
+"""The register level of the CPU cost model (``polyopt.schedule.registers``) and the decision
+it makes: a contraction is register-tiled when the model predicts the micro-kernel faster
+than the plain nest in its best order (``cpu._faster``), not because it is a contraction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyopt
+from polyopt import kernels
+from polyopt.schedule import cost, registers
+from polyopt.schedule.knobs import Knobs
+from polyopt.schedule.machine import Machine
+from polyopt.schedule.marks import Tag
+from polyopt.schedule.policy import cpu_policy
+from polyopt.schedule.tree import Leaf, Loop, Node
+from polyopt.tune.space import space_for
+
+MACHINE = ("vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576,"
+           "l3_bytes=33554432,cores=2,fma_units=2,fma_latency=4")
+AVX512 = Machine(vector_bytes=64, vector_registers=32, cores=2, l3_bytes=32 << 20)
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+SIZES = {"M": 192, "N": 256, "K": 128}
+
+
+def _tile_path(root: Node) -> list[Loop]:
+    """The loops above the statement of the nest holding an unrolled loop."""
+    def walk(node: Node, path: list[Loop]) -> list[Loop] | None:
+        if isinstance(node, Leaf):
+            return path if any(Tag.UNROLL in lp.tags for lp in path) else None
+        kids = [node.child] if isinstance(node, Loop) else list(node.children)
+        for kid in kids:
+            got = walk(kid, [*path, node] if isinstance(node, Loop) else path)
+            if got is not None:
+                return got
+        return None
+    got = walk(root, [])
+    assert got is not None
+    return got
+
+
+@pytest.mark.parametrize(("mr", "vectors", "step"), [
+    (2, 1, 4.0),    # 2 accumulators: each waits the FMA latency (4 cycles) per step
+    (8, 2, 8.0),    # 16 accumulators: 16 FMAs on 2 pipes; 8 + 2 loads on 2 ports: 5
+    (14, 1, 7.5),   # 14 broadcasts and one vector, 15 loads on 2 ports, over 7 FMA cycles
+])
+def test_a_step_costs_its_slowest_bound(mr: int, vectors: int, step: float) -> None:
+    """One step of the micro-kernel's reduction loop costs the most of its FMA pipes' time,
+    its loads' and its accumulators' latency (the module docstring of registers.py)."""
+    s = polyopt.schedule(MM, sizes=SIZES, options={
+        "machine": MACHINE, "knobs": {"mr": mr, "nr": 16 * vectors, "pack": False}})
+    path = _tile_path(s.root)
+    stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
+    tile = registers.register_tile(path, stmt)
+    assert tile is not None and tile.rows == len(path) - 2
+    policy = cpu_policy(AVX512)
+    assert registers.step_cycles(s.poly, policy, stmt, path, tile, mr, vectors) == step
+
+
+def test_a_product_added_is_one_fused_operation() -> None:
+    s = polyopt.schedule(MM, sizes=SIZES)
+    stmt = next(st for st in s.poly.stmts if st.kind == "update")
+    assert registers.fused_ops(stmt) == 1.0
+
+
+@pytest.mark.cc
+def test_matmul_is_register_tiled_because_the_model_predicts_it_faster() -> None:
+    k = polyopt.compile(MM, sizes=SIZES, options={"machine": MACHINE})
+    notes = [n for n in k.schedule.notes if "register tile: predicted" in n]
+    assert notes and "the plain nest" in notes[0], k.schedule.notes
+    plain = polyopt.compile(MM, sizes=SIZES, options={
+        "machine": MACHINE, "knobs": {"register_tile": False}})
+    assert not any(Tag.UNROLL in plain.schedule.loop(n).tags for n in plain.schedule.loops)
+    rng = np.random.default_rng(0)
+    a = rng.random((192, 128), dtype=np.float32)
+    b = rng.random((128, 256), dtype=np.float32)
+    for kern in (k, plain):
+        np.testing.assert_allclose(kern(a, b), a.astype(np.float64) @ b, rtol=1e-4)
+
+
+def test_a_triangular_tile_is_no_micro_kernel() -> None:
+    """trmm's reduction starts past the row (r_k in i+1:M): the tile's rows change with
+    the reduction step, the printer keeps no accumulators in registers, the model does not
+    price it as a micro-kernel, and the plain nest is predicted (and measured, 60x80:
+    ~equal, 500x600: 1.8 ms against 19.7) faster."""
+    src = kernels.get("polybench_trmm")
+    sizes = {"M": 60, "N": 80}
+    tiled = polyopt.schedule(src, "polybench_trmm", sizes=sizes, options={
+        "machine": MACHINE, "knobs": {"register_tile": True}})
+    path = _tile_path(tiled.root)
+    stmt = tiled.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
+    tile = registers.register_tile(path, stmt)
+    assert tile is not None
+    assert not registers.rectangular(stmt.domain, path, tile, stmt.name)
+    assert cost._in_registers(cost._Ctx(tiled.poly, cpu_policy(AVX512)), stmt, path) is None
+    default = polyopt.schedule(src, "polybench_trmm", sizes=sizes, options={"machine": MACHINE})
+    assert any("no register tile: the plain nest is predicted" in n for n in default.notes)
+
+
+def test_a_register_knob_asks_for_the_register_tile() -> None:
+    assert Knobs(mr=4).register_tiled is True
+    assert Knobs(mr=4, register_tile=False).register_tiled is False
+    assert Knobs().register_tiled is None
+
+
+def test_the_tuner_space_has_the_decision() -> None:
+    space = space_for(MM, None, SIZES, "c", AVX512)
+    assert dict(space.knobs)["register_tile"] == (None, True, False)
