@@ -128,7 +128,10 @@ def _faster(schedule: Schedule, tiled: Schedule, top: str, policy: CpuPolicy,
     cost model predicts faster (packing included), with both predictions noted: from the
     last cache level when both nests' data fit there (``Estimate.warm``: the roofline's
     memory stream would charge the packed copy a second pass from memory, while it is read
-    back from cache), else from memory (a tie to the one whose cores do less)."""
+    back from cache), else from memory (a tie to the one whose cores do less). The tile
+    must be predicted faster: on a tie the plain nest, the simpler code, stands (a sum over
+    the outer axis, 16x256x512 from cache: both 3.3e5 cycles predicted, the register tile
+    measured 0.108 ms, the plain nest 0.064)."""
     plain = _plain_nest(schedule, top, policy, knobs)
     mine = set(tf.stmts_of(tf.find(schedule.root, top)))
     packs = {s.name for s in tiled.poly.stmts} - {s.name for s in schedule.poly.stmts}
@@ -138,10 +141,10 @@ def _faster(schedule: Schedule, tiled: Schedule, top: str, policy: CpuPolicy,
         return tiled.note(f"{top}: register tile: the cost model does not apply (an extent "
                           "is not known)")
     if a.warm is not None and b.warm is not None:
-        faster = b.warm < a.warm
+        faster = b.warm <= a.warm
         ta, tb = (f"{e:.3g} cycles from cache" for e in (a.warm, b.warm))
     else:
-        faster, ta, tb = (b.cycles, b.core) < (a.cycles, a.core), a.describe(), b.describe()
+        faster, ta, tb = (b.cycles, b.core) <= (a.cycles, a.core), a.describe(), b.describe()
     if faster:
         return plain.note(f"{top}: no register tile: the plain nest is predicted {tb}, the "
                           f"register tile {ta}")

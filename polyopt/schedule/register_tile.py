@@ -68,7 +68,10 @@ class TilePlan:
 def register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                   policy: CpuPolicy, knobs: Knobs = DEFAULT_KNOBS) -> Schedule | None:
     """The nest of ``chain`` over statement ``s`` as a GotoBLAS nest, its plan noted; None
-    when ``s`` is no contraction a register tile serves."""
+    when ``s`` is no contraction a register tile can be built for. Whether it serves (an
+    operand reused across the tile's rows or columns) is the cost model's question
+    (``cpu._faster``): a sum over a middle axis or a batched matrix-vector product keeps
+    nothing in registers, and the model predicts its plain nest faster."""
     plan = _tile_plan(schedule, chain, s, policy, knobs)
     if plan is None:
         return None
@@ -97,9 +100,6 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     dtype = schedule.poly.program.tensors[s.stmt.tensor].dtype
     if col is None or not rows or not reds or dtype not in ("float32", "float64"):
         return None
-    if all(all(r.read.uses(i) for i in s.stmt.lhs) for r in s.reads):
-        return None  # no operand is reused across outputs (a sum over a middle axis): the
-        # register tile would keep nothing in registers; the cost model orders it instead
     trips = {lp.name: trip(lp, schedule.poly.domain) for lp in chain}
     elem = DTYPES[dtype].np.itemsize
     b = policy.blocking(elem)
@@ -110,10 +110,6 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     row = max(rows, key=lambda n: (invariant_reads(s, its[n]),
                                    -vector_rows(s, its[n], its[col]), min(trips[n], mr),
                                    -_stride_rank(s, its[n]), trips[n]))
-    if not invariant_reads(s, its[row]):
-        return None  # every operand moves with the rows (a batched matrix-vector product):
-        # each multiply-add would load an element no other row uses, so the nest is bound
-        # by streaming it, and a register tile would only copy it; the cost model orders it
     red = max(reds, key=lambda n: trips[n])
     inner = tuple(n for n in reds if n != red and trips[n] <= policy.small_reduction)
     if inner and not knobs.mr and nr >= policy.tap_rows_vectors * b.lanes and trips[col] == nr:

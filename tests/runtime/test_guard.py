@@ -41,10 +41,9 @@ def test_guarded_zeros_are_zeros_that_fault_one_byte_past_the_end() -> None:
     assert got.stdout.strip() == "last" and got.returncode == -signal.SIGSEGV
 
 
-# A batched matrix-vector product register-tiled as it was before register tiles asked
-# for an operand reused across rows (and the cost model for the faster nest): X_pack(i/32, b, j, i%32) is whole blocks along i
-# only, and with 23 rows of b (no row tile size divides them) the last row tile reads
-# rows of b past its end.
+# A batched matrix-vector product register-tiled (the knob: the cost model predicts its
+# plain nest faster): X_pack(i/32, b, j, i%32) is whole blocks along i only, and with 23
+# rows of b (no row tile size divides them) the last row tile reads rows of b past its end.
 ROWS_PAST_THE_END = """
     import dataclasses, numpy as np, polyopt
     import polyopt.api as api

@@ -62,7 +62,8 @@ def test_a_row_sum_reduces_its_contiguous_rows_in_vectors_without_a_cache_tile()
     (it was tiled 16 x 16 and ran scalar: 19.4 ms against 6.8 ms of CPU time at
     64 x 512 x 512 on one thread)."""
     steps = polyopt.schedule(ROW_SUM, sizes={"A": 8, "B": 512, "C": 512}).as_python()
-    assert "tile" not in steps and "s.vectorize('c', lanes=" in steps
+    verbs = "\n".join(line for line in steps.splitlines() if not line.startswith("#"))
+    assert "s.tile(" not in verbs and "s.vectorize('c', lanes=" in verbs
 
 
 @pytest.mark.cc
