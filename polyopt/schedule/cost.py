@@ -472,7 +472,7 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
 def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]) -> float | None:
     """Cycles per instance of ``s`` when ``path`` ends in a register tile's micro-kernel
     (``polyopt.schedule.registers``), None for a plain vector loop."""
-    tile = reg.register_tile(path, s)
+    tile = reg.micro_kernel(path, s)
     if tile is None or not reg.rectangular(_fixed_domain(s, path[: tile.k]), path, tile, s.name):
         return None
     trips = [trip(ctx.poly, lp, path[:i]) for i, lp in enumerate(path)]

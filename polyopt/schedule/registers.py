@@ -35,7 +35,7 @@ from polyopt.schedule.tree import Loop
 
 
 @dataclass(frozen=True)
-class RegisterTile:
+class MicroKernel:
     """Where a statement's path ends in a micro-kernel: the index in the path of the
     outermost ``k`` loop (the accumulators stay in registers below it) and of the
     unrolled rows; the vector loop is the path's last."""
@@ -44,7 +44,7 @@ class RegisterTile:
     rows: int
 
 
-def register_tile(path: list[Loop], s: PolyStmt) -> RegisterTile | None:
+def micro_kernel(path: list[Loop], s: PolyStmt) -> MicroKernel | None:
     """The micro-kernel ``path`` (a statement's loops, outermost first) ends in, the shape
     ``tilematch.match`` prints as one; None for any other."""
     if len(path) < 3 or Tag.VECTORIZE not in path[-1].tags or Tag.UNROLL not in path[-2].tags:
@@ -57,10 +57,10 @@ def register_tile(path: list[Loop], s: PolyStmt) -> RegisterTile | None:
         k -= 1
     if path[k].tags:
         return None
-    return RegisterTile(k, len(path) - 2)
+    return MicroKernel(k, len(path) - 2)
 
 
-def rectangular(domain: isl.Set, path: list[Loop], tile: RegisterTile, stmt: str) -> bool:
+def rectangular(domain: isl.Set, path: list[Loop], tile: MicroKernel, stmt: str) -> bool:
     """Do the tile's rows and vectors span the same values at every step of its ``k``
     loops, over ``domain`` (the statement's, the loops above fixed)? The printer keeps the
     accumulators in registers only then (``tilematch.match``: a triangle's rows start later
@@ -81,11 +81,11 @@ def rectangular(domain: isl.Set, path: list[Loop], tile: RegisterTile, stmt: str
 
 
 def step_cycles(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Loop],
-                tile: RegisterTile, rows: int, vectors: int) -> float | None:
+                tile: MicroKernel, rows: int, vectors: int) -> float | None:
     """Cycles of one step of the innermost ``k`` loop of ``tile`` (``rows`` unrolled rows,
-    ``vectors`` vectors): the slowest of its bounds (the module docstring);
-    None when an access moves with the ``k`` loops or strides along ``v`` (no micro-kernel
-    the model knows)."""
+    ``vectors`` vectors): the slowest of its bounds (the module docstring). None when the
+    target moves with the ``k`` loops or an operand strides along ``v``: no micro-kernel
+    the model knows."""
     m = policy.machine
     steps = {"rows": step_map(path, path[tile.rows], s), "v": step_map(path, path[-1], s)}
     ks = [step_map(path, lp, s) for lp in path[tile.k: tile.rows]]

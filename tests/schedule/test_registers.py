@@ -52,7 +52,7 @@ def test_a_step_costs_its_slowest_bound(mr: int, vectors: int, step: float) -> N
         "machine": MACHINE, "knobs": {"mr": mr, "nr": 16 * vectors, "pack": False}})
     path = _tile_path(s.root)
     stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
-    tile = registers.register_tile(path, stmt)
+    tile = registers.micro_kernel(path, stmt)
     assert tile is not None and tile.rows == len(path) - 2
     policy = cpu_policy(AVX512)
     assert registers.step_cycles(s.poly, policy, stmt, path, tile, mr, vectors) == step
@@ -90,7 +90,7 @@ def test_a_triangular_tile_is_no_micro_kernel() -> None:
         "machine": MACHINE, "knobs": {"register_tile": True}})
     path = _tile_path(tiled.root)
     stmt = tiled.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
-    tile = registers.register_tile(path, stmt)
+    tile = registers.micro_kernel(path, stmt)
     assert tile is not None
     assert not registers.rectangular(stmt.domain, path, tile, stmt.name)
     assert cost._in_registers(cost._Ctx(tiled.poly, cpu_policy(AVX512)), stmt, path) is None
