@@ -459,19 +459,18 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
         chosen = _splits(ctx.poly, p, full, [(s, k) for s, k, _ in group])[0]
         short = trip(ctx.poly, full[-1], full[:-1])
         for s, loads, n in group:
-            tiled = _in_registers(ctx, s, full)
-            if tiled is not None:
-                cycles += n * tiled
-                continue
             one = _body_cost(ctx.poly, p, [(s, loads)])
             # per instance: the split's cycles over its trip (unknown: a whole vector each)
-            cycles += n * (chosen.cycles(one) / short if short else one(chosen.lanes))
+            plain = chosen.cycles(one) / short if short else one(chosen.lanes)
+            tiled, share = _in_registers(ctx, s, full) or (plain, 0.0)
+            cycles += n * (share * tiled + (1 - share) * plain)
     return cycles, tuple(dict.fromkeys(full[-1].name for full, _ in vector.values()))
 
 
-def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]) -> float | None:
-    """Cycles per instance of ``s`` when ``path`` ends in a register tile's micro-kernel
-    (``polyopt.schedule.registers``), None for a plain vector loop."""
+def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]) -> tuple[float, float] | None:
+    """Cycles per instance of ``s`` in the full tiles of the register tile's micro-kernel
+    ``path`` ends in (``polyopt.schedule.registers``), and the share of its instances in
+    them; None for a plain vector loop."""
     tile = reg.micro_kernel(path, s)
     if tile is None or not reg.rectangular(_fixed_domain(s, path[: tile.k]), path, tile, s.name):
         return None
@@ -485,7 +484,8 @@ def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]) -> float | None:
     if step is None:
         return None
     steps = math.prod(t or 1 for t in trips[tile.k: tile.rows])
-    return (step + reg.spill_cycles(ctx.policy, rows, vectors) / steps) / (rows * cols)
+    share = reg.full_share(s.domain, path, tile, s.name, rows, cols)
+    return (step + reg.spill_cycles(ctx.policy, rows, vectors) / steps) / (rows * cols), share
 
 
 class _Unknown(Exception):

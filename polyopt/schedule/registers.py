@@ -15,7 +15,9 @@ slowest of three bounds (``step_cycles``):
   with ``v``);
 * the accumulators' dependence: each waits ``fma_latency`` cycles for its last update.
 
-The accumulators' loads and stores run once per execution of the ``k`` loops. A plain nest
+The accumulators' loads and stores run once per execution of the ``k`` loops. The partial
+tiles at the ends of the rows and columns print as plain loops and cost what the plain vector
+loop does (``full_share``). A plain nest
 (no such shape) has no register level in the model: its target is loaded and stored each
 iteration (``cost._iteration``).
 """
@@ -31,7 +33,7 @@ from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import CAPS, CpuPolicy
 from polyopt.schedule.strides import INVARIANT, UNIT, accesses, loop_map, step_map, stride
-from polyopt.schedule.tree import Loop
+from polyopt.schedule.tree import Loop, pieces
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,31 @@ def rectangular(domain: isl.Set, path: list[Loop], tile: MicroKernel, stmt: str)
     steps = values.project_out(isl.dim_type.set, n - 2, 2)
     tiles = values.project_out(isl.dim_type.set, 0, n - 2)
     return values.is_equal(steps.flat_product(tiles))
+
+
+def full_share(domain: isl.Set, path: list[Loop], tile: MicroKernel, stmt: str, rows: int,
+               cols: int) -> float:
+    """The share of the statement's instances in full tiles, the rest in the partial tiles
+    at the end of its row and column extents (``domain``'s box): those print as plain loops
+    (``tilematch.match`` takes constant trips only). A 56-wide row in tiles of 16: 48/56."""
+    share = 1.0
+    for lp, size in ((path[tile.rows], rows), (path[-1], cols)):
+        dims = _iterators(lp, stmt, domain.dim(isl.dim_type.set))
+        if len(dims) != 1:
+            continue
+        lo, hi = domain.dim_min_val(dims[0]), domain.dim_max_val(dims[0])
+        if lo.is_int() and hi.is_int():
+            extent = int(hi.to_python()) - int(lo.to_python()) + 1
+            share *= (extent // size) * size / extent if extent >= size else 0.0
+    return share
+
+
+def _iterators(lp: Loop, stmt: str, n: int) -> list[int]:
+    """The dimensions of ``stmt``'s domain (of ``n``) that loop ``lp``'s value moves with."""
+    affs = [aff for pa in pieces(lp.expr)
+            if pa.get_domain_space().get_tuple_name(isl.dim_type.set) == stmt
+            for _, aff in pa.get_pieces()]
+    return [d for d in range(n) if any(a.involves_dims(isl.dim_type.in_, d, 1) for a in affs)]
 
 
 def step_cycles(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Loop],

@@ -107,3 +107,21 @@ def test_a_register_knob_asks_for_the_register_tile() -> None:
 def test_the_tuner_space_has_the_decision() -> None:
     space = space_for(MM, None, SIZES, "c", AVX512)
     assert dict(space.knobs)["register_tile"] == (None, True, False)
+
+
+def test_partial_tiles_are_priced_as_plain_loops() -> None:
+    """100 rows in tiles of 8 and 56 columns in tiles of 16: 96/100 x 48/56 of the
+    instances run in full tiles; the rest print as plain loops (tilematch takes constant
+    trips only) and cost what the plain vector loop does, so the nest's compute lies between
+    the micro-kernel's and the plain loop's."""
+    sizes = {"M": 100, "N": 56, "K": 64}
+    s = polyopt.schedule(MM, sizes=sizes, options={
+        "machine": MACHINE, "knobs": {"mr": 8, "nr": 16, "pack": False}})
+    path = _tile_path(s.root)
+    stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
+    tile = registers.micro_kernel(path, stmt)
+    assert tile is not None
+    share = registers.full_share(stmt.domain, path, tile, stmt.name, 8, 16)
+    assert share == pytest.approx(96 / 100 * 48 / 56)
+    got = cost._in_registers(cost._Ctx(s.poly, cpu_policy(AVX512)), stmt, path)
+    assert got is not None and got[1] == pytest.approx(share)
