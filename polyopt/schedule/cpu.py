@@ -47,7 +47,7 @@ from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, nest
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.nest import chain_of, trip
-from polyopt.schedule.order import choose_distribution, choose_order, nests_estimate
+from polyopt.schedule.order import choose_distribution, choose_order, nests_estimate, no_slower
 from polyopt.schedule.parallel import parallelize
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.register_tile import register_tile
@@ -125,10 +125,8 @@ def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
 def _faster(schedule: Schedule, tiled: Schedule, top: str, policy: CpuPolicy,
             knobs: Knobs) -> Schedule:
     """The register-tiled nest ``tiled`` or the plain one (``_plain_nest``), whichever the
-    cost model predicts faster (packing included), with both predictions noted: from the
-    last cache level when both nests' data fit there (``Estimate.warm``: the roofline's
-    memory stream would charge the packed copy a second pass from memory, while it is read
-    back from cache), else from memory (a tie to the one whose cores do less). The tile
+    cost model predicts faster (packing included; ``order.no_slower``), with both
+    predictions noted. The tile
     must be predicted faster: on a tie the plain nest, the simpler code, stands (a sum over
     the outer axis, 16x256x512 from cache: both 3.3e5 cycles predicted, the register tile
     measured 0.108 ms, the plain nest 0.064)."""
@@ -140,11 +138,7 @@ def _faster(schedule: Schedule, tiled: Schedule, top: str, policy: CpuPolicy,
     if a is None or b is None:
         return tiled.note(f"{top}: register tile: the cost model does not apply (an extent "
                           "is not known)")
-    if a.warm is not None and b.warm is not None:
-        faster = b.warm <= a.warm
-        ta, tb = (f"{e:.3g} cycles from cache" for e in (a.warm, b.warm))
-    else:
-        faster, ta, tb = (b.cycles, b.core) <= (a.cycles, a.core), a.describe(), b.describe()
+    faster, tb, ta = no_slower(b, a)
     if faster:
         return plain.note(f"{top}: no register tile: the plain nest is predicted {tb}, the "
                           f"register tile {ta}")

@@ -271,6 +271,17 @@ def nests_estimate(schedule: Schedule, stmts: set[str], policy: CpuPolicy) -> Es
                     sum(e.core for e in est), sum(warm) if len(warm) == len(est) else None)
 
 
+def no_slower(b: Estimate, a: Estimate) -> tuple[bool, str, str]:
+    """Is ``b`` predicted no slower than ``a``, and each prediction as text: from cache when
+    both nests' data fit the last cache level (``Estimate.warm``: the roofline would charge
+    a copy a second pass from memory although it is read back from cache), else from
+    memory, a tie to the one whose cores do less."""
+    if a.warm is not None and b.warm is not None:
+        return b.warm <= a.warm, f"{b.warm:.3g} cycles from cache", \
+            f"{a.warm:.3g} cycles from cache"
+    return (b.cycles, b.core) <= (a.cycles, a.core), b.describe(), a.describe()
+
+
 def _tops(root: Node) -> list[Loop]:
     if isinstance(root, Loop):
         return [root]
