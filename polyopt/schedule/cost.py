@@ -154,6 +154,7 @@ class _Ctx:
 
     poly: PolyProgram
     policy: CpuPolicy
+    padded: frozenset[str] = frozenset()  # zero-padded packed copies (Schedule.buffers)
     foot: dict[tuple[int, int, int], int | None] = field(default_factory=dict)
     boxes: dict[tuple[int, int], dict[str, Box | None]] = field(default_factory=dict)
 
@@ -484,8 +485,9 @@ def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]) -> tuple[float, floa
     if step is None:
         return None
     steps = math.prod(t or 1 for t in trips[tile.k: tile.rows])
-    share = reg.full_share(s.domain, path, tile, s.name, rows, cols)
-    return (step + reg.spill_cycles(ctx.policy, rows, vectors) / steps) / (rows * cols), share
+    share, work = reg.kernel_share(ctx.poly, s, path, tile, rows, cols, ctx.padded)
+    per_tile = step + reg.spill_cycles(ctx.policy, rows, vectors) / steps
+    return per_tile * work / (rows * cols), share
 
 
 class _Unknown(Exception):
@@ -505,13 +507,16 @@ def _levels(policy: CpuPolicy) -> list[tuple[str, int, int, float]]:
 
 
 def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop] | None = None,
-             parallel: Callable[[Loop], bool] | None = None) -> Estimate | None:
+             parallel: Callable[[Loop], bool] | None = None,
+             padded: frozenset[str] = frozenset()) -> Estimate | None:
     """Predicted cycles of one execution of ``node`` (``outer`` loops fixed), None when an
     extent is unknown. ``parallel`` says which loops of its outer chain may run in
     parallel (default :func:`free_loop`); the outermost with enough iterations does when a
     parallel region pays for its fork and join by the one-core cycles
-    (``CpuPolicy.parallel_pays``, the rule ``parallelize`` applies)."""
-    ctx, outer = _Ctx(poly, policy), list(outer or [])
+    (``CpuPolicy.parallel_pays``, the rule ``parallelize`` applies). ``padded`` names the
+    zero-padded packed copies, over which a register tile's partial tiles run in its
+    micro-kernel (``Schedule.buffers``)."""
+    ctx, outer = _Ctx(poly, policy, padded), list(outer or [])
     try:
         compute, vec = _compute(ctx, node, outer)
     except _Unknown:

@@ -261,7 +261,9 @@ def nests_estimate(schedule: Schedule, stmts: set[str], policy: CpuPolicy) -> Es
     """The summed estimate of ``schedule``'s top-level nests over any of ``stmts``, each
     dependence-free loop a candidate parallel loop (``fusion.loop_free``: tile loops too):
     how the nests a pass rebuilt (a register tile and its packing) weigh against others."""
-    got = [estimate(schedule.poly, top, policy, parallel=lambda lp: loop_free(schedule, lp))
+    padded = frozenset(schedule.buffers)
+    got = [estimate(schedule.poly, top, policy, parallel=lambda lp: loop_free(schedule, lp),
+                    padded=padded)
            for top in nests(schedule.root) if stmts & set(stmts_of(top))]
     if not got or any(e is None for e in got):
         return None

@@ -180,7 +180,8 @@ def _one_thread(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
         return ""  # pays at a vector lane of bytes per pipe and cycle: no estimate (ms) needed
     got = None
     if len(tf.stmts_of(top)) <= policy.caps.model_statements:
-        got = estimate(schedule.poly, top, policy, parallel=lambda lp: False)
+        got = estimate(schedule.poly, top, policy, parallel=lambda lp: False,
+                       padded=frozenset(schedule.buffers))
     cycles, basis = (got.cycles, "predicted") if got else (float(n), f"{n} instances")
     if policy.parallel_pays(cycles):
         return ""

@@ -17,7 +17,8 @@ slowest of three bounds (``step_cycles``):
 
 The accumulators' loads and stores run once per execution of the ``k`` loops. The partial
 tiles at the ends of the rows and columns print as plain loops and cost what the plain vector
-loop does (``full_share``). A plain nest
+loop does, unless the operands moving along them are zero-padded packed copies: then the
+kernel computes whole tiles (``kernel_share``). A plain nest
 (no such shape) has no register level in the model: its target is loaded and stored each
 iteration (``cost._iteration``).
 """
@@ -82,21 +83,42 @@ def rectangular(domain: isl.Set, path: list[Loop], tile: MicroKernel, stmt: str)
     return values.is_equal(steps.flat_product(tiles))
 
 
-def full_share(domain: isl.Set, path: list[Loop], tile: MicroKernel, stmt: str, rows: int,
-               cols: int) -> float:
-    """The share of the statement's instances in full tiles, the rest in the partial tiles
-    at the end of its row and column extents (``domain``'s box): those print as plain loops
-    (``tilematch.match`` takes constant trips only). A 56-wide row in tiles of 16: 48/56."""
-    share = 1.0
+def kernel_share(poly: PolyProgram, s: PolyStmt, path: list[Loop], tile: MicroKernel,
+                 rows: int, cols: int, padded: frozenset[str]) -> tuple[float, float]:
+    """(the share of ``s``'s instances the micro-kernel runs, its work per instance against
+    a full tile's). A tile dimension whose extent (``s.domain``'s box) the tile does not
+    divide ends in partial tiles. They print as the micro-kernel on a scratch tile when
+    every operand moving along that dimension is a zero-padded packed copy (``padded``,
+    ``microkernel.Emitter.edge_lines``): all instances then run in the kernel, which
+    computes whole tiles (24 rows in tiles of 14: 28/24 the work). Otherwise they print as
+    plain loops (``tilematch.match`` takes constant trips only): a 56-wide row in tiles of
+    16 runs 48/56 of its instances in the kernel."""
+    share, work, edge = 1.0, 1.0, True
+    n = s.domain.dim(isl.dim_type.set)
     for lp, size in ((path[tile.rows], rows), (path[-1], cols)):
-        dims = _iterators(lp, stmt, domain.dim(isl.dim_type.set))
+        dims = _iterators(lp, s.name, n)
         if len(dims) != 1:
             continue
-        lo, hi = domain.dim_min_val(dims[0]), domain.dim_max_val(dims[0])
-        if lo.is_int() and hi.is_int():
-            extent = int(hi.to_python()) - int(lo.to_python()) + 1
-            share *= (extent // size) * size / extent if extent >= size else 0.0
-    return share
+        lo, hi = s.domain.dim_min_val(dims[0]), s.domain.dim_max_val(dims[0])
+        if not (lo.is_int() and hi.is_int()):
+            continue
+        extent = int(hi.to_python()) - int(lo.to_python()) + 1
+        if extent % size == 0:
+            continue
+        share *= (extent // size) * size / extent
+        work *= -(-extent // size) * size / extent
+        edge = edge and _padded_along(poly, s, path, lp, padded)
+    return (1.0, work) if edge else (share, 1.0)
+
+
+def _padded_along(poly: PolyProgram, s: PolyStmt, path: list[Loop], lp: Loop,
+                  padded: frozenset[str]) -> bool:
+    """Is every operand of ``s`` that moves along ``lp`` one of the ``padded`` copies?"""
+    step = step_map(path, lp, s)
+    if step is None:
+        return False
+    return all(a.write or a.tensor in padded or stride(poly, a, step).kind == INVARIANT
+               for a in accesses(poly, s.name))
 
 
 def _iterators(lp: Loop, stmt: str, n: int) -> list[int]:

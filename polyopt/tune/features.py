@@ -253,7 +253,8 @@ class Predicted:
         sched = base_schedule(self.program, check_options(options, "c"), True)
         cycles = 0.0
         for top in nests(sched.root):  # its parallel loops as scheduled, not the model's
-            est = estimate(sched.poly, top, self.policy, parallel=_tagged_parallel)
+            est = estimate(sched.poly, top, self.policy, parallel=_tagged_parallel,
+                           padded=frozenset(sched.buffers))
             cycles += est.cycles if est is not None else 0.0
         return math.log2(max(1.0, cycles))
 

@@ -109,19 +109,37 @@ def test_the_tuner_space_has_the_decision() -> None:
     assert dict(space.knobs)["register_tile"] == (None, True, False)
 
 
+def _partial_tiles(pack: bool) -> tuple[tuple[float, float], tuple[float, float] | None]:
+    """100 x 56 outputs in register tiles of 8 x 16, ``pack`` or not: kernel_share, and
+    the cost model's (cycles per instance, share) of the micro-kernel."""
+    sizes = {"M": 100, "N": 56, "K": 64}
+    s = polyopt.schedule(MM, sizes=sizes, options={
+        "machine": MACHINE, "knobs": {"mr": 8, "nr": 16, "pack": pack}})
+    path = _tile_path(s.root)
+    stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
+    tile = registers.micro_kernel(path, stmt)
+    assert tile is not None
+    padded = frozenset(s.buffers)
+    assert bool(padded) == pack
+    share = registers.kernel_share(s.poly, stmt, path, tile, 8, 16, padded)
+    ctx = cost._Ctx(s.poly, cpu_policy(AVX512), padded)
+    return share, cost._in_registers(ctx, stmt, path)
+
+
 def test_partial_tiles_are_priced_as_plain_loops() -> None:
     """100 rows in tiles of 8 and 56 columns in tiles of 16: 96/100 x 48/56 of the
     instances run in full tiles; the rest print as plain loops (tilematch takes constant
     trips only) and cost what the plain vector loop does, so the nest's compute lies between
     the micro-kernel's and the plain loop's."""
-    sizes = {"M": 100, "N": 56, "K": 64}
-    s = polyopt.schedule(MM, sizes=sizes, options={
-        "machine": MACHINE, "knobs": {"mr": 8, "nr": 16, "pack": False}})
-    path = _tile_path(s.root)
-    stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
-    tile = registers.micro_kernel(path, stmt)
-    assert tile is not None
-    share = registers.full_share(stmt.domain, path, tile, stmt.name, 8, 16)
-    assert share == pytest.approx(96 / 100 * 48 / 56)
-    got = cost._in_registers(cost._Ctx(s.poly, cpu_policy(AVX512)), stmt, path)
-    assert got is not None and got[1] == pytest.approx(share)
+    share, got = _partial_tiles(pack=False)
+    assert share == pytest.approx((96 / 100 * 48 / 56, 1.0))
+    assert got is not None and got[1] == pytest.approx(share[0])
+
+
+def test_partial_tiles_over_packed_operands_run_in_the_kernel() -> None:
+    """Packed, both operands are zero-padded to whole tiles: the partial tiles print as the
+    micro-kernel on a scratch tile (``Emitter.edge_lines``), every instance runs there, and
+    the kernel computes 104 x 64 outputs for 100 x 56."""
+    share, got = _partial_tiles(pack=True)
+    assert share == pytest.approx((1.0, 104 / 100 * 64 / 56))
+    assert got is not None and got[1] == 1.0
