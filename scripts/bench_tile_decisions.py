@@ -108,7 +108,9 @@ def _tagged(lp: Loop) -> bool:
 def predicted(kernel: polyopt.Kernel) -> cost.Estimate | None:
     """The model's estimate of every nest of the kernel's schedule, summed."""
     s, policy = kernel.schedule, cpu_policy(host())
-    got = [cost.estimate(s.poly, top, policy, parallel=_tagged) for top in nests(s.root)]
+    printed = cost.printing(s.poly, s.root, s.buffers)
+    got = [cost.estimate(s.poly, top, policy, parallel=_tagged, printed=printed)
+           for top in nests(s.root)]
     if any(e is None for e in got):
         return None
     est = [e for e in got if e is not None]

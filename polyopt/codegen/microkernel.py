@@ -36,7 +36,8 @@ from polyopt.codegen.linear import (
 )
 from polyopt.codegen.tilematch import Tile, expr_ids, trip_text
 from polyopt.dtypes import DTYPES
-from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.poly.model import PolyStmt
+from polyopt.poly.pieces import whole_reductions
 from polyopt.schedule.policy import CAPS
 
 MAX_ACCUMULATORS = CAPS.max_accumulators  # the limits say why (policy.Caps)
@@ -421,21 +422,6 @@ class Emitter:
 def _vector_loads(plan: dict[int, dict[Key, list[Lin]]]) -> int:
     """Distinct vector loads of a tile step's operands (broadcasts not counted)."""
     return sum(len({str(d) for d in grid.values() if _has_lane(d)}) for grid in plan.values())
-
-
-def whole_reductions(poly: PolyProgram, s: PolyStmt) -> bool:
-    """Does piece ``s`` hold every update of each element it updates: no other piece of
-    its statement (the border of a padded window) updates those elements too?"""
-    n_lhs, n_red = len(s.stmt.lhs), len(s.stmt.reduction_iters)
-    for other in poly.stmts:
-        if other is s or other.stmt is not s.stmt or other.kind != "update":
-            continue
-        theirs = other.domain.set_tuple_name(s.name).project_out(
-            isl.dim_type.set, n_lhs, n_red)
-        mine = s.domain.project_out(isl.dim_type.set, n_lhs, n_red)
-        if not theirs.intersect(mine).is_empty():
-            return False
-    return True
 
 
 def _moving_dims(grid: dict[Key, list[Lin]]) -> set[int]:

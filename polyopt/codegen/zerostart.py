@@ -22,6 +22,7 @@ import islpy as isl
 
 from polyopt.codegen.ast import children
 from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.poly.pieces import all_updated, update_pieces
 
 # A register tile at this AST loop, as the walker prints it: (its statement, whether
 # every instance it prints starts at zero), or None where no tile prints.
@@ -37,9 +38,9 @@ def dead_inits(root: isl.AstNode, poly: PolyProgram, tile_at: TileAt) -> frozens
     for init in poly.stmts:
         if init.kind != "init":
             continue
-        pieces = [s for s in poly.stmts if s.kind == "update" and s.stmt is init.stmt]
+        pieces = update_pieces(poly, init)
         if pieces and all(zeroed[s.name] and not other[s.name] for s in pieces) \
-                and _all_updated(init, pieces):
+                and all_updated(init, pieces):
             dead.add(init.name)
     return frozenset(dead)
 
@@ -56,18 +57,6 @@ def _walk(node: isl.AstNode, tile_at: TileAt, zeroed: Counter[str], other: Count
         other[node.user_get_expr().get_op_arg(0).get_id().get_name()] += 1
     for child in children(node):
         _walk(child, tile_at, zeroed, other)
-
-
-def _all_updated(init: PolyStmt, pieces: list[PolyStmt]) -> bool:
-    """Does every element ``init`` writes get an update from one of ``pieces`` (an empty
-    reduction range would leave the init's value as the result)? Compared as tensor
-    elements, the images of the domains under the write accesses."""
-    written = init.write.intersect_domain(init.domain).range()
-    updated = None
-    for s in pieces:
-        elems = s.write.intersect_domain(s.domain).range()
-        updated = elems if updated is None else updated.union(elems)
-    return updated is not None and bool(written.is_subset(updated))
 
 
 def used_names(node: isl.AstNode) -> set[str]:

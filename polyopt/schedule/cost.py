@@ -53,7 +53,6 @@ from polyopt.schedule.strides import (
     accesses,
     elem_bytes,
     extents,
-    loop_map,
     step_map,
     stride,
 )
@@ -62,10 +61,12 @@ from polyopt.schedule.tree import (
     Loop,
     Node,
     Sequence,
+    leaf_paths,
     path_to,
     raw_iterator,
     stmts_of,
 )
+from polyopt.schedule.trips import fixed_domain, points, trip
 
 _SET = isl.dim_type.set
 
@@ -99,30 +100,7 @@ class Estimate:
 # loops' functions (domains with outer loops fixed, access boxes, strides, trip counts) is
 # computed once for all candidates (0.5 s of a 1.1 s lowering of a batch-8 convolution).
 # A lowering asks for a few hundred of each; the limits bound what a long process keeps.
-_FIXED: Memo[isl.Set] = Memo(2048)
 _BOXES: Memo[dict[str, Box | None]] = Memo(2048)
-_POINTS: Memo[int | None] = Memo(2048)
-_TRIPS: Memo[int | None] = Memo(2048)
-
-
-def _fixed_domain(s: PolyStmt, outer: list[Loop] | tuple[Loop, ...]) -> isl.Set:
-    """``s``'s domain with each loop of ``outer`` fixed at its first value, in turn (the
-    domain with the loops before it fixed, memoized: candidate orders share prefixes)."""
-    if not outer:
-        return s.domain
-    return _FIXED.get((s, *(lp.expr for lp in outer)), None, lambda: _fix(
-        _fixed_domain(s, outer[:-1]), outer[-1], s.name))
-
-
-def _fix(dom: isl.Set, lp: Loop, stmt: str) -> isl.Set:
-    """``dom`` with loop ``lp`` fixed at its first value (empty stays empty)."""
-    m = loop_map(lp, stmt)
-    if m is None:
-        return dom
-    m = m.intersect_domain(dom)
-    if m.is_empty():
-        return dom.empty(dom.get_space())
-    return m.intersect_range(m.range().lexmin()).domain()
 
 
 def _granules(lo: list[int], hi: list[int], ext: tuple[int, ...], elem: int,
@@ -155,6 +133,7 @@ class _Ctx:
     poly: PolyProgram
     policy: CpuPolicy
     padded: frozenset[str] = frozenset()  # zero-padded packed copies (Schedule.buffers)
+    skip: frozenset[str] = frozenset()  # statements the printer leaves out (dead inits)
     foot: dict[tuple[int, int, int], int | None] = field(default_factory=dict)
     boxes: dict[tuple[int, int], dict[str, Box | None]] = field(default_factory=dict)
 
@@ -183,18 +162,24 @@ def _boxes(ctx: _Ctx, node: Node, outer: list[Loop]) -> dict[str, Box | None]:
     not constant), computed once for every granule the levels ask for."""
     key = (id(node), len(outer))
     if key not in ctx.boxes:
-        ctx.boxes[key] = _BOXES.get((ctx.poly, *(lp.expr for lp in outer)), stmts_of(node),
+        live = _live(ctx, node)
+        ctx.boxes[key] = _BOXES.get((ctx.poly, *(lp.expr for lp in outer)), live,
                                     lambda: {t: _box(img) for t, img in _images(
-                                        ctx.poly, stmts_of(node), outer).items()
+                                        ctx.poly, live, outer).items()
                                         if not img.is_empty()})
     return ctx.boxes[key]
+
+
+def _live(ctx: _Ctx, node: Node) -> tuple[str, ...]:
+    """The statements below ``node`` that the printer prints."""
+    return tuple(s for s in stmts_of(node) if s not in ctx.skip)
 
 
 def _images(poly: PolyProgram, stmts: tuple[str, ...], outer: list[Loop]) -> dict[str, isl.Set]:
     """The elements of each tensor that ``stmts`` touch with ``outer`` fixed."""
     images: dict[str, isl.Set] = {}
     for name in stmts:
-        dom = _fixed_domain(poly.stmt(name), outer)
+        dom = fixed_domain(poly.stmt(name), outer)
         for acc in accesses(poly, name):
             img = dom.apply(acc.relation)
             images[acc.tensor] = images[acc.tensor].union(img) if acc.tensor in images else img
@@ -210,31 +195,6 @@ def _box(img: isl.Set) -> Box | None:
         lo.append(int(a.to_python()))
         hi.append(int(b.to_python()))
     return lo, hi
-
-
-def trip(poly: PolyProgram, lp: Loop, outer: list[Loop]) -> int | None:
-    """Iterations of ``lp`` in one execution (outer loops fixed at their first value)."""
-    # The candidates of a nest ask again for its loops (rebuilt, with the same functions).
-    return _TRIPS.get((poly, lp.expr, *(o.expr for o in outer)), stmts_of(lp),
-                      lambda: _trip(poly, lp, tuple(outer)))
-
-
-def _trip(poly: PolyProgram, lp: Loop, outer: tuple[Loop, ...]) -> int | None:
-    lo: int | None = None
-    hi: int | None = None
-    for name in stmts_of(lp):
-        m = loop_map(lp, name)
-        if m is None:
-            continue
-        vals = m.intersect_domain(_fixed_domain(poly.stmt(name), list(outer))).range()
-        if vals.is_empty():
-            continue
-        a, b = vals.dim_min_val(0), vals.dim_max_val(0)
-        if not (a.is_int() and b.is_int()):
-            return None
-        lo = min(int(a.to_python()), lo if lo is not None else int(a.to_python()))
-        hi = max(int(b.to_python()), hi if hi is not None else int(b.to_python()))
-    return 0 if lo is None or hi is None else hi - lo + 1
 
 
 def traffic(ctx: _Ctx, node: Node, outer: list[Loop], granule: int,
@@ -269,15 +229,6 @@ def _chain(node: Node) -> list[Loop]:
     return out
 
 
-def _leaf_paths(node: Node, path: list[Loop]) -> list[tuple[str, list[Loop]]]:
-    """Each statement below ``node`` with the loops from ``node`` down to it."""
-    if isinstance(node, Leaf):
-        return [(s, path) for s in node.stmts]
-    if isinstance(node, Loop):
-        return _leaf_paths(node.child, [*path, node])
-    return [p for c in node.children for p in _leaf_paths(c, path)]
-
-
 def _ops(s: PolyStmt, lanes: int, elem: int) -> float:
     """Arithmetic operations of one instance in a vector of ``lanes`` elements of ``elem``
     bytes (one lane: scalar code), at least one (the store or the update): one each, a
@@ -292,22 +243,6 @@ def _scalar_calls(s: PolyStmt) -> tuple[str, ...]:
     """The builtins ``s`` calls that have no vector variant (its loop stays scalar)."""
     return tuple(dict.fromkeys(e.fn for e in s.stmt.rhs.walk()
                                if isinstance(e, ir.Call) and not calls.vectorizes(e.fn)))
-
-
-def _points(dom: isl.Set) -> int | None:
-    return _POINTS.get((dom,), None, lambda: _count(dom))
-
-
-def _count(dom: isl.Set) -> int | None:
-    if dom.is_empty():
-        return 0
-    n = 1
-    for k in range(dom.dim(_SET)):
-        lo, hi = dom.dim_min_val(k), dom.dim_max_val(k)
-        if not (lo.is_int() and hi.is_int()):
-            return None
-        n *= int(hi.to_python()) - int(lo.to_python()) + 1
-    return n
 
 
 def vector_loads(poly: PolyProgram, s: PolyStmt, path: list[Loop],
@@ -444,14 +379,20 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
     (``_iteration``); a statement that does not vectorize, its scalar operations."""
     m, p, cycles = ctx.policy.machine, ctx.policy, 0.0
     vector: dict[int, tuple[list[Loop], list[tuple[PolyStmt, int, int]]]] = {}
-    for name, path in _leaf_paths(node, []):
+    for name, path in leaf_paths(node):
+        if name in ctx.skip:
+            continue
         s = ctx.poly.stmt(name)
-        n = _points(_fixed_domain(s, outer))
+        n = points(fixed_domain(s, outer))
         if n is None:
             raise _Unknown
         loads = vector_loads(ctx.poly, s, [*outer, *path], p.max_vector_stride) \
             if path else None
-        if loads is None:
+        transposed = reg.transposed_copy(ctx.poly, p, s, [*outer, *path]) \
+            if loads is None else None
+        if transposed is not None:
+            cycles += n * transposed
+        elif loads is None:
             ops = _ops(s, 1, elem_bytes(ctx.poly, s.stmt.tensor))
             cycles += n * (ops / m.fma_units + len(s.reads) / p.loads_per_cycle)
         else:
@@ -469,22 +410,19 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
 
 
 def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]) -> tuple[float, float] | None:
-    """Cycles per instance of ``s`` in the full tiles of the register tile's micro-kernel
-    ``path`` ends in (``polyopt.schedule.registers``), and the share of its instances in
-    them; None for a plain vector loop."""
-    tile = reg.micro_kernel(path, s)
-    if tile is None or not reg.rectangular(_fixed_domain(s, path[: tile.k]), path, tile, s.name):
+    """Cycles per instance of ``s`` in the register tile's micro-kernel ``path`` ends in
+    (``polyopt.schedule.registers``), and the share of its instances the kernel runs; None
+    for a plain vector loop."""
+    at = reg.tile_at(ctx.poly, s, path)
+    if at is None:
         return None
-    trips = [trip(ctx.poly, lp, path[:i]) for i, lp in enumerate(path)]
-    rows, cols = trips[-2], trips[-1]
-    if not rows or not cols or None in trips[tile.k: tile.rows]:
-        return None
+    tile, rows, cols = at.tile, at.rows, at.cols
     lanes = ctx.policy.lanes(elem_bytes(ctx.poly, s.stmt.tensor))
     vectors = -(-cols // lanes)
     step = reg.step_cycles(ctx.poly, ctx.policy, s, path, tile, rows, vectors)
     if step is None:
         return None
-    steps = math.prod(t or 1 for t in trips[tile.k: tile.rows])
+    steps = math.prod(t or 1 for t in at.trips[tile.k: tile.rows])
     share, work = reg.kernel_share(ctx.poly, s, path, tile, rows, cols, ctx.padded)
     per_tile = step + reg.spill_cycles(ctx.policy, rows, vectors) / steps
     return per_tile * work / (rows * cols), share
@@ -506,17 +444,36 @@ def _levels(policy: CpuPolicy) -> list[tuple[str, int, int, float]]:
     return out
 
 
+@dataclass(frozen=True)
+class Printing:
+    """What the C printer does with a whole schedule beyond its loops that the model
+    needs: the zero-padded packed copies (``Schedule.buffers``), over which a register
+    tile's partial tiles run in its micro-kernel, and the statements it leaves out (the
+    zeroing of outputs whose register tiles start at zero)."""
+
+    padded: frozenset[str] = frozenset()
+    skip: frozenset[str] = frozenset()
+
+
+def printing(poly: PolyProgram, root: Node, buffers: tuple[str, ...]) -> Printing:
+    """The ``Printing`` of a schedule's tree ``root`` with packed copies ``buffers``."""
+    padded = frozenset(buffers)
+    return Printing(padded, reg.dead_inits(poly, root, padded))
+
+
 def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop] | None = None,
              parallel: Callable[[Loop], bool] | None = None,
-             padded: frozenset[str] = frozenset()) -> Estimate | None:
+             printed: Printing = Printing()) -> Estimate | None:
     """Predicted cycles of one execution of ``node`` (``outer`` loops fixed), None when an
     extent is unknown. ``parallel`` says which loops of its outer chain may run in
     parallel (default :func:`free_loop`); the outermost with enough iterations does when a
     parallel region pays for its fork and join by the one-core cycles
-    (``CpuPolicy.parallel_pays``, the rule ``parallelize`` applies). ``padded`` names the
-    zero-padded packed copies, over which a register tile's partial tiles run in its
-    micro-kernel (``Schedule.buffers``)."""
-    ctx, outer = _Ctx(poly, policy, padded), list(outer or [])
+    (``CpuPolicy.parallel_pays``, the rule ``parallelize`` applies). ``printed`` says
+    what the printer makes of the whole schedule (:func:`printing`; by default nothing
+    beyond its loops)."""
+    ctx, outer = _Ctx(poly, policy, printed.padded, printed.skip), list(outer or [])
+    if not _live(ctx, node):
+        return Estimate(0.0, 0.0, (), None, (), 0.0, 0.0)
     try:
         compute, vec = _compute(ctx, node, outer)
     except _Unknown:
@@ -556,12 +513,22 @@ def _last_level(policy: CpuPolicy) -> int:
 def _parallel(ctx: _Ctx, node: Node, outer: list[Loop],
               free: Callable[[Loop], bool]) -> tuple[int, int, str | None]:
     """(threads, fork/joins, loop) of the outermost free loop of the chain with at least
-    ``parallel_trips`` iterations."""
-    forks, above = 1, list(outer)
+    ``parallel_trips`` iterations; where the chain ends in a sequence of nests that each
+    have one (a blocked output's zeroing, product and copy back under its block loop), the
+    fewest threads of theirs and all their forks."""
+    forks, above, last = 1, list(outer), node
     for lp in _chain(node):
         n = trip(ctx.poly, lp, above) or 1
         if n >= ctx.policy.parallel_trips and free(lp):
             return min(n, ctx.policy.machine.cores), forks, lp.name
         forks *= n
         above.append(lp)
-    return 1, 0, None
+        last = lp.child
+    kids = [c for c in last.children if _live(ctx, c)] if isinstance(last, Sequence) else []
+    if not kids or not all(isinstance(c, Loop) for c in kids):
+        return 1, 0, None
+    each = [_parallel(ctx, c, above, free) for c in kids]
+    if any(par is None for _, _, par in each):
+        return 1, 0, None
+    return (min(n for n, _, _ in each), forks * sum(f for _, f, _ in each),
+            ", ".join(par for _, _, par in each if par))

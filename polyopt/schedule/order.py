@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.schedule import transform as tf
-from polyopt.schedule.cost import Estimate, estimate, free_loop
+from polyopt.schedule.cost import Estimate, estimate, free_loop, printing
 from polyopt.schedule.fusion import loop_free, nests
+from polyopt.schedule.marks import Tag
 from polyopt.schedule.nest import chain_of
 from polyopt.schedule.policy import CAPS, CpuPolicy
 from polyopt.schedule.schedule import Schedule
@@ -261,10 +262,23 @@ def nests_estimate(schedule: Schedule, stmts: set[str], policy: CpuPolicy) -> Es
     """The summed estimate of ``schedule``'s top-level nests over any of ``stmts``, each
     dependence-free loop a candidate parallel loop (``fusion.loop_free``: tile loops too):
     how the nests a pass rebuilt (a register tile and its packing) weigh against others."""
-    padded = frozenset(schedule.buffers)
-    got = [estimate(schedule.poly, top, policy, parallel=lambda lp: loop_free(schedule, lp),
-                    padded=padded)
-           for top in nests(schedule.root) if stmts & set(stmts_of(top))]
+    return _summed(schedule, [top for top in nests(schedule.root)
+                              if stmts & set(stmts_of(top))],
+                   policy, lambda lp: loop_free(schedule, lp))
+
+
+def schedule_estimate(schedule: Schedule, policy: CpuPolicy) -> Estimate | None:
+    """The summed estimate of every nest of a finished schedule, each in parallel where it
+    is marked so: how two whole schedules of a def (two layouts) weigh."""
+    return _summed(schedule, nests(schedule.root), policy, lambda lp: bool(
+        {Tag.PARALLEL, Tag.PARALLEL_REDUCTION} & lp.tags))
+
+
+def _summed(schedule: Schedule, tops: list[Loop], policy: CpuPolicy,
+            parallel: Callable[[Loop], bool]) -> Estimate | None:
+    printed = printing(schedule.poly, schedule.root, schedule.buffers)
+    got = [estimate(schedule.poly, top, policy, parallel=parallel, printed=printed)
+           for top in tops]
     if not got or any(e is None for e in got):
         return None
     est = [e for e in got if e is not None]

@@ -10,7 +10,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
-from polyopt.schedule.cost import estimate, vector_width
+from polyopt.schedule.cost import Printing, estimate, vector_width
 from polyopt.schedule.fusion import loop_free, nests
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.marks import Tag
@@ -180,8 +180,10 @@ def _one_thread(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
         return ""  # pays at a vector lane of bytes per pipe and cycle: no estimate (ms) needed
     got = None
     if len(tf.stmts_of(top)) <= policy.caps.model_statements:
+        # the packed copies only: a zeroing the printer leaves out keeps the decision its
+        # loops would get (its nest prints nothing either way)
         got = estimate(schedule.poly, top, policy, parallel=lambda lp: False,
-                       padded=frozenset(schedule.buffers))
+                       printed=Printing(frozenset(schedule.buffers)))
     cycles, basis = (got.cycles, "predicted") if got else (float(n), f"{n} instances")
     if policy.parallel_pays(cycles):
         return ""

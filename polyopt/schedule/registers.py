@@ -31,10 +31,20 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.poly.model import PolyProgram, PolyStmt
+from polyopt.poly.pieces import all_updated, update_pieces, whole_reductions
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import CAPS, CpuPolicy
-from polyopt.schedule.strides import INVARIANT, UNIT, accesses, loop_map, step_map, stride
-from polyopt.schedule.tree import Loop, pieces
+from polyopt.schedule.strides import (
+    INVARIANT,
+    UNIT,
+    accesses,
+    elem_bytes,
+    loop_map,
+    step_map,
+    stride,
+)
+from polyopt.schedule.tree import Leaf, Loop, Node, leaf_paths, pieces
+from polyopt.schedule.trips import fixed_domain, path_trips
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,35 @@ def rectangular(domain: isl.Set, path: list[Loop], tile: MicroKernel, stmt: str)
     steps = values.project_out(isl.dim_type.set, n - 2, 2)
     tiles = values.project_out(isl.dim_type.set, 0, n - 2)
     return values.is_equal(steps.flat_product(tiles))
+
+
+@dataclass(frozen=True)
+class TileAt:
+    """A micro-kernel ``path`` ends in, with its loops' trips (the loops above fixed)."""
+
+    tile: MicroKernel
+    trips: tuple[int | None, ...]
+
+    @property
+    def rows(self) -> int:
+        return self.trips[-2] or 0
+
+    @property
+    def cols(self) -> int:
+        return self.trips[-1] or 0
+
+
+def tile_at(poly: PolyProgram, s: PolyStmt, path: list[Loop]) -> TileAt | None:
+    """The micro-kernel the printer makes of ``s`` at the end of ``path`` (from the
+    schedule's root or a nest's, the loops above it fixed), None for any other shape or an
+    unknown trip."""
+    tile = micro_kernel(path, s)
+    if tile is None or not rectangular(fixed_domain(s, path[: tile.k]), path, tile, s.name):
+        return None
+    trips = tuple(path_trips(poly, path))
+    if not trips[-2] or not trips[-1] or None in trips[tile.k: tile.rows]:
+        return None
+    return TileAt(tile, trips)
 
 
 def kernel_share(poly: PolyProgram, s: PolyStmt, path: list[Loop], tile: MicroKernel,
@@ -169,3 +208,94 @@ def spill_cycles(policy: CpuPolicy, rows: int, vectors: int) -> float:
     """Cycles of loading and storing the tile's accumulators, once per execution of its
     ``k`` loops."""
     return rows * vectors * (1 / policy.loads_per_cycle + 1.0)
+
+
+def starts_at_zero(poly: PolyProgram, s: PolyStmt, path: list[Loop], at: TileAt,
+                   padded: frozenset[str]) -> bool:
+    """Does every instance of ``s`` run in tiles whose accumulators start at zero
+    (``microkernel.Emitter``): a ``+=!`` whose reduction moves with the tile's own ``k``
+    loops only (no outer block of it runs more than once), all of whose instances run in
+    the kernel (``kernel_share``), no other piece updating its elements?"""
+    if not s.stmt.init or s.stmt.op != "+":
+        return False
+    share, _ = kernel_share(poly, s, path, at.tile, at.rows, at.cols, padded)
+    if share < 1.0:
+        return False
+    n = s.domain.dim(isl.dim_type.set)
+    red = {d for d, it in enumerate(s.iters) if it in s.stmt.reduction_iters}
+    for lp, n_trip in zip(path[: at.tile.k], at.trips, strict=False):
+        if (n_trip or 0) > 1 and red & set(_iterators(lp, s.name, n)):
+            return False
+    return whole_reductions(poly, s)
+
+
+def dead_inits(poly: PolyProgram, root: Node, padded: frozenset[str]) -> frozenset[str]:
+    """The ``_init`` statements under ``root`` (a whole schedule's tree) that the printer
+    leaves out (``codegen/zerostart.py``): every update piece of their statement runs in
+    register tiles that start at zero, and each element they write gets an update."""
+    paths = dict(leaf_paths(root))
+    dead = set()
+    for init in poly.stmts:
+        if init.kind != "init" or init.name not in paths:
+            continue
+        ups = update_pieces(poly, init)
+        if ups and all(_zero_started(poly, s, paths.get(s.name), padded) for s in ups) \
+                and all_updated(init, ups):
+            dead.add(init.name)
+    return frozenset(dead)
+
+
+def _zero_started(poly: PolyProgram, s: PolyStmt, path: list[Loop] | None,
+                  padded: frozenset[str]) -> bool:
+    at = tile_at(poly, s, path) if path else None
+    return at is not None and path is not None and starts_at_zero(poly, s, path, at, padded)
+
+
+def transposed_copy(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt,
+                    path: list[Loop]) -> float | None:
+    """Cycles per instance of a copy the printer transposes in vector registers
+    (``codegen/transpose.py``): ``for r { for v (vectorize) { T[.., v] = U[.., r] } }``, U
+    contiguous along ``r`` and strided along ``v``, T contiguous along ``v``, constant
+    trips. Its blocks of ``lanes x lanes`` elements (the last along each side flush with
+    the end, overlapping the one before) each cost ``lanes`` vector loads and
+    ``log2(lanes)`` rounds of ``lanes`` two-vector shuffles (as ``cost._iteration``
+    prices a strided read's shuffles, on the FMA pipes); None for any other shape, which
+    then costs what its plain loop does."""
+    if len(path) < 2 or not _copy(poly, s) or Tag.VECTORIZE not in path[-1].tags:
+        return None
+    r, v = path[-2], path[-1]
+    if r.tags - {Tag.SEPARATE} or r.child is not v or not isinstance(v.child, Leaf) \
+            or len(v.child.stmts) != 1:
+        return None
+    trips = path_trips(poly, path)
+    rows, cols = trips[-2], trips[-1]
+    elem = elem_bytes(poly, s.stmt.tensor)
+    most = min(policy.machine.vector_bytes // elem, rows or 0, cols or 0)
+    lanes = 1 << (most.bit_length() - 1) if most > 0 else 0
+    if rows is None or cols is None or lanes < CAPS.min_transpose_lanes or elem not in (4, 8):
+        return None
+    blocks = -(-rows // lanes) * -(-cols // lanes)
+    if blocks > CAPS.max_transpose_blocks or not _transposes(poly, s, path):
+        return None
+    block = lanes / policy.loads_per_cycle + lanes * (lanes.bit_length() - 1) / \
+        policy.machine.fma_units
+    return blocks * block / (rows * cols)
+
+
+def _copy(poly: PolyProgram, s: PolyStmt) -> bool:
+    """Is ``s`` a plain copy of one affine read of another tensor of its type?"""
+    rhs, dtype = s.stmt.rhs, poly.program.tensors[s.stmt.tensor].dtype
+    return (s.kind == "update" and s.stmt.op == "=" and not s.guarded
+            and isinstance(rhs, ir.Read) and rhs.tensor != s.stmt.tensor
+            and all(x.affine for x in s.reads) and rhs.dtype == dtype)
+
+
+def _transposes(poly: PolyProgram, s: PolyStmt, path: list[Loop]) -> bool:
+    """Is the read contiguous along ``path[-2]`` and strided along ``path[-1]``, the write
+    contiguous along ``path[-1]``?"""
+    r, v = step_map(path, path[-2], s), step_map(path, path[-1], s)
+    if r is None or v is None:
+        return False
+    read, write = accesses(poly, s.name)
+    return (stride(poly, read, r).kind == UNIT and stride(poly, read, v).kind not in
+            (UNIT, INVARIANT) and stride(poly, write, v).kind == UNIT)

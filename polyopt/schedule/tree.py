@@ -92,6 +92,17 @@ def loops(root: Node) -> list[Loop]:
     return [n for n in walk(root) if isinstance(n, Loop)]
 
 
+def leaf_paths(node: Node, path: list[Loop] | None = None) -> list[tuple[str, list[Loop]]]:
+    """Each statement below ``node`` with the loops from ``node`` down to it (after
+    ``path``), in tree order."""
+    path = path or []
+    if isinstance(node, Leaf):
+        return [(s, path) for s in node.stmts]
+    if isinstance(node, Loop):
+        return leaf_paths(node.child, [*path, node])
+    return [p for c in node.children for p in leaf_paths(c, path)]
+
+
 def path_to(root: Node, target: Node) -> list[Node]:
     """The nodes from ``root`` down to ``target`` (inclusive); empty when absent."""
     if root is target:

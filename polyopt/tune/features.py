@@ -50,7 +50,7 @@ from polyopt.dtypes import DTYPES
 from polyopt.poly import build_poly
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.blocked import plan_blocking
-from polyopt.schedule.cost import estimate
+from polyopt.schedule.cost import estimate, printing
 from polyopt.schedule.fusion import nests
 from polyopt.schedule.gpu_policy import GpuModel, gpu_policy
 from polyopt.schedule.knobs import REGISTER_KNOBS
@@ -251,10 +251,10 @@ class Predicted:
         if self.machine is not None:
             options["machine"] = self.machine.spec()
         sched = base_schedule(self.program, check_options(options, "c"), True)
-        cycles = 0.0
+        cycles, printed = 0.0, printing(sched.poly, sched.root, sched.buffers)
         for top in nests(sched.root):  # its parallel loops as scheduled, not the model's
             est = estimate(sched.poly, top, self.policy, parallel=_tagged_parallel,
-                           padded=frozenset(sched.buffers))
+                           printed=printed)
             cycles += est.cycles if est is not None else 0.0
         return math.log2(max(1.0, cycles))
 

@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 
 import polyopt
+from polyopt import kernels
+from polyopt.schedule import cost
+from polyopt.schedule.fusion import nests
 from polyopt.schedule.machine import Machine
+from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import cpu_policy
+from polyopt.schedule.tree import Sequence
 
 # Every field given, so that the host's caches and cores do not move the predictions.
 MACHINE = ("vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576,"
@@ -72,3 +77,23 @@ def test_either_decision_computes_the_same_sums(sizes: dict[str, int]) -> None:
     got = kernel(a, b)
     want = a.astype(np.float64) * b.astype(np.float64).sum()
     np.testing.assert_allclose(got, want, rtol=1e-4 * np.sqrt(sizes["J"]), atol=1e-4)
+
+
+def test_the_model_runs_a_sequence_of_parallel_nests_in_parallel() -> None:
+    """A blocked output's zeroing, product and copy back sit under its block loop, each
+    nest with a parallel loop of its own: the model runs the three in parallel (it took
+    the block loop's chain only, found no parallel loop there, and priced the layout on
+    one core: ResNet-50 layer 3 in blocks of 32, 3.86e6 cycles against 2.17e6)."""
+    machine = ("vector_bytes=64,vector_registers=32,cores=2,l1d_bytes=32K,l2_bytes=1M,"
+               "l3_bytes=32M")
+    s = polyopt.schedule(kernels.get("conv2d", stride=1, padding=1), "conv2d",
+                         sizes={"N": 1, "C": 64, "H": 56, "W": 56, "F": 64, "KH": 3, "KW": 3},
+                         options={"machine": machine, "knobs": {"block": 32}, "tuned": False})
+    top = next(t for t in nests(s.root) if isinstance(t.child, Sequence))
+    assert Tag.PARALLEL not in top.tags
+    policy = cpu_policy(Machine(vector_bytes=64, vector_registers=32, cores=2,
+                                l2_bytes=1 << 20, l3_bytes=32 << 20))
+    est = cost.estimate(s.poly, top, policy, parallel=lambda lp: Tag.PARALLEL in lp.tags,
+                        printed=cost.printing(s.poly, s.root, s.buffers))
+    assert est is not None and est.parallel is not None and "," in est.parallel
+    assert est.core < est.compute  # two cores share it

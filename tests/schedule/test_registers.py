@@ -10,11 +10,12 @@ import pytest
 import polyopt
 from polyopt import kernels
 from polyopt.schedule import cost, registers
+from polyopt.schedule.fusion import nests
 from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import Machine
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import cpu_policy
-from polyopt.schedule.tree import Leaf, Loop, Node
+from polyopt.schedule.tree import Leaf, Loop, Node, stmts_of
 from polyopt.tune.space import space_for
 
 MACHINE = ("vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576,"
@@ -143,3 +144,80 @@ def test_partial_tiles_over_packed_operands_run_in_the_kernel() -> None:
     share, got = _partial_tiles(pack=True)
     assert share == pytest.approx((1.0, 104 / 100 * 64 / 56))
     assert got is not None and got[1] == 1.0
+
+
+def _printed_inits(kernel: polyopt.Kernel) -> set[str]:
+    inits = {s.name for s in kernel.schedule.poly.stmts if s.kind == "init"}
+    return {i for i in inits if f"/* {i} */" in kernel.source}
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("case", [
+    ("mm", MM, None, {"M": 48, "N": 64, "K": 40}, None),  # full tiles from zero
+    ("mm", MM, None, {"M": 100, "N": 56, "K": 64}, None),  # partial tiles, plain loops
+    ("mm", MM, None, {"M": 256, "N": 256, "K": 4096}, "l2_bytes=256K"),  # reduction blocks
+    ("dw", kernels.get("depthwise_conv2d", stride=1, padding=1), "depthwise_conv2d",
+     {"N": 1, "C": 5, "H": 37, "W": 35, "KH": 3, "KW": 3}, None),  # partial, padded copy
+    ("conv", kernels.get("conv2d", stride=2, padding=1), "conv2d",
+     {"N": 1, "C": 3, "H": 64, "W": 64, "F": 32, "KH": 3, "KW": 3}, None),
+], ids=lambda c: f"{c[0]}-{'x'.join(map(str, c[3].values()))}")
+def test_the_model_leaves_out_the_zeroing_the_printer_leaves_out(case: tuple) -> None:
+    """The model's dead inits (``registers.dead_inits``, skipped by ``cost.estimate``) are
+    the ones ``codegen/zerostart.py`` does not print, zeroing or not."""
+    _, src, name, sizes, machine = case
+    options: dict = {"tuned": False}
+    if machine:
+        options["machine"] = machine
+    k = polyopt.compile(src, name, sizes=sizes, options=options)
+    s = k.schedule
+    inits = {st.name for st in s.poly.stmts if st.kind == "init"}
+    assert cost.printing(s.poly, s.root, s.buffers).skip == inits - _printed_inits(k)
+
+
+def test_a_dead_zeroing_nest_costs_nothing() -> None:
+    """48 x 64 outputs in 12 x 32 tiles over the whole reduction: the fill is left out,
+    and its nest is predicted at 0 cycles (it was priced as a pass over C)."""
+    s = polyopt.schedule(MM, sizes={"M": 48, "N": 64, "K": 40},
+                         options={"machine": MACHINE, "knobs": {"mr": 12, "nr": 32}})
+    printed = cost.printing(s.poly, s.root, s.buffers)
+    assert printed.skip == {"C_0_init"}
+    init = next(top for top in nests(s.root) if set(stmts_of(top)) == {"C_0_init"})
+    policy = cpu_policy(AVX512)
+    assert cost.estimate(s.poly, init, policy, printed=printed).cycles == 0.0
+    assert cost.estimate(s.poly, init, policy).cycles > 0.0
+
+
+TRANSPOSE = "def t(float(M,N) X) -> (Y) { Y(j,i) = X(i,j) }"
+
+
+@pytest.mark.cc
+def test_a_transposed_copy_is_priced_as_register_transposes() -> None:
+    """A 512 x 512 transpose, cache-tiled: its vector loop reads X 512 floats apart, which
+    the plain model prices as scalar loads; the printer copies 16 x 16 blocks through
+    registers (16 loads and 4 rounds of 16 shuffles each), and the model prices that."""
+    k = polyopt.compile(TRANSPOSE, sizes={"M": 512, "N": 512},
+                        options={"machine": MACHINE, "tuned": False})
+    assert "transposed copy" in k.source
+    s = k.schedule
+    path = _vector_path(s.root)
+    stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
+    policy = cpu_policy(AVX512)
+    per = registers.transposed_copy(s.poly, policy, stmt, path)
+    assert per == pytest.approx((16 / 2 + 16 * 4 / 2) / 256)  # one 16 x 16 block
+    assert cost.vector_loads(s.poly, stmt, path, policy.max_vector_stride) is None
+
+
+def _vector_path(root: Node) -> list[Loop]:
+    def walk(node: Node, path: list[Loop]) -> list[Loop] | None:
+        if isinstance(node, Loop):
+            if Tag.VECTORIZE in node.tags:
+                return [*path, node]
+            return walk(node.child, [*path, node])
+        for c in getattr(node, "children", ()):
+            got = walk(c, path)
+            if got:
+                return got
+        return None
+    got = walk(root, [])
+    assert got is not None
+    return got
