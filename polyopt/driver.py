@@ -28,8 +28,8 @@ from polyopt.poly.relayout import Pack, relayout
 from polyopt.runtime import warm
 from polyopt.runtime.warm import Compiled, Signature
 from polyopt.schedule import FUSION, Schedule, Step, check_legal, compute_schedule, program_order
-from polyopt.schedule.blocked import layout_notes, plan_layout
-from polyopt.schedule.cpu import optimize
+from polyopt.schedule.blocked import blocked_layout, layout_notes, own_layout, plan_layout
+from polyopt.schedule.cpu import faster_layout, optimize
 from polyopt.schedule.gpu import GpuMapping, map_to_gpu
 from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import configured
@@ -204,17 +204,36 @@ def base_schedule(program: ir.Program, options: Mapping[str, Any],
     ``"isl"``: isl's scheduler alone; ``False``: program order; each after ``layout``."""
     if auto not in (True, False, "isl"):
         raise OptionError(f"auto must be True, False or 'isl', not {auto!r}")
-    cuda = is_cuda(options)
-    notes: tuple[str, ...] = ()
-    if auto is True and not cuda and options["knobs"].block != 0:  # False or 0: never block
-        pp = model_of(program)
-        layout = plan_layout(pp, options["machine"], options["knobs"].block or None)
-        notes = layout_notes(pp, options["machine"])
+    if auto is True and not is_cuda(options):
+        return _cpu_pipeline(program, options)
     sched = _laid_out(program, options, auto is not False, layout)
     if auto is not True:
         return sched
-    if cuda:
-        return map_to_gpu(sched, options["gpu"])
+    return map_to_gpu(sched, options["gpu"])
+
+
+def _cpu_pipeline(program: ir.Program, options: Mapping[str, Any]) -> Schedule:
+    """The automatic CPU pipeline after its layout: a def whose outputs want channel
+    blocks (``blocked_layout``) is optimized in both layouts and the one the cost model
+    predicts faster is kept (``cpu.faster_layout``), unless the ``block`` knob fixes it
+    (0: its own layout, without the padded copies ``own_layout`` adds)."""
+    machine, block = options["machine"], options["knobs"].block
+    if block == 0:
+        return _optimized(program, options, (), ())
+    pp = model_of(program)
+    notes = layout_notes(pp, machine)
+    if block is not None:
+        return _optimized(program, options, plan_layout(pp, machine, block), notes)
+    own = _optimized(program, options, own_layout(pp, machine), notes)
+    blocked = blocked_layout(pp, machine)
+    if not blocked:
+        return own
+    return faster_layout(_optimized(program, options, blocked, notes), own, machine)
+
+
+def _optimized(program: ir.Program, options: Mapping[str, Any], layout: Sequence[Pack],
+               notes: Sequence[str]) -> Schedule:
+    sched = _laid_out(program, options, True, layout)
     for note in notes:
         sched = sched.note(note)
     return optimize(sched, openmp=options["openmp"], machine=options["machine"],

@@ -35,8 +35,14 @@ def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> 
     (default: the vector lanes; a multiple of them lets a register tile hold several
     vectors of channels), its weights along the same channels and its padded inputs with
     their padding (every such output of a def: both gradients of a convolution); for a
-    def with no output blocked, the padded inputs of its convolutions. Each layout is
-    tried on the program, and one that does not apply is left out."""
+    def with no output blocked, ``own_layout``. Each layout is tried on the program, and
+    one that does not apply is left out."""
+    return blocked_layout(pp, machine, block) or own_layout(pp, machine)
+
+
+def blocked_layout(pp: PolyProgram, machine: Machine,
+                   block: int | None = None) -> tuple[Pack, ...]:
+    """``plan_layout``'s channel blocks of the outputs that want them (none: ())."""
     program = pp.program
     if program.sizes:  # extents unknown: keep the layouts
         return ()
@@ -48,10 +54,19 @@ def plan_layout(pp: PolyProgram, machine: Machine, block: int | None = None) -> 
             break  # one output (every network layer): no second analysis
         program, _ = relayout(program, list(found))
         pp = model_of(program)  # the blocked output's statements were rewritten
-    if packs:
-        return tuple(packs)
-    for s in pp.stmts:  # unblocked convolutions: copy padded inputs (partial tiles can
-        # then run packed), strided ones split in phases
+    return tuple(packs)
+
+
+def own_layout(pp: PolyProgram, machine: Machine) -> tuple[Pack, ...]:
+    """The layouts of a def whose outputs keep their own: the padded inputs of its
+    convolutions copied with their padding (partial tiles can then run packed), strided
+    ones split in phases."""
+    program = pp.program
+    if program.sizes:
+        return ()
+    policy = cpu_policy(machine)
+    packs: list[Pack] = []
+    for s in pp.stmts:
         if s.kind == "update" and s.stmt.op == "+" and s.stmt.reduction_iters and not s.guarded:
             lanes = policy.lanes(DTYPES[program.tensors[s.stmt.tensor].dtype].np.itemsize)
             compact = _panel_copies(program, s, policy, lanes, blocked=False)

@@ -47,7 +47,13 @@ from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, nest
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Machine, host
 from polyopt.schedule.nest import chain_of, trip
-from polyopt.schedule.order import choose_distribution, choose_order, nests_estimate, no_slower
+from polyopt.schedule.order import (
+    choose_distribution,
+    choose_order,
+    nests_estimate,
+    no_slower,
+    schedule_estimate,
+)
 from polyopt.schedule.parallel import parallelize
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.register_tile import register_tile
@@ -72,6 +78,27 @@ def optimize(schedule: Schedule, *, openmp: bool = True,
     if openmp:
         schedule = parallelize(schedule, policy, knobs)
     return contract_locals(schedule)
+
+
+def faster_layout(blocked: Schedule, own: Schedule, machine: Machine | None = None
+                  ) -> Schedule:
+    """Of a def's schedule with outputs in channel blocks and the one in its own layout,
+    the one the cost model predicts faster (every nest, its copies included, at its
+    parallel loop; ``order.no_slower``: from cache when both fit the last level), both
+    predictions noted; a tie keeps the def's own layout, which copies nothing. Where the
+    model does not apply (an extent unknown), the channel blocks stand."""
+    policy = cpu_policy(machine or host())
+    a, b = schedule_estimate(blocked, policy), schedule_estimate(own, policy)
+    blocks = ", ".join(f"{p.tensor} in blocks of {p.factor} along dim {p.dim}"
+                       for p in blocked.layout if p.tensor in blocked.poly.program.tensors
+                       and blocked.poly.program.tensors[p.tensor].role == "output")
+    if a is None or b is None:
+        return blocked.note(f"layout: {blocks}: the cost model does not apply (an extent is "
+                            "not known)")
+    faster, tb, ta = no_slower(b, a)
+    if faster:
+        return own.note(f"layout: the def's own, predicted {tb}; {blocks}: {ta}")
+    return blocked.note(f"layout: {blocks}: predicted {ta}; the def's own: {tb}")
 
 
 def contract_locals(schedule: Schedule) -> Schedule:
