@@ -220,15 +220,24 @@ def _cpu_pipeline(program: ir.Program, options: Mapping[str, Any]) -> Schedule:
     machine, block = options["machine"], options["knobs"].block
     if block == 0:
         return _optimized(program, options, (), ())
+    if block is not None:
+        pp = model_of(program)
+        return _optimized(program, options, plan_layout(pp, machine, block),
+                          layout_notes(pp, machine))
+    own, blocked = layout_candidates(program, options)
+    return own if blocked is None else faster_layout(blocked, own, machine)
+
+
+def layout_candidates(program: ir.Program, options: Mapping[str, Any]
+                      ) -> tuple[Schedule, Schedule | None]:
+    """The CPU pipeline's schedules of ``program`` in its own layout and, where its outputs
+    want channel blocks, in those (else None): the two ``cpu.faster_layout`` weighs."""
+    machine = options["machine"]
     pp = model_of(program)
     notes = layout_notes(pp, machine)
-    if block is not None:
-        return _optimized(program, options, plan_layout(pp, machine, block), notes)
     own = _optimized(program, options, own_layout(pp, machine), notes)
     blocked = blocked_layout(pp, machine)
-    if not blocked:
-        return own
-    return faster_layout(_optimized(program, options, blocked, notes), own, machine)
+    return own, _optimized(program, options, blocked, notes) if blocked else None
 
 
 def _optimized(program: ir.Program, options: Mapping[str, Any], layout: Sequence[Pack],

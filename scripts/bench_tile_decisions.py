@@ -5,9 +5,13 @@ the decision one way and the other, the model's prediction of each, and their ti
 the plain nest (knob ``register_tile`` True / False); the pipeline's own choice
 (``cpu._faster``) is read from the default schedule's notes. ``--decision layout``: a
 convolution with its output in channel blocks (knob ``block`` at the vector lanes) or in
-its own layout (``block=0``); the pipeline decides that by a rule (``plan_blocking``), and
-the model's column says which one the cost model predicts faster (every nest, the copies
-included, at its scheduled parallel loop; from cache when both fit the last level).
+its own layout with no copies (``block=0``); the model's column says which one the cost
+model predicts faster (every nest, the copies included, at its scheduled parallel loop;
+from cache when both fit the last level). The pipeline itself weighs the channel blocks
+(of the lanes, or of two vectors for wide rows with taps) against its own layout with its
+padded input copied (``cpu.faster_layout``), so its choice can be neither of these two
+("other"). ``--decision candidates``: those two, as the pipeline builds them
+(``driver.layout_candidates``), on the layout nests and three convolutions more.
 
 Each pair is compiled in this process and timed alternately, the median of ``--calls``
 calls each (2 threads here); the last column says whether the faster predicted is the
@@ -15,6 +19,7 @@ faster measured (within ``--tie`` both count).
 
     python3 scripts/bench_tile_decisions.py
     python3 scripts/bench_tile_decisions.py --decision layout
+    python3 scripts/bench_tile_decisions.py --decision candidates --calls 60
 """
 
 from __future__ import annotations
@@ -22,13 +27,12 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 import polyopt
-from polyopt import ir, kernels, lang
+from polyopt import driver, ir, kernels, lang
 from polyopt.bench import layers, peers
 from polyopt.schedule import cost
 from polyopt.schedule.fusion import nests
@@ -101,6 +105,19 @@ def layout_nests() -> list[Nest]:
     return out
 
 
+def candidate_nests() -> list[Nest]:
+    """Convolutions beyond the layer list whose two layouts the model weighs closely."""
+    out = []
+    for label, layer in (("MobileNetV2 layer 1", layers.select("mobilenetv2")[0]),
+                         ("5x5 48->64 35^2", layers.Layer(0, "5x5", 48, 64, 35, 5, 1, 2, 1, 1)),
+                         ("3x3 64->64 32^2", layers.Layer(0, "3x3", 64, 64, 32, 3, 1, 1, 1, 1))):
+        name, src, sizes = peers.polyopt_definition(layer)
+        out.append(Nest(label, src, name, {**sizes, "N": 1},
+                        ((1, layer.cin, layer.hw, layer.hw),
+                         (layer.cout, layer.cin // layer.groups, layer.k, layer.k))))
+    return out
+
+
 def _tagged(lp: Loop) -> bool:
     return Tag.PARALLEL in lp.tags or Tag.PARALLEL_REDUCTION in lp.tags
 
@@ -137,18 +154,37 @@ def _verbs(s: polyopt.Schedule) -> str:
     return repr([(st.verb, st.args, st.kwargs) for st in s.steps])
 
 
-def row(nest: Nest, decision: str, calls: int, tie: float) -> str:
-    knob: Callable[[bool], dict[str, object]] = (
-        (lambda on: {"register_tile": on}) if decision == "register"
-        else (lambda on: {"block": cpu_policy(host()).lanes(4) if on else 0}))
-    ks = {side: polyopt.compile(nest.source, nest.name, sizes=nest.sizes,
-                                options={"knobs": knob(side == "on")}) for side in ("on", "off")}
+def _pair(nest: Nest, decision: str) -> dict[str, polyopt.Kernel] | None:
+    """The two kernels of a decision: ``on`` the register tile (or channel blocks)."""
+    if decision == "register":
+        return {side: polyopt.compile(nest.source, nest.name, sizes=nest.sizes, options={
+            "knobs": {"register_tile": side == "on"}}) for side in ("on", "off")}
+    if decision == "layout":
+        lanes = cpu_policy(host()).lanes(4)
+        return {side: polyopt.compile(nest.source, nest.name, sizes=nest.sizes, options={
+            "knobs": {"block": lanes if side == "on" else 0}}) for side in ("on", "off")}
+    program = lang.build_program(nest.source, nest.name, nest.sizes)
+    own, blocked = driver.layout_candidates(program, driver.check_options({}, "c"))
+    if blocked is None:
+        return None  # its outputs want no channel blocks: nothing to weigh
+    return {side: polyopt.compile(nest.source, nest.name, sizes=nest.sizes, schedule=s)
+            for side, s in (("on", blocked), ("off", own))}
+
+
+def _chosen(nest: Nest, decision: str, ks: dict[str, polyopt.Kernel]) -> str:
     default = polyopt.schedule(nest.source, nest.name, sizes=nest.sizes)
     if decision == "register":
-        chose = "off" if any("no register tile" in n for n in default.notes) else "on"
-    else:  # the default's verbs are one side's, or neither's (a block of several vectors)
-        verbs = {side: _verbs(k.schedule) for side, k in ks.items()}
-        chose = next((side for side, v in verbs.items() if v == _verbs(default)), "other")
+        return "off" if any("no register tile" in n for n in default.notes) else "on"
+    # the default's verbs are one side's, or neither's (a block of several vectors)
+    verbs = {side: _verbs(k.schedule) for side, k in ks.items()}
+    return next((side for side, v in verbs.items() if v == _verbs(default)), "other")
+
+
+def row(nest: Nest, decision: str, calls: int, tie: float) -> str:
+    ks = _pair(nest, decision)
+    if ks is None:
+        return f"| {nest.label} | off | (no channel blocks wanted) | - | - | - |"
+    chose = _chosen(nest, decision, ks)
     rng = np.random.default_rng(0)
     t = timed(ks, [rng.random(sh, dtype=np.float32) for sh in nest.shapes], calls)
     e = {side: predicted(k) for side, k in ks.items()}
@@ -165,17 +201,21 @@ def row(nest: Nest, decision: str, calls: int, tie: float) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--decision", choices=("register", "layout"), default="register")
+    ap.add_argument("--decision", choices=("register", "layout", "candidates"),
+                    default="register")
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--tie", type=float, default=0.05, help="relative difference of a tie")
     ap.add_argument("--quick", action="store_true", help="the first two nests, 3 calls")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     todo = register_nests() if args.decision == "register" else layout_nests()
+    if args.decision == "candidates":
+        todo = [*todo, *candidate_nests()]
     if args.quick:
         todo, args.calls = todo[:2], 3
-    on, off = (("register tile", "plain nest") if args.decision == "register"
-               else ("channel blocks", "own layout"))
+    on, off = {"register": ("register tile", "plain nest"),
+               "layout": ("channel blocks", "own layout"),
+               "candidates": ("channel blocks", "own layout, copies")}[args.decision]
     print(f"| nest | pipeline's choice | model's prediction ({on} / {off}) | {on} ms | "
           f"{off} ms | model agrees |")
     print("|---|---|---|---|---|---|")

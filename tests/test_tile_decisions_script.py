@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.cc
 
 
-@pytest.mark.parametrize("decision", ["register", "layout"])
+@pytest.mark.parametrize("decision", ["register", "layout", "candidates"])
 def test_quick_run_prints_each_nest(decision: str) -> None:
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_tile_decisions.py"),
                           "--quick", "--decision", decision],
