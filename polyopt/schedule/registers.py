@@ -18,7 +18,13 @@ slowest of three bounds (``step_cycles``):
 The accumulators' loads and stores run once per execution of the ``k`` loops. The partial
 tiles at the ends of the rows and columns print as plain loops and cost what the plain vector
 loop does, unless the operands moving along them are zero-padded packed copies: then the
-kernel computes whole tiles (``kernel_share``). A plain nest
+kernel computes whole tiles (``kernel_share``).
+
+Two more things the printer does in registers, which the loops alone misprice: a ``+=!``
+whose every instance runs in tiles that start at zero needs no zeroing pass
+(``dead_inits``, as ``codegen/zerostart.py`` decides), and a copy read strided along its
+vector loop and contiguous along the loop above is transposed in ``lanes x lanes`` blocks
+(``transposed_copy``, as ``codegen/transpose.py`` prints it). A plain nest
 (no such shape) has no register level in the model: its target is loaded and stored each
 iteration (``cost._iteration``).
 """
