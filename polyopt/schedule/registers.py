@@ -50,7 +50,7 @@ from polyopt.schedule.strides import (
     stride,
 )
 from polyopt.schedule.tree import Leaf, Loop, Node, leaf_paths, pieces
-from polyopt.schedule.trips import fixed_domain, path_trips
+from polyopt.schedule.trips import fixed_domain, path_trips, trip
 
 
 @dataclass(frozen=True)
@@ -253,8 +253,10 @@ def dead_inits(poly: PolyProgram, root: Node, padded: frozenset[str]) -> frozens
 
 def _zero_started(poly: PolyProgram, s: PolyStmt, path: list[Loop] | None,
                   padded: frozenset[str]) -> bool:
-    at = tile_at(poly, s, path) if path else None
-    return at is not None and path is not None and starts_at_zero(poly, s, path, at, padded)
+    if not path:
+        return False
+    at = tile_at(poly, s, path)
+    return at is not None and starts_at_zero(poly, s, path, at, padded)
 
 
 def transposed_copy(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt,
@@ -273,8 +275,7 @@ def transposed_copy(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt,
     if r.tags - {Tag.SEPARATE} or r.child is not v or not isinstance(v.child, Leaf) \
             or len(v.child.stmts) != 1:
         return None
-    trips = path_trips(poly, path)
-    rows, cols = trips[-2], trips[-1]
+    rows, cols = trip(poly, r, path[:-2]), trip(poly, v, path[:-1])
     elem = elem_bytes(poly, s.stmt.tensor)
     most = min(policy.machine.vector_bytes // elem, rows or 0, cols or 0)
     lanes = 1 << (most.bit_length() - 1) if most > 0 else 0

@@ -154,9 +154,10 @@ def _layout_note(stride: int, pad: int, sizes: dict[str, int],
 def test_the_cost_model_chooses_the_layout() -> None:
     """Both layouts are scheduled and the one predicted faster is kept (``faster_layout``).
     A 1x1 convolution 24 -> 144 at 56x56 (MobileNetV2 layer 8) in channel blocks: its
-    own layout ran 1.5x slower (0.21-0.23 against 0.14-0.16 ms); a 3x3 stride-2
+    own layout ran 1.3-1.6x slower (0.18-0.23 against 0.14-0.16 ms); a 3x3 stride-2
     convolution of 3 channels at 224x224 (MobileNetV2 layer 1) in its own layout with a
-    padded copy of its input: 0.137-0.227 ms against 0.147-0.249 in blocks of 32."""
+    padded copy of its input: 0.135-0.227 ms against 0.147-0.249 in blocks of 32
+    (each pair measured in one process; the machine's phase moved both)."""
     pointwise = {"N": 1, "C": 24, "H": 56, "W": 56, "F": 144, "KH": 1, "KW": 1}
     s, note = _layout_note(1, 0, pointwise)
     assert note.startswith("layout: O in blocks of 16") and "O" in {p.tensor for p in s.layout}

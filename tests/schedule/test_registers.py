@@ -15,7 +15,7 @@ from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import Machine
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import cpu_policy
-from polyopt.schedule.tree import Leaf, Loop, Node, stmts_of
+from polyopt.schedule.tree import Loop, Node, leaf_paths, stmts_of
 from polyopt.tune.space import space_for
 
 MACHINE = ("vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576,"
@@ -25,20 +25,14 @@ MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n)
 SIZES = {"M": 192, "N": 256, "K": 128}
 
 
+def _path_to(root: Node, tag: Tag) -> list[Loop]:
+    """The loops above the first statement with a loop tagged ``tag`` above it."""
+    return next(path for _, path in leaf_paths(root) if any(tag in lp.tags for lp in path))
+
+
 def _tile_path(root: Node) -> list[Loop]:
     """The loops above the statement of the nest holding an unrolled loop."""
-    def walk(node: Node, path: list[Loop]) -> list[Loop] | None:
-        if isinstance(node, Leaf):
-            return path if any(Tag.UNROLL in lp.tags for lp in path) else None
-        kids = [node.child] if isinstance(node, Loop) else list(node.children)
-        for kid in kids:
-            got = walk(kid, [*path, node] if isinstance(node, Loop) else path)
-            if got is not None:
-                return got
-        return None
-    got = walk(root, [])
-    assert got is not None
-    return got
+    return _path_to(root, Tag.UNROLL)
 
 
 @pytest.mark.parametrize(("mr", "vectors", "step"), [
@@ -199,25 +193,10 @@ def test_a_transposed_copy_is_priced_as_register_transposes() -> None:
                         options={"machine": MACHINE, "tuned": False})
     assert "transposed copy" in k.source
     s = k.schedule
-    path = _vector_path(s.root)
+    path = _path_to(s.root, Tag.VECTORIZE)
     stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
     policy = cpu_policy(AVX512)
     per = registers.transposed_copy(s.poly, policy, stmt, path)
     assert per == pytest.approx((16 / 2 + 16 * 4 / 2) / 256)  # one 16 x 16 block
     assert cost.vector_loads(s.poly, stmt, path, policy.max_vector_stride) is None
 
-
-def _vector_path(root: Node) -> list[Loop]:
-    def walk(node: Node, path: list[Loop]) -> list[Loop] | None:
-        if isinstance(node, Loop):
-            if Tag.VECTORIZE in node.tags:
-                return [*path, node]
-            return walk(node.child, [*path, node])
-        for c in getattr(node, "children", ()):
-            got = walk(c, path)
-            if got:
-                return got
-        return None
-    got = walk(root, [])
-    assert got is not None
-    return got
