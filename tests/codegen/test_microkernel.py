@@ -43,11 +43,11 @@ def test_partial_tiles_read_within_the_packed_locals_allocation() -> None:
     """A partial tile reads its missing rows and lanes too (and discards them): for each
     packed local it reads so, the kernel says how many elements past the local's end the
     reads may reach, and the local is allocated with them. A 100 x 130 x 90 product's
-    last row tile reads 13 rows past A_pack's end (one element each, the rows being its
+    last row tile of 14 reads 13 rows past A_pack's end (one element each, the rows being its
     innermost dimension); a depthwise convolution's tiles of R rows of 58-element rows
     read R - 1 rows and a vector's lanes past its padded copy."""
     mm = polyopt.compile(MM, sizes={"M": 100, "K": 130, "N": 90},
-                         options={"knobs": {"pack": True}})
+                         options={"knobs": {"pack": True, "mr": 14}})
     note = next(n for n in mm.schedule.notes if "register tile" in n)
     mr, nr = map(int, re.search(r"register tile (\d+)x(\d+)", note).groups())  # type: ignore[union-attr]
     assert dict(mm.lowered().source.tails) == {"A_pack": mr - 1, "B_pack": nr - 1}
@@ -224,3 +224,16 @@ def test_a_long_reduction_stays_a_loop() -> None:
     kernel = polyopt.compile(MM, sizes={"M": 28, "K": 70, "N": 64})
     body = kernel.source[kernel.source.index("register tile of C_0"):]
     assert "for (long" in body[:body.index(" += (")]
+
+
+def test_each_operand_is_addressed_from_one_pointer() -> None:
+    """28 rows of an unpacked A: the rows are constant offsets from one pointer per
+    operand (GCC kept a pointer per row when indexed from the array, and reloaded 15 of
+    them from the stack at every step), and the reduction loop is not unrolled by the
+    compiler (the printer unrolls what pays)."""
+    kernel = polyopt.compile(MM, sizes={"M": 56, "K": 70, "N": 16},
+                             options={"knobs": {"mr": 28, "pack": False}})
+    assert "const float *po_p0 = " in kernel.source
+    assert "#pragma GCC unroll 1" in kernel.source
+    a, b = operands(56, 70, 16)
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(70))
