@@ -12,6 +12,10 @@ from cache when both fit the last level). The pipeline itself weighs the channel
 padded input copied (``cpu.faster_layout``), so its choice can be neither of these two
 ("other"). ``--decision candidates``: those two, as the pipeline builds them
 (``driver.layout_candidates``), on the layout nests and three convolutions more.
+``--decision rows``: a register tile's rows (knob ``mr``) swept, and the rows the pipeline
+takes (the cost model's, ``register_tile._fewest_cycles``), on products whose row operand
+is read in place from memory (the measurement behind ``CpuPolicy.stream_rows``) and on
+others.
 
 Each pair is compiled in this process and timed alternately, the median of ``--calls``
 calls each (2 threads here); the last column says whether the faster predicted is the
@@ -20,6 +24,7 @@ faster measured (within ``--tie`` both count).
     python3 scripts/bench_tile_decisions.py
     python3 scripts/bench_tile_decisions.py --decision layout
     python3 scripts/bench_tile_decisions.py --decision candidates --calls 60
+    python3 scripts/bench_tile_decisions.py --decision rows
 """
 
 from __future__ import annotations
@@ -118,6 +123,31 @@ def candidate_nests() -> list[Nest]:
     return out
 
 
+def rows_nests() -> list[Nest]:
+    """Products whose row tiles read a large operand in place, and two that pack it."""
+    body = "A(i,r_k) * B(r_k,j)"
+    return [_mm("mm 4096x16x1024", "MK", "KN", body, {"M": 4096, "N": 16, "K": 1024}),
+            _mm("mm 2048x48x2048", "MK", "KN", body, {"M": 2048, "N": 48, "K": 2048}),
+            _mm("mm 1024x1024x1024", "MK", "KN", body, {"M": 1024, "N": 1024, "K": 1024}),
+            _mm("mm 1000x1100x1200", "MK", "KN", body, {"M": 1000, "N": 1100, "K": 1200})]
+
+
+ROWS = (4, 6, 8, 10, 12, 14, 16, 20, 28)
+
+
+def rows_row(nest: Nest, calls: int) -> str:
+    """The nest's times with each count of rows of ``ROWS``, and the pipeline's."""
+    ks = {str(m): polyopt.compile(nest.source, nest.name, sizes=nest.sizes,
+                                  options={"knobs": {"mr": m}}) for m in ROWS}
+    ks["pipeline"] = polyopt.compile(nest.source, nest.name, sizes=nest.sizes)
+    tiles = [n.split("register tile ")[1].split(" ")[0] for n in ks["pipeline"].schedule.notes
+             if "register tile " in n and "x" in n.split("register tile ")[1].split(" ")[0]]
+    rng = np.random.default_rng(0)
+    t = timed(ks, [rng.random(sh, dtype=np.float32) for sh in nest.shapes], calls)
+    return (f"| {nest.label} | {', '.join(tiles)} | {t['pipeline'] * 1e3:.3f} | "
+            + " | ".join(f"{t[str(m)] * 1e3:.3f}" for m in ROWS) + " |")
+
+
 def _tagged(lp: Loop) -> bool:
     return Tag.PARALLEL in lp.tags or Tag.PARALLEL_REDUCTION in lp.tags
 
@@ -201,7 +231,7 @@ def row(nest: Nest, decision: str, calls: int, tie: float) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--decision", choices=("register", "layout", "candidates"),
+    ap.add_argument("--decision", choices=("register", "layout", "candidates", "rows"),
                     default="register")
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--tie", type=float, default=0.05, help="relative difference of a tie")
@@ -213,6 +243,14 @@ def main() -> None:
         todo = [*todo, *candidate_nests()]
     if args.quick:
         todo, args.calls = todo[:2], 3
+    if args.decision == "rows":
+        print("| nest | pipeline's tile | pipeline ms | "
+              + " | ".join(f"{m} rows ms" for m in ROWS) + " |")
+        print("|---" * (3 + len(ROWS)) + "|")
+        for nest in rows_nests()[: 1 if args.quick else None]:
+            print(rows_row(nest, args.calls), flush=True)
+        print(f"\ntimes are medians of {args.calls} alternating calls")
+        return
     on, off = {"register": ("register tile", "plain nest"),
                "layout": ("channel blocks", "own layout"),
                "candidates": ("channel blocks", "own layout, copies")}[args.decision]

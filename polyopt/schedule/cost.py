@@ -419,7 +419,7 @@ def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]) -> tuple[float, floa
     tile, rows, cols = at.tile, at.rows, at.cols
     lanes = ctx.policy.lanes(elem_bytes(ctx.poly, s.stmt.tensor))
     vectors = -(-cols // lanes)
-    step = reg.step_cycles(ctx.poly, ctx.policy, s, path, tile, rows, vectors)
+    step = reg.step_cycles(ctx.poly, ctx.policy, s, path, at, vectors)
     if step is None:
         return None
     steps = math.prod(t or 1 for t in at.trips[tile.k: tile.rows])

@@ -14,8 +14,8 @@ what was done, and each verb's legality check covers it. The steps:
    reduction split by KC with the short ones (filter taps) inside, ordered
    ``others, k_o, j_o, i_o, k_i, taps, i_r, j_v`` with full tiles separated and the
    operands packed into panels; the printer turns the inner loops into a register-tile
-   micro-kernel. MR, NR and KC come from the machine model (``polyopt.schedule.machine``)
-   (``register_tile.py``);
+   micro-kernel. NR and KC come from the machine model (``polyopt.schedule.machine``),
+   MR from the cost model's prediction of the candidates (``register_tile.py``);
 4. a stencil band whose loops all carry dependences (a time-iterated recurrence; on isl's
    ``min`` fusion schedule, which replaces a ``smart`` one that fused border copies into
    the band, ``timetile.stencil_base``) is time-tiled: parallelogram tiles of isl's

@@ -219,13 +219,6 @@ class CpuPolicy:
     gain. A code-size bound, not measured (a 32-register file would hold 30 rows of one
     vector)."""
 
-    dividing_rows_min: int = 3
-    """Over an operand that cannot be packed, a row tile shrinks (down to half, and to no fewer
-    rows than this) to a divisor of the rows, so no partial row tile runs as plain loops.
-    Measured on polybench 2mm 512 (0.37x -> ~0.8x numpy; ``scripts/bench_kernels.py``). Not
-    derived: it trades a micro-kernel's loads per FMA (fewer rows, more loads) against a partial
-    tile's plain loops, and the model predicts neither."""
-
     pack_min_reduction: int = 64
     """Operands are packed into panels when the reduction is at least this long (packing is one
     pass over each operand; it pays once each element is reused this often). Set with packing on
@@ -234,6 +227,15 @@ class CpuPolicy:
     copy's cost is in the model (one pass over the operand), but its gain, fewer TLB misses and
     cache-set conflicts in the micro-kernel's strided panel loads, is below the model's grain
     (it counts lines and pages per loop level, not conflicts)."""
+
+    stream_rows: int = 10
+    """Most rows of a register tile over an operand read in place from memory (an
+    unpacked input larger than L2, its rows a cache line or more apart): each row is a
+    stream the core's prefetchers must follow, and past about this many they stop
+    keeping up. Measured (``python3 scripts/bench_tile_decisions.py --decision rows``: mm
+    4096x16x1024, A unpacked, 2 threads, AMD EPYC): 4-10 rows 0.59-0.62 ms, 12 rows 0.83,
+    14 1.07, 16 1.28, 20 1.75, 28 2.92. Not derived: the machine model has no prefetcher
+    (the cost model prices such reads at the memory's bandwidth whatever their number)."""
 
     pack_min_sweeps: int = 2
     """...and each operand only when the register tiles sweep it at least this many times: the

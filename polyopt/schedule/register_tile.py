@@ -7,6 +7,13 @@ the largest reduction split by KC with the short ones (filter taps) inside, orde
 ``others, k_o, j_o, i_o, k_i, taps, i_r, j_v`` with full tiles separated; each operand is
 packed into panels when the tiles sweep it often enough (``_pays_to_pack``). The printer
 turns the inner loops into a register-tile micro-kernel (``codegen/microkernel.py``).
+
+The rows are the cost model's (``_fewest_cycles``): as many as the registers hold, or
+fewer that leave no partial tile or let a filter tap unroll into the micro-kernel's step,
+whichever it predicts fastest (its register level prices the step's loads, shared across
+an unrolled tap and split across cache lines, ``schedule/registers.py``); rows of an
+operand read in place from memory stay within the streams a core's prefetchers follow
+(``CpuPolicy.stream_rows``).
 """
 
 from __future__ import annotations
@@ -20,11 +27,14 @@ from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
+from polyopt.schedule.cost import Estimate
 from polyopt.schedule.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.schedule.machine import Blocking
 from polyopt.schedule.nest import UNKNOWN_TRIP, invariant_reads, trip, vector_rows
+from polyopt.schedule.order import nests_estimate, no_slower
 from polyopt.schedule.policy import CAPS, CpuPolicy
 from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.strides import extents
 from polyopt.schedule.tree import Loop, raw_iterator
 
 
@@ -71,10 +81,17 @@ def register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     when ``s`` is no contraction a register tile can be built for. Whether it serves (an
     operand reused across the tile's rows or columns) is the cost model's question
     (``cpu._faster``): a sum over a middle axis or a batched matrix-vector product keeps
-    nothing in registers, and the model predicts its plain nest faster."""
+    nothing in registers, and the model predicts its plain nest faster. Its rows are the
+    model's too, unless the knobs fix them (``_fewest_cycles``)."""
     plan = _tile_plan(schedule, chain, s, policy, knobs)
     if plan is None:
         return None
+    if knobs.mr:
+        return _built(schedule, chain, s, plan)
+    return _fewest_cycles(schedule, chain, s, plan, policy, knobs)
+
+
+def _built(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: TilePlan) -> Schedule:
     out = _goto_nest(schedule, chain, plan.col, plan.row, plan.red, (plan.mr, plan.nr, plan.kc),
                      plan.inner, rows_outer=plan.rows_outer, mc=plan.mc,
                      panel_loops=plan.panel_loops)
@@ -85,8 +102,77 @@ def register_tile(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     return out.note(plan.describe())
 
 
-def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
-               policy: CpuPolicy, knobs: Knobs = DEFAULT_KNOBS) -> TilePlan | None:
+def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: TilePlan,
+                   policy: CpuPolicy, knobs: Knobs) -> Schedule:
+    """The tile with the rows the cost model predicts fastest (its nest and packing;
+    ``order.no_slower``, a tie to more rows): ``plan``'s, as many as the registers hold,
+    or fewer (``_fewer_rows``) where that leaves no partial row tile running as plain
+    loops, or lets the printer unroll a filter tap into the micro-kernel's step, which
+    then loads each operand row once for up to the tap's trip of updates. Each
+    prediction is noted."""
+    trips = {lp.name: trip(lp, schedule.poly.domain) for lp in chain}
+    taps = [trips[n] for n in plan.inner]
+    mine = set(tf.stmts_of(chain[0]))
+    best: tuple[Schedule, Estimate, int] | None = None
+    seen = []
+    for mr in (plan.mr, *_fewer_rows(plan.mr, trips[plan.row], taps, plan.nr // plan.lanes)):
+        got = plan if mr == plan.mr else _tile_plan(schedule, chain, s, policy, knobs, mr)
+        if got is None or got.mr != mr:
+            continue
+        try:
+            built = _built(schedule, chain, s, got)
+        except ScheduleError:
+            continue
+        packs = {x.name for x in built.poly.stmts} - {x.name for x in schedule.poly.stmts}
+        est = nests_estimate(built, mine | packs, policy)
+        if est is None:
+            return built if best is None else best[0]
+        seen.append((mr, est))
+        if best is None or _faster(est, best[1]):
+            best = (built, est, mr)
+    if best is None:
+        return _built(schedule, chain, s, plan)
+    if len(seen) < 2:
+        return best[0]
+    told = "; ".join(f"{mr} {e.describe() if e.warm is None else f'{e.warm:.3g} from cache'}"
+                     for mr, e in seen)
+    return best[0].note(f"{plan.row}: register tile rows {best[2]}, the least predicted "
+                        f"cycles of: {told}")
+
+
+def _faster(a: Estimate, b: Estimate) -> bool:
+    """Is ``a`` predicted faster than ``b`` (``order.no_slower``), or on a tie, with less
+    work on the cores (``Estimate.compute``): where both are bound by the same traffic,
+    which does not change with the rows, the one computing less overlaps it better?"""
+    if not no_slower(a, b)[0]:
+        return False
+    return not no_slower(b, a)[0] or a.compute < b.compute
+
+
+def _fewer_rows(mr: int, rows: int, taps: list[int], vectors: int) -> list[int]:
+    """Row counts below ``mr`` worth pricing for ``rows`` rows: for each filter tap of
+    trip ``t``, the most rows whose step, the tap unrolled, stays within the printer's
+    cap (``Caps.max_unrolled_updates``); and for those and ``mr``, when they leave a
+    partial row tile, the divisors of the rows down to half of them. A search range, not
+    a cost: the model prices each."""
+    if rows >= UNKNOWN_TRIP:
+        return []
+    tops = [mr, *(min(mr, CAPS.max_unrolled_updates // (t * max(vectors, 1)))
+                  for t in taps if t > 1)]
+    out: dict[int, None] = {}
+    for top in tops:
+        if top < 1:
+            continue
+        out[top] = None
+        if rows % top:
+            out.update(dict.fromkeys(d for d in range(top - 1, max(1, top // 2) - 1, -1)
+                                     if rows % d == 0))
+    return [m for m in out if m < mr]
+
+def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt, policy: CpuPolicy,
+               knobs: Knobs = DEFAULT_KNOBS, rows_of: int | None = None) -> TilePlan | None:
+    """The plan of the register tile, with ``rows_of`` rows (else the knob's, else as many
+    as the registers hold: ``_register_shape``, ``_tap_rows``)."""
     if s.kind != "update" or s.stmt.op != "+" or s.guarded or not s.stmt.lhs:
         return None
     raw = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
@@ -104,7 +190,8 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     elem = DTYPES[dtype].np.itemsize
     b = policy.blocking(elem)
     nr, mr = _register_shape(b, policy, trips[col])
-    nr, mr = knobs.nr or nr, knobs.mr or mr
+    nr, mr = knobs.nr or nr, rows_of or knobs.mr or mr
+    fixed = bool(rows_of or knobs.mr)
     # Rows: the index most operands do not move with (they are reused across rows), that
     # fills the register tile, whose operand rows are closest in memory.
     row = max(rows, key=lambda n: (invariant_reads(s, its[n]),
@@ -112,10 +199,8 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                                    -_stride_rank(s, its[n]), trips[n]))
     red = max(reds, key=lambda n: trips[n])
     inner = tuple(n for n in reds if n != red and trips[n] <= policy.small_reduction)
-    if inner and not knobs.mr and nr >= policy.tap_rows_vectors * b.lanes and trips[col] == nr:
+    if inner and not fixed and nr >= policy.tap_rows_vectors * b.lanes and trips[col] == nr:
         mr = _tap_rows(trips[row], policy)  # filter taps in a tile of a channel block
-    if not knobs.mr:
-        mr = _unrolled_rows(s, its, (row, col), reds, trips, (mr, nr // b.lanes), policy)
     if nr < b.lanes or nr % b.lanes:
         return None
     pays = functools.partial(_pays_to_pack, policy, trips[red])
@@ -125,8 +210,8 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
     blocked = not outer and _row_blocked(policy, knobs.mc, (trips[row], trips[col], trips[red]))
     pack_a = _choice(knobs.pack_a, knobs.pack, pays(-(-trips[col] // nr), trips[row] * elem,
                                                     broadcast=True, l2_blocked=blocked))
-    if _unpadded_rows(schedule, s, (its[row], its[col]), pack_a, bool(knobs.mr)):
-        mr = _dividing_rows(mr, trips[row], policy)
+    if not pack_a and not fixed:
+        mr = min(mr, _stream_rows(schedule, s, its[row], its[col], policy))
     mr = min(mr, trips[row])
     panel = _panel_loops(s, [lp.name for lp in chain if lp.name not in (col, row, red, *inner)],
                          its, its[col], trips)
@@ -144,6 +229,26 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt,
                                        (trips[row], trips[col], kc * taps), elem, sweeps[0])
     return TilePlan(row, col, red, inner, mr, nr, kc, b.lanes, sweeps, pack,
                     (its[row], its[col]), mc, outer, panel)
+
+
+def _stream_rows(schedule: Schedule, s: PolyStmt, row_it: str, col_it: str,
+                 policy: CpuPolicy) -> int:
+    """``policy.stream_rows`` when an operand moving with the rows only is an input larger
+    than L2 whose rows (along ``row_it``) are a cache line or more apart, read in place: each
+    tile row is a stream from memory; else no bound."""
+    program, m = schedule.poly.program, policy.machine
+    for r in s.reads:
+        t = program.tensors[r.read.tensor]
+        if t.role != "input" or not r.read.uses(row_it) or r.read.uses(col_it):
+            continue
+        ext = extents(schedule.poly, t.name)
+        elem = DTYPES[t.dtype].np.itemsize
+        dims = [d for d, ix in enumerate(r.read.indices) if row_it in ir.index_names(ix)]
+        if ext is None or not dims or math.prod(ext) * elem <= m.l2_bytes:
+            continue
+        if math.prod(ext[dims[-1] + 1:]) * elem >= m.line_bytes:
+            return policy.stream_rows
+    return UNKNOWN_TRIP
 
 
 def _panel_loops(s: PolyStmt, others: list[str], its: dict[str, str], col_it: str,
@@ -293,70 +398,12 @@ def row_block(policy: CpuPolicy, knob: int | None, tile: tuple[int, int, int],
     return mc if mc < rows else None
 
 
-def _unpadded_rows(schedule: Schedule, s: PolyStmt, its: tuple[str, str], pack_a: bool,
-                   forced: bool) -> bool:
-    """Does an operand move with the rows (``its``: the rows' and the columns' iterators)
-    and have no padded copy: a local (which cannot be packed), or an input that
-    ``pack_operands`` leaves as it is (unless the knobs fix the rows)? A partial row tile
-    over it runs as plain loops (``microkernel.Emitter.edge_lines`` needs a padded copy of
-    each operand that moves along a partial dimension, to read its tail), as
-    did 4 of the 32 rows of MobileNetV2's layer 2 (1x1, 32->32 at 112x112): 47% of the
-    kernel's samples, and the zeroing pass they keep alive 10% more."""
-    program = schedule.poly.program
-    row_it, col_it = its
-    for r in s.reads:
-        if not r.read.uses(row_it):
-            continue
-        if program.tensors[r.read.tensor].role != "input":
-            return True
-        if not forced and not (pack_a and not r.read.uses(col_it)):
-            return True
-    return False
-
-
 def _tap_rows(rows: int, policy: CpuPolicy) -> int:
     """Rows of a register tile with filter taps inside: the largest divisor of ``rows`` in
     ``policy.tap_rows``, else ``tap_rows_default`` (at most ``rows``)."""
     low, high = policy.tap_rows
     fits = [m for m in range(high, low - 1, -1) if rows % m == 0]
     return fits[0] if fits else min(rows, policy.tap_rows_default)
-
-
-def _unrolled_rows(s: PolyStmt, its: dict[str, str], loops: tuple[str, str],
-                   reds: list[str], trips: dict[str, int], tile: tuple[int, int],
-                   policy: CpuPolicy) -> int:
-    """Rows of a register tile (``tile`` is the model's rows and vectors per row) with a
-    short reduction loop that moves a vector operand as the rows do (a filter's row ``kh``
-    in ``I(h + kh, w)``): the micro-kernel unrolls such a loop into the tile, so that each
-    operand row loaded serves up to ``trip`` updates, but only while the unrolled step has
-    at most ``Caps.max_unrolled_updates`` updates (``codegen/microkernel.py``); rolled,
-    every update loads a vector of its own. So the rows shrink to what the cap unrolls
-    (then to a divisor of the rows, no partial tile), as long as the tile keeps the
-    machine's FMA latency covered (``fma_latency * fma_units`` accumulators). A 3x3
-    depthwise tile of one vector: 16 rows, 18 loads for 48 updates, where 28 rows loaded
-    84 for 84; MobileNetV2 layer 3, same run: 28 rows 0.180 ms, 14 rows 0.132 ms."""
-    mr, vectors = tile
-    row, col = loops
-    shared = [trips[k] for k in reds if trips[k] <= policy.small_reduction and any(
-        r.read.uses(its[col]) and any({its[row], its[k]} <= ir.index_names(ix)
-                                      for ix in r.read.indices) for r in s.reads)]
-    if not shared or vectors < 1:  # no whole vector: the plan is refused anyway
-        return mr
-    most = CAPS.max_unrolled_updates // (max(1, min(shared)) * vectors)
-    machine = policy.machine
-    if most >= mr or most * vectors < machine.fma_latency * machine.fma_units:
-        return mr
-    return _dividing_rows(most, trips[row], policy)
-
-
-def _dividing_rows(mr: int, rows: int, policy: CpuPolicy) -> int:
-    """Fewer rows (down to half, and to ``policy.dividing_rows_min``) when that makes every
-    row tile full: partial tiles of an operand that is not packed run as plain loops."""
-    if rows >= UNKNOWN_TRIP or rows % mr == 0:
-        return mr
-    low = max(policy.dividing_rows_min, mr // 2)
-    fits = [m for m in range(mr - 1, low - 1, -1) if rows % m == 0]
-    return fits[0] if fits else mr
 
 
 def _register_shape(b: Blocking, policy: CpuPolicy, cols: int) -> tuple[int, int]:

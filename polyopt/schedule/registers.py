@@ -9,11 +9,16 @@ of that shape run as straight-line code the out-of-order core overlaps, so a ste
 slowest of three bounds (``step_cycles``):
 
 * the FMA pipes: each accumulator's operations, a product added into it one fused
-  multiply-add (``-std=gnu11`` contracts them);
-* the load ports: each operand's distinct vectors in the tile, one per register row it moves
-  along and per vector of ``v`` it is contiguous along (a broadcast when it does not move
-  with ``v``);
+  multiply-add (``-std=gnu11`` contracts them), and the operations on one operand alone
+  (``X / 9``) once per value loaded (``kernel_ops``);
+* the load ports: each operand's distinct values in the tile (the printer loads each once),
+  a vector one slot per cache line it spans (``line_slots``: a window read's vectors
+  start a lane apart and most straddle two lines), a broadcast one;
 * the accumulators' dependence: each waits ``fma_latency`` cycles for its last update.
+
+Where the printer unrolls a short reduction loop into the step (``unrolled``: a filter
+row that moves the input as the tile's rows do, within ``Caps.max_unrolled_updates``), the
+step spans its trip, and an input row loaded serves up to that many updates.
 
 The accumulators' loads and stores run once per execution of the ``k`` loops. The partial
 tiles at the ends of the rows and columns print as plain loops and cost what the plain vector
@@ -31,6 +36,7 @@ iteration (``cost._iteration``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import islpy as isl
@@ -41,10 +47,13 @@ from polyopt.poly.pieces import all_updated, update_pieces, whole_reductions
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import CAPS, CpuPolicy
 from polyopt.schedule.strides import (
+    GATHER,
     INVARIANT,
     UNIT,
+    Access,
     accesses,
     elem_bytes,
+    extents,
     loop_map,
     step_map,
     stride,
@@ -175,39 +184,191 @@ def _iterators(lp: Loop, stmt: str, n: int) -> list[int]:
 
 
 def step_cycles(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Loop],
-                tile: MicroKernel, rows: int, vectors: int) -> float | None:
-    """Cycles of one step of the innermost ``k`` loop of ``tile`` (``rows`` unrolled rows,
-    ``vectors`` vectors): the slowest of its bounds (the module docstring). None when the
+                at: TileAt, vectors: int) -> float | None:
+    """Cycles of one step of the innermost ``k`` loop of the tile ``at`` (``vectors``
+    vectors a row): the slowest of its bounds (the module docstring), over the reduction
+    loop the printer unrolls into the step where it does (``unrolled``). None when the
     target moves with the ``k`` loops or an operand strides along ``v``: no micro-kernel
     the model knows."""
     m = policy.machine
-    steps = {"rows": step_map(path, path[tile.rows], s), "v": step_map(path, path[-1], s)}
+    moves = _moves(poly, policy, s, path, at.tile)
+    if moves is None:
+        return None
+    lanes = policy.lanes(elem_bytes(poly, s.stmt.tensor))
+    grid = Grid(at.rows, vectors, lanes)
+    k, t = unrolled(moves, at, grid)
+    values = [_distinct(mv, grid, k, t) for mv in moves]
+    loads = sum(n * mv.slots for n, mv in zip(values, moves, strict=True))
+    ops = kernel_ops(s)
+    work = t * at.rows * vectors * ops.update + sum(
+        n * v for n, v in zip(values, ops.value, strict=True))
+    return max(work / m.fma_units, loads / policy.loads_per_cycle,
+               t * ops.update * m.fma_latency) / t
+
+
+@dataclass(frozen=True)
+class Move:
+    """How one operand of a micro-kernel moves: its flat index's elements per row and
+    per step of each ``k`` loop (None: not a constant step), whether it is a vector
+    (contiguous along the lanes) or a broadcast, and the load slots a load of it takes
+    (``line_slots``)."""
+
+    rows: int | None
+    ks: tuple[int | None, ...]
+    vector: bool
+    slots: float = 1.0
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A tile's updates in one step: ``rows`` by ``vectors`` vectors of ``lanes``."""
+
+    rows: int
+    vectors: int
+    lanes: int
+
+
+def _moves(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Loop],
+           tile: MicroKernel) -> list[Move] | None:
+    """Each read's ``Move`` in the tile; None when the target does not stay in registers
+    (it moves with a ``k`` loop or is not contiguous along ``v``) or a read strides along
+    ``v``."""
     ks = [step_map(path, lp, s) for lp in path[tile.k: tile.rows]]
-    loads = 0
+    rows, lanes = step_map(path, path[tile.rows], s), step_map(path, path[-1], s)
+    out = []
     for a in accesses(poly, s.name):
-        along = {name: None if st is None else stride(poly, a, st).kind
-                 for name, st in steps.items()}
+        along = None if lanes is None else stride(poly, a, lanes).kind
         if a.write:
-            if along["v"] != UNIT or any(st is None or stride(poly, a, st).kind != INVARIANT
-                                         for st in ks):
-                return None  # the accumulators would not stay in registers
+            if along != UNIT or any(st is None or stride(poly, a, st).kind != INVARIANT
+                                    for st in ks):
+                return None
             continue
-        if along["v"] not in (INVARIANT, UNIT):
+        if along not in (INVARIANT, UNIT):
             return None
-        loads += (rows if along["rows"] != INVARIANT else 1) * (
-            vectors if along["v"] == UNIT else 1)
-    ops = fused_ops(s)
-    fma = rows * vectors * ops / m.fma_units
-    return max(fma, loads / policy.loads_per_cycle, ops * m.fma_latency)
+        slots = line_slots(poly, policy, s, a, path[-1]) if along == UNIT else 1.0
+        out.append(Move(_elems(poly, a, rows), tuple(_elems(poly, a, st) for st in ks),
+                        along == UNIT, slots))
+    return out
 
 
-def fused_ops(s: PolyStmt) -> float:
-    """Vector operations of one update of an accumulator: its right-hand side's, a product
-    on top added in the same fused multiply-add."""
+def line_slots(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, a: Access,
+               lanes_loop: Loop) -> float:
+    """Load slots per vector load of ``a`` along ``lanes_loop`` (a vector loop whose
+    vectors start at multiples of the lanes): one per cache line it spans, on average
+    over where its vectors start. Those starts are the flat index (``a``'s, on the
+    statement's iterators) modulo a line's elements: the residues its coefficients and
+    constant reach, the vector loop's iterator stepping a vector at a time, and the
+    array's base, which is a line apart for the runtime's scratch (locals, packed copies:
+    ``runtime/arrays.py``) and only 16 bytes apart for a numpy input or output. A window
+    read (``I(h + kh, w + kw)``: every ``kw`` a lane further) or rows of a width that is
+    no multiple of a line split most vectors across two lines; each then takes two
+    slots. Other shapes (a guard, an index the model cannot flatten): one slot."""
+    m, elem = policy.machine, elem_bytes(poly, a.tensor)
+    ext = extents(poly, a.tensor)
+    line = max(1, m.line_bytes // elem)
+    if ext is None or a.write or m.vector_bytes % elem:
+        return 1.0
+    lanes = m.vector_bytes // elem
+    n = s.domain.dim(isl.dim_type.set)
+    cols = set(_iterators(lanes_loop, s.name, n))
+    step, rest = line, []
+    for aff in _flat_affs(a, ext):
+        const = int(aff.get_constant_val().to_python())
+        for d in range(n):
+            coef = int(aff.get_coefficient_val(isl.dim_type.in_, d).to_python())
+            lo, hi = s.domain.dim_min_val(d), s.domain.dim_max_val(d)
+            if not (lo.is_int() and hi.is_int()):
+                return 1.0
+            if lo.eq(hi):
+                const += coef * int(lo.to_python())
+            else:
+                step = math.gcd(step, coef * (lanes if d in cols else 1))
+        rest.append(const)
+    if poly.program.tensors[a.tensor].role in ("input", "output"):
+        step = math.gcd(step, max(1, 16 // elem))  # numpy's 16-byte alignment
+    starts = {(c + step * j) % line for c in rest for j in range(line // step)}
+    least = -(-m.vector_bytes // m.line_bytes)
+    spans = [-(-(r * elem + m.vector_bytes) // m.line_bytes) for r in starts]
+    return sum(spans) / len(spans) / least if spans else 1.0
+
+
+def _flat_affs(a: Access, ext: tuple[int, ...]) -> list[isl.Aff]:
+    """The row-major flat index of ``a`` (a tensor of extents ``ext``) as an affine
+    function of its statement's iterators, one per piece of the access; none when the
+    access is no affine function (a gather)."""
+    try:
+        pma = isl.PwMultiAff.from_map(a.relation)
+    except isl.Error:
+        return []
+    ctx, flat = a.relation.get_ctx(), None
+    for k in range(pma.dim(isl.dim_type.out)):
+        term = pma.get_pw_aff(k).scale_val(isl.Val.int_from_si(ctx, math.prod(ext[k + 1:])))
+        flat = term if flat is None else flat.add(term)
+    return [] if flat is None else [aff for _, aff in flat.get_pieces()]
+
+def _elems(poly: PolyProgram, a: Access, step: isl.Map | None) -> int | None:
+    st = None if step is None else stride(poly, a, step)
+    return None if st is None or st.kind == GATHER else st.elems
+
+
+def unrolled(moves: list[Move], at: TileAt, grid: Grid) -> tuple[int | None, int]:
+    """(the index among the tile's ``k`` loops of the one the printer unrolls into a step,
+    its trip), or (None, 1): as ``microkernel.Emitter._unrolled``, the innermost of
+    constant trip whose unrolled step has at most ``Caps.max_unrolled_updates`` updates
+    and loads fewer vectors than its trip's rolled steps (a filter row ``kh`` that moves
+    the input as the rows do: each input row loaded serves up to ``kh`` output rows)."""
+    trips = at.trips[at.tile.k: at.tile.rows]
+    base = sum(_distinct(mv, grid, None, 1) for mv in moves if mv.vector)
+    for k in reversed(range(len(trips))):
+        t = trips[k] or 0
+        if t < 2 or t * grid.rows * grid.vectors > CAPS.max_unrolled_updates:
+            continue
+        if sum(_distinct(mv, grid, k, t) for mv in moves if mv.vector) < t * base:
+            return k, t
+    return None, 1
+
+
+def _distinct(mv: Move, grid: Grid, k: int | None, trip: int) -> int:
+    """Distinct values ``mv``'s operand loads over ``trip`` steps of the ``k``-th loop
+    (None: one step) and the tile's rows and vectors: the printer loads each once. A
+    step that is not constant makes every value distinct along it."""
+    step = mv.ks[k] if k is not None else 0
+    seen = set()
+    for j in range(trip):
+        for r in range(grid.rows):
+            for v in range(grid.vectors if mv.vector else 1):
+                flat = (j * (step or 0) + r * (mv.rows or 0) + v * grid.lanes)
+                seen.add((flat, j if step is None else 0, r if mv.rows is None else 0))
+    return len(seen)
+
+
+@dataclass(frozen=True)
+class Ops:
+    """Vector operations of a micro-kernel: per update of an accumulator (a product on
+    top added in the same fused multiply-add), and per distinct value loaded of each read
+    (by position in ``PolyStmt.reads``): the operations on that read alone (``X / 9``),
+    which the compiler computes once per value and shares among the updates using it."""
+
+    update: float
+    value: tuple[float, ...]
+
+
+def kernel_ops(s: PolyStmt) -> Ops:
+    """The ``Ops`` of ``s``'s right-hand side; operations on constants alone fold away."""
     rhs = s.stmt.rhs
-    n = sum(1 for e in rhs.walk_values() if isinstance(e, (ir.Binary, ir.Unary, ir.Select)))
-    fused = isinstance(rhs, ir.Binary) and rhs.op == "*"
-    return max(1.0, float(n + (0 if fused else 1)))
+    slot = {id(r.read): n for n, r in enumerate(s.reads)}
+    value = [0.0] * len(s.reads)
+    update = 0
+    for e in rhs.walk_values():
+        if not isinstance(e, (ir.Binary, ir.Unary, ir.Select)):
+            continue
+        reads = {slot.get(id(r), -1) for r in e.walk_values() if isinstance(r, ir.Read)}
+        if len(reads) == 1 and -1 not in reads:
+            value[reads.pop()] += 1
+        elif reads:
+            update += 1
+    fused = isinstance(rhs, ir.Binary) and rhs.op == "*" and update > 0
+    return Ops(max(1.0, float(update + (0 if fused else 1))), tuple(value))
 
 
 def spill_cycles(policy: CpuPolicy, rows: int, vectors: int) -> float:

@@ -35,10 +35,12 @@ class Access:
 
 @dataclass(frozen=True)
 class Stride:
-    """How an access moves along one loop: a class and, unless a gather, the bytes."""
+    """How an access moves along one loop: a class and, unless a gather, the bytes (and
+    the signed elements of the flat, row-major index)."""
 
     kind: str
     bytes: int = 0
+    elems: int = 0
 
 
 # Shared by every estimate (see ``cost``): candidate orders rebuild their Loop nodes but keep
@@ -140,4 +142,4 @@ def _stride(poly: PolyProgram, acc: Access, step: isl.Map) -> Stride:
         scale *= ext[k]
     size = elem_bytes(poly, acc.tensor)
     kind = INVARIANT if flat == 0 else UNIT if abs(flat) == 1 else STRIDED
-    return Stride(kind, abs(flat) * size)
+    return Stride(kind, abs(flat) * size, flat)

@@ -122,17 +122,19 @@ def tile_note(sched: polyopt.Schedule) -> str:
 def test_tile_rows_let_the_filter_rows_unroll() -> None:
     """A one-vector tile over rows (112 wide): the model's 28 rows would unroll 3 x 28 = 84
     updates of ``kh``, past ``Caps.max_unrolled_updates``, and load a vector per update;
-    the rows shrink to what the cap unrolls (21), then to a divisor of 112: 16 rows, whose
-    18 input rows serve 48 updates."""
+    the model weighs them against what the cap unrolls (21) and the divisors of 112 below
+    it, and takes 16 rows, whose 18 input rows serve 48 updates."""
     assert CAPS.max_unrolled_updates == 64  # the numbers below follow from it
     assert "register tile 16x16 " in tile_note(schedule(32, 112))
     assert "register tile 14x16 " in tile_note(schedule(144, 56))
 
 
 def test_a_long_fma_latency_keeps_the_rows() -> None:
-    """Where the capped rows could not cover the FMA latency (16 cycles x 2 pipes: 32
-    accumulators), the tile keeps the model's rows and leaves ``kh`` a loop."""
-    slow = AVX512 + ",fma_latency=16"
+    """The model weighs the FMA latency against the loads: at 64 cycles every step waits
+    64 cycles for its accumulators, whatever it loads, so 28 rows (28 updates a step)
+    beat 21 rows with ``kh`` unrolled (21 a step, loads shared): the tile keeps its 28
+    rows. (At 4 cycles the loads decide: ``test_tile_rows_let_the_filter_rows_unroll``.)"""
+    slow = AVX512 + ",fma_latency=64"
     assert "register tile 28x16 " in tile_note(schedule(32, 112, machine=slow))
 
 

@@ -24,7 +24,7 @@ from polyopt.schedule.machine import Machine, gemm_blocking
 from polyopt.schedule.nest import UNKNOWN_TRIP
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.register_tile import (
-    _dividing_rows,
+    _fewer_rows,
     _register_shape,
     _tap_rows,
     row_block,
@@ -93,16 +93,16 @@ def test_tap_rows_follow_the_policy() -> None:
     assert [_tap_rows(n, narrow) for n in (30, 21, 22, 49, 2)] == [5, 3, 4, 4, 2]
 
 
-def test_dividing_rows_shrink_to_a_divisor_down_to_half() -> None:
-    policy = cpu_policy(AVX512)
-    assert _dividing_rows(14, 70, policy) == 14  # already divides
-    assert _dividing_rows(14, 90, policy) == 10  # 13, 12, 11 do not divide 90
-    assert _dividing_rows(14, 97, policy) == 14  # a prime: keep the tile
-    assert _dividing_rows(6, 25, policy) == 5
-    assert _dividing_rows(6, 26, policy) == 6  # 5, 4 and 3 do not divide 26
-    assert _dividing_rows(14, UNKNOWN_TRIP, policy) == 14  # a size: tiles fit any
-    assert _dividing_rows(6, 26, dataclasses.replace(policy, dividing_rows_min=2)) == 6
-    assert _dividing_rows(4, 26, dataclasses.replace(policy, dividing_rows_min=2)) == 2
+def test_the_rows_the_model_prices() -> None:
+    """Fewer rows than the registers hold, for the cost model to weigh: divisors of the
+    rows down to half, where the tile leaves a partial one, and the most rows that let a
+    filter tap unroll into the step (64 updates at most)."""
+    assert _fewer_rows(14, 70, [], 2) == []  # 14 divides 70: nothing to gain
+    assert _fewer_rows(14, 90, [], 2) == [10, 9]  # 13, 12, 11 do not divide 90
+    assert _fewer_rows(14, 97, [], 2) == []  # a prime
+    assert _fewer_rows(14, UNKNOWN_TRIP, [], 2) == []  # a size: tiles fit any
+    assert _fewer_rows(28, 112, [3], 1) == [21, 16, 14]  # 21 x 3 taps unroll
+    assert _fewer_rows(28, 56, [3, 3], 1) == [21, 14]
 
 
 # ---------------------------------------------------------------- _register_shape

@@ -38,7 +38,9 @@ def _tile_path(root: Node) -> list[Loop]:
 @pytest.mark.parametrize(("mr", "vectors", "step"), [
     (2, 1, 4.0),    # 2 accumulators: each waits the FMA latency (4 cycles) per step
     (8, 2, 8.0),    # 16 accumulators: 16 FMAs on 2 pipes; 8 + 2 loads on 2 ports: 5
-    (14, 1, 7.5),   # 14 broadcasts and one vector, 15 loads on 2 ports, over 7 FMA cycles
+    # 14 broadcasts and one vector of B, read in place (numpy aligns to 16 bytes: 3 of 4
+    # vectors straddle two lines, 1.75 load slots): 15.75 slots on 2 ports, over 7 FMA cycles
+    (14, 1, 7.875),
 ])
 def test_a_step_costs_its_slowest_bound(mr: int, vectors: int, step: float) -> None:
     """One step of the micro-kernel's reduction loop costs the most of its FMA pipes' time,
@@ -47,16 +49,16 @@ def test_a_step_costs_its_slowest_bound(mr: int, vectors: int, step: float) -> N
         "machine": MACHINE, "knobs": {"mr": mr, "nr": 16 * vectors, "pack": False}})
     path = _tile_path(s.root)
     stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
-    tile = registers.micro_kernel(path, stmt)
-    assert tile is not None and tile.rows == len(path) - 2
+    at = registers.tile_at(s.poly, stmt, path)
+    assert at is not None and at.tile.rows == len(path) - 2
     policy = cpu_policy(AVX512)
-    assert registers.step_cycles(s.poly, policy, stmt, path, tile, mr, vectors) == step
+    assert registers.step_cycles(s.poly, policy, stmt, path, at, vectors) == step
 
 
 def test_a_product_added_is_one_fused_operation() -> None:
     s = polyopt.schedule(MM, sizes=SIZES)
     stmt = next(st for st in s.poly.stmts if st.kind == "update")
-    assert registers.fused_ops(stmt) == 1.0
+    assert registers.kernel_ops(stmt) == registers.Ops(1.0, (0.0, 0.0))
 
 
 @pytest.mark.cc
@@ -200,3 +202,92 @@ def test_a_transposed_copy_is_priced_as_register_transposes() -> None:
     assert per == pytest.approx((16 / 2 + 16 * 4 / 2) / 256)  # one 16 x 16 block
     assert cost.vector_loads(s.poly, stmt, path, policy.max_vector_stride) is None
 
+
+
+DEPTHWISE = kernels.get("depthwise_conv2d", stride=1, padding=1)
+DW_SIZES = {"N": 1, "C": 16, "H": 56, "W": 56, "KH": 3, "KW": 3}
+
+
+def _tile(s: polyopt.Schedule) -> tuple[registers.TileAt, list[Loop], object]:
+    path = _tile_path(s.root)
+    stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
+    at = registers.tile_at(s.poly, stmt, path)
+    assert at is not None
+    return at, path, stmt
+
+
+def _per_update(mr: int) -> float:
+    """Predicted cycles of one update of a 3x3 depthwise tile of ``mr`` rows."""
+    s = polyopt.schedule(DEPTHWISE, "depthwise_conv2d", sizes=DW_SIZES,
+                         options={"machine": MACHINE, "knobs": {"mr": mr}})
+    at, path, stmt = _tile(s)
+    step = registers.step_cycles(s.poly, cpu_policy(AVX512), stmt, path,  # type: ignore[arg-type]
+                                 at, -(-at.cols // 16))
+    assert step is not None
+    return step / (at.rows * -(-at.cols // 16))
+
+
+def test_a_tap_unrolled_into_the_step_shares_its_loads() -> None:
+    """A 3x3 depthwise tile whose rows move the input as the filter's rows do: at 14 rows
+    the printer unrolls the filter row into the step (42 updates, under the cap of 64),
+    each input row loaded serves up to 3 output rows, and the step is FMA-bound; at 28
+    rows (84 updates) it stays rolled and every update loads a vector of its own, most of
+    them across two cache lines (a window read): load-bound, the step costs more per
+    update (measured, MobileNetV2 layer 3: 28 rows 0.180 ms, 14 rows 0.132)."""
+    assert _per_update(14) < 0.75 * _per_update(28)
+
+
+def test_a_window_read_splits_its_vectors_across_lines() -> None:
+    """``I(h + kh, w + kw)`` read as vectors along ``w``: each ``kw`` starts a lane
+    further, so 15 of 16 starts straddle two 64-byte lines (two load slots); a packed
+    panel's vectors start on lines (one slot)."""
+    s = polyopt.schedule(DEPTHWISE, "depthwise_conv2d", sizes=DW_SIZES,
+                         options={"machine": MACHINE, "knobs": {"mr": 14}})
+    at, path, stmt = _tile(s)
+    policy = cpu_policy(AVX512)
+    moves = registers._moves(s.poly, policy, stmt, path, at.tile)  # type: ignore[arg-type]
+    assert moves is not None
+    assert [mv.slots for mv in moves if mv.vector] == [1.9375]
+    mm = polyopt.schedule(MM, sizes=SIZES, options={"machine": MACHINE,
+                                                    "knobs": {"pack": True}})
+    at, path, stmt = _tile(mm)
+    moves = registers._moves(mm.poly, policy, stmt, path, at.tile)  # type: ignore[arg-type]
+    assert moves is not None and [mv.slots for mv in moves if mv.vector] == [1.0]
+
+
+def test_an_operation_on_one_operand_is_computed_once_per_value() -> None:
+    """``X(i + r_y, j + r_x) / 9``: the division depends on the loaded value alone, and
+    the compiler shares it among the updates that use the value; the add is per update."""
+    src = "def b(float(H,W) X) -> (Y) { Y(i,j) +=! X(i + r_y, j + r_x) / 9 " \
+          "where r_y in 0:3, r_x in 0:3 }"
+    s = polyopt.schedule(src, sizes={"H": 64, "W": 64})
+    stmt = next(st for st in s.poly.stmts if st.kind == "update")
+    assert registers.kernel_ops(stmt) == registers.Ops(1.0, (1.0,))
+
+
+def test_the_rows_are_the_models_choice() -> None:
+    """The register tile's rows are the candidate the model predicts fastest, each
+    prediction noted: a blur over 510 rows prices 28 (as many as the registers hold),
+    rows that divide 510, and 21 (its 3 filter rows unroll into the step, 63 updates),
+    and takes rows under which the filter rows unroll."""
+    src = "def b(float(H,W) X) -> (Y) { Y(i,j) +=! X(i + r_y, j + r_x) / 9 " \
+          "where r_y in 0:3, r_x in 0:3 }"
+    s = polyopt.schedule(src, sizes={"H": 512, "W": 512}, options={"machine": MACHINE})
+    note = next(n for n in s.notes if "register tile rows" in n)
+    chosen = int(note.split("register tile rows ")[1].split(",")[0])
+    priced = {int(p.split()[0]): float(p.split()[1]) for p in note.split(": ")[-1].split("; ")}
+    assert {28, 21} <= set(priced) and priced[chosen] == min(priced.values())
+    assert chosen * 3 <= 64 and _tile(s)[0].rows == chosen
+
+
+def test_rows_read_in_place_from_memory_are_bounded_by_the_streams() -> None:
+    """mm 4096x16x1024: A (16 MB) is read in place, one stream per tile row; the rows stay
+    within ``CpuPolicy.stream_rows``. With an L2 that holds A the bound does not apply."""
+    sizes = {"M": 4096, "N": 16, "K": 1024}
+    s = polyopt.schedule(MM, sizes=sizes, options={"machine": MACHINE})
+    at, _, _ = _tile(s)
+    assert at.rows <= cpu_policy(AVX512).stream_rows
+    big = polyopt.schedule(MM, sizes=sizes, options={"machine": MACHINE.replace(
+        "l2_bytes=1048576", "l2_bytes=67108864")})
+    at, _, _ = _tile(big)
+    assert at.rows > cpu_policy(AVX512).stream_rows
