@@ -45,6 +45,7 @@ from polyopt import ir
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.poly.pieces import all_updated, update_pieces, whole_reductions
 from polyopt.schedule.marks import Tag
+from polyopt.schedule.memo import Memo
 from polyopt.schedule.policy import CAPS, CpuPolicy
 from polyopt.schedule.strides import (
     GATHER,
@@ -251,8 +252,19 @@ def _moves(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Loop],
     return out
 
 
+_SLOTS: Memo[float] = Memo(1024)
+
+
 def line_slots(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, a: Access,
                lanes_loop: Loop) -> float:
+    """Load slots per vector load of ``a`` along ``lanes_loop`` (``_line_slots``), for
+    every estimate of the same loop (candidate orders keep the loops' ``expr`` objects)."""
+    return _SLOTS.get((poly, s, a.relation, lanes_loop.expr), policy.machine,
+                      lambda: _line_slots(poly, policy, s, a, lanes_loop))
+
+
+def _line_slots(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, a: Access,
+                lanes_loop: Loop) -> float:
     """Load slots per vector load of ``a`` along ``lanes_loop`` (a vector loop whose
     vectors start at multiples of the lanes): one per cache line it spans, on average
     over where its vectors start. Those starts are the flat index (``a``'s, on the
