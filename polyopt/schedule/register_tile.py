@@ -111,7 +111,7 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
     then loads each operand row once for up to the tap's trip of updates. Each
     prediction is noted."""
     trips = {lp.name: trip(lp, schedule.poly.domain) for lp in chain}
-    taps = [trips[n] for n in plan.inner]
+    taps = _shared_taps(chain, s, plan, trips)
     mine = set(tf.stmts_of(chain[0]))
     best: tuple[Schedule, Estimate, int] | None = None
     seen = []
@@ -138,6 +138,20 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
                      for mr, e in seen)
     return best[0].note(f"{plan.row}: register tile rows {best[2]}, the least predicted "
                         f"cycles of: {told}")
+
+
+def _shared_taps(chain: list[Loop], s: PolyStmt, plan: TilePlan,
+                 trips: dict[str, int]) -> list[int]:
+    """The trips of the tile's reduction loops (the taps inside, the reduction's block)
+    that move a vector operand as the rows do (``I(h + kh, w)``, vectors along ``w``): the
+    printer unrolls only such a loop, where unrolling loads fewer vectors
+    (``microkernel.Emitter._unrolled``)."""
+    its = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
+    row_it, col_it = plan.iterators
+    steps = {**{n: trips[n] for n in plan.inner}, plan.red: min(plan.kc, trips[plan.red])}
+    return [k for n, k in steps.items() if any(
+        r.read.uses(col_it) and any({row_it, its[n]} <= ir.index_names(ix)
+                                    for ix in r.read.indices) for r in s.reads)]
 
 
 def _faster(a: Estimate, b: Estimate) -> bool:
