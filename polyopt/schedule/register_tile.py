@@ -105,9 +105,9 @@ def _built(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: TilePlan) -
 def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: TilePlan,
                    policy: CpuPolicy, knobs: Knobs) -> Schedule:
     """The tile with the rows the cost model predicts fastest (its nest and packing;
-    ``order.no_slower``, a tie to more rows): ``plan``'s, as many as the registers hold,
-    or fewer (``_fewer_rows``) where that leaves no partial row tile running as plain
-    loops, or lets the printer unroll a filter tap into the micro-kernel's step, which
+    ``_faster``: a tie to the one computing less, then to more rows): ``plan``'s, as
+    many as the registers hold, or fewer (``_fewer_rows``) where that leaves no partial
+    row tile, or lets the printer unroll a filter tap into the micro-kernel's step, which
     then loads each operand row once for up to the tap's trip of updates. Each
     prediction is noted."""
     trips = {lp.name: trip(lp, schedule.poly.domain) for lp in chain}
