@@ -30,6 +30,7 @@ faster measured (within ``--tie`` both count).
 from __future__ import annotations
 
 import argparse
+import re
 import time
 import warnings
 from dataclasses import dataclass
@@ -140,8 +141,8 @@ def rows_row(nest: Nest, calls: int) -> str:
     ks = {str(m): polyopt.compile(nest.source, nest.name, sizes=nest.sizes,
                                   options={"knobs": {"mr": m}}) for m in ROWS}
     ks["pipeline"] = polyopt.compile(nest.source, nest.name, sizes=nest.sizes)
-    tiles = [n.split("register tile ")[1].split(" ")[0] for n in ks["pipeline"].schedule.notes
-             if "register tile " in n and "x" in n.split("register tile ")[1].split(" ")[0]]
+    tiles = [m.group(1) for n in ks["pipeline"].schedule.notes
+             if (m := re.search(r"register tile (\d+x\d+) ", n))]
     rng = np.random.default_rng(0)
     t = timed(ks, [rng.random(sh, dtype=np.float32) for sh in nest.shapes], calls)
     return (f"| {nest.label} | {', '.join(tiles)} | {t['pipeline'] * 1e3:.3f} | "
