@@ -324,6 +324,8 @@ class Emitter:
                        f"{home(r, v)}, sizeof acc_{r}_{v});")
         ap = self.ast_expr
         inner = pad + "  "
+        rolled = len(t.ks) - (self.unroll is not None)
+        self.sp.ctx.nested_tile_loops |= rolled > 1
         for k, it in zip(t.ks, self.k_its, strict=True):
             if self.unroll is not None and it == self.unroll[0]:
                 continue  # its steps are in the body
@@ -343,7 +345,7 @@ class Emitter:
                 expr = vector_rhs(t.stmt.stmt.rhs, self.dtype,
                                   {rid: values[(rid, 0, r, v)] for rid in plan})
                 out.append(f"{inner}acc_{r}_{v} += {expr};")
-        for depth in reversed(range(len(t.ks) - (self.unroll is not None))):
+        for depth in reversed(range(rolled)):
             out.append(f"{pad}  {'  ' * depth}}}")
         for r, v in accs:
             out.append(f"{pad}  __builtin_memcpy({home(r, v)}, &acc_{r}_{v}, "

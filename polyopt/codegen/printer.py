@@ -49,7 +49,7 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
     helpers = [transpose.SHUFFLE_CHECK, *ctx.helpers.values()] if ctx.helpers else []
     lines = [dialect.prelude, *helpers, *(f"/* storage: {m} */" for m in storage
                                            if m.tensor in ctx.modulo),
-             dialect.function_header(symbol) + " {"]
+             dialect.function_header(symbol, ctx.nested_tile_loops) + " {"]
     lines += _declarations(ctx, dialect, dims)
     lines += body
     lines += ["  (void)dims; (void)err;", "  return 0;", "}", ""]

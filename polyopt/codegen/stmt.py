@@ -28,6 +28,9 @@ class KernelContext:
     modulo: dict[str, tuple[int, int]] = field(default_factory=dict)  # -> (dim, modulus)
     helpers: dict[str, str] = field(default_factory=dict)  # C functions the body calls
     types: Types = C_TYPES
+    # a register tile keeps a rolled loop inside another (filter taps): the kernel's
+    # function is compiled without GCC's predictive commoning (``Dialect.function_header``)
+    nested_tile_loops: bool = False
 
 
 def specialized_values(program: ir.Program) -> dict[str, int]:

@@ -194,25 +194,6 @@ class CpuPolicy:
     not the gain."""
 
     # ---- register tiles (schedule/register_tile.py) ----
-    tap_rows: tuple[int, int] = (6, 12)
-    """Rows of a register tile that spans a multi-vector channel block with filter taps inside: the
-    largest divisor of the output row in this range (else ``tap_rows_default``). The range is
-    not measured; what is (ResNet-50's 3x3 layers): 28 rows of one vector ran 1.5x slower than 7
-    rows of two (28 broadcast loads per weight vector, no registers left for the taps'
-    addresses). Re-measure: ``polyopt bench conv --model resnet50 --layers 3,11`` with
-    ``options={"knobs": {"mr": m}}`` over the range. Not derived: the registers the model counts
-    (``register_rows``: accumulators, operand vectors, one broadcast) allow 14 rows of two
-    vectors on 32 registers, but the taps' addresses take general-purpose registers and their
-    loads issue slots, neither of which the machine model holds."""
-
-    tap_rows_default: int = 8
-    """Rows when no divisor of the output row is in ``tap_rows`` (taken with the range). Not
-    derived, as ``tap_rows``."""
-
-    tap_rows_vectors: int = 2
-    """Register tiles at least this many vectors wide (a whole channel block of
-    ``wide_block_vectors``) take ``tap_rows`` rows when filter taps run inside them."""
-
     max_rows: int = 28
     """Most rows of a register tile that uses fewer vectors per row than the model's
     (``register_rows``): more unrolled rows make the micro-kernel's code large for little

@@ -186,7 +186,7 @@ def _fewer_rows(mr: int, rows: int, taps: list[int], vectors: int) -> list[int]:
 def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt, policy: CpuPolicy,
                knobs: Knobs = DEFAULT_KNOBS, rows_of: int | None = None) -> TilePlan | None:
     """The plan of the register tile, with ``rows_of`` rows (else the knob's, else as many
-    as the registers hold: ``_register_shape``, ``_tap_rows``)."""
+    as the registers hold: ``_register_shape``)."""
     if s.kind != "update" or s.stmt.op != "+" or s.guarded or not s.stmt.lhs:
         return None
     raw = {lp.name: raw_iterator(lp.expr, s.name) for lp in chain}
@@ -213,8 +213,6 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt, policy: CpuPo
                                    -_stride_rank(s, its[n]), trips[n]))
     red = max(reds, key=lambda n: trips[n])
     inner = tuple(n for n in reds if n != red and trips[n] <= policy.small_reduction)
-    if inner and not fixed and nr >= policy.tap_rows_vectors * b.lanes and trips[col] == nr:
-        mr = _tap_rows(trips[row], policy)  # filter taps in a tile of a channel block
     if nr < b.lanes or nr % b.lanes:
         return None
     pays = functools.partial(_pays_to_pack, policy, trips[red])
@@ -410,14 +408,6 @@ def row_block(policy: CpuPolicy, knob: int | None, tile: tuple[int, int, int],
         return None
     mc = -(-knob // mr) * mr
     return mc if mc < rows else None
-
-
-def _tap_rows(rows: int, policy: CpuPolicy) -> int:
-    """Rows of a register tile with filter taps inside: the largest divisor of ``rows`` in
-    ``policy.tap_rows``, else ``tap_rows_default`` (at most ``rows``)."""
-    low, high = policy.tap_rows
-    fits = [m for m in range(high, low - 1, -1) if rows % m == 0]
-    return fits[0] if fits else min(rows, policy.tap_rows_default)
 
 
 def _register_shape(b: Blocking, policy: CpuPolicy, cols: int) -> tuple[int, int]:

@@ -237,3 +237,23 @@ def test_each_operand_is_addressed_from_one_pointer() -> None:
     assert "#pragma GCC unroll 1" in kernel.source
     a, b = operands(56, 70, 16)
     np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(70))
+
+
+def test_a_tile_with_rolled_tap_loops_turns_off_predictive_commoning() -> None:
+    """A convolution's tile keeps its taps as loops inside the reduction's: the kernel's
+    function is compiled without GCC's predictive commoning, which carried the input's
+    broadcast values from one tap to the next and spilled them (``Dialect``). A matmul's
+    tile has one rolled loop and keeps it; the guard leaves other compilers alone."""
+    sizes = {"N": 1, "C": 16, "H": 10, "W": 28, "F": 32, "KH": 3, "KW": 3}
+    conv = polyopt.compile(kernels.get("conv2d"), sizes=sizes)
+    header = next(x for x in conv.source.splitlines() if "int polyopt_conv2d(" in x)
+    assert header.startswith("PO_NESTED_TILE_LOOPS ")
+    assert '#if defined(__GNUC__) && !defined(__clang__)' in conv.source
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 16, 10, 28)).astype(np.float32)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))
+    want = np.einsum("nchwij,fcij->nfhw", windows, w)
+    np.testing.assert_allclose(conv(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(144))
+    mm = polyopt.compile(MM, sizes={"M": 56, "K": 70, "N": 64})
+    assert "PO_NESTED_TILE_LOOPS int" not in mm.source

@@ -1,5 +1,5 @@
-"""The pipelines' policies: the decision functions that read them (``_tap_rows``,
-``_register_shape``, ``plan_blocking``) on shapes other than ResNet-50's, every field
+"""The pipelines' policies: the decision functions that read them (``_register_shape``,
+``_fewer_rows``, ``plan_blocking``) on shapes other than ResNet-50's, every field
 documented, and the tuner's space and features reading the values the pipelines use."""
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.register_tile import (
     _fewer_rows,
     _register_shape,
-    _tap_rows,
     row_block,
 )
 from polyopt.tune.features import Footprints
@@ -74,23 +73,6 @@ def test_policies_are_frozen_and_cached_per_model() -> None:
         policy.wide_rows = 1  # type: ignore[misc]
     assert gpu_policy() is gpol.GPU_POLICY and gpol.GPU_POLICY.model is DEFAULT_GPU
     assert DEFAULT_GPU.registers_per_full_block == 64  # 65536 / 1024
-
-
-# ---------------------------------------------------------------- _tap_rows
-
-@pytest.mark.parametrize(("rows", "mr"), [
-    (30, 10),  # 12 and 11 do not divide 30
-    (60, 12), (18, 9), (42, 7), (66, 11),
-    (13, 8), (17, 8),  # no divisor in 6..12: the default
-    (5, 5), (1, 1),  # fewer rows than the default: all of them
-])
-def test_tap_rows_is_the_largest_divisor_in_range(rows: int, mr: int) -> None:
-    assert _tap_rows(rows, cpu_policy(AVX512)) == mr
-
-
-def test_tap_rows_follow_the_policy() -> None:
-    narrow = dataclasses.replace(cpu_policy(AVX512), tap_rows=(3, 5), tap_rows_default=4)
-    assert [_tap_rows(n, narrow) for n in (30, 21, 22, 49, 2)] == [5, 3, 4, 4, 2]
 
 
 def test_the_rows_the_model_prices() -> None:
