@@ -18,6 +18,11 @@ the median and quartiles over seeds per strategy and budget::
     flock -s /tmp/bench.lock python3 scripts/search_vs_random.py --tables T.json \\
         --measure --ops permute_210,bmm --sample 192      # measure (minutes per operator)
     python3 scripts/search_vs_random.py --tables T.json   # simulate (seconds)
+    python3 scripts/search_vs_random.py --tables T.json --reprice  # today's model (minutes)
+
+A table keeps the features and prior of the cost model of the day it was measured;
+``--reprice`` recomputes them with this tree's model (the times are the measured ones), so
+the simulation is of the tuner as it is now.
 
 ``scripts/data/search_tables.json`` holds the tables of the study of 2026-12-02 (11 suite
 operators, measured on the shared 2-core machine under load 4-5).
@@ -223,6 +228,17 @@ def study(tables: dict[str, Any], budgets: Sequence[int], seeds: int) -> dict[st
     return out
 
 
+def repriced(op: str, table: dict[str, Any]) -> dict[str, Any]:
+    """``table`` with the features and prior of each configuration computed by this tree's
+    cost model, as a live search would see them (the times stay the measured ones)."""
+    from polyopt.tune.tuner import analytic
+
+    case = suite_cases()[op]
+    features, prior = analytic(case.source, case.kernel, case.sizes)
+    return {**table, "features": [list(features(c)) for c in table["configs"]],
+            "prior": [prior(c) if prior else None for c in table["configs"]]}
+
+
 def quartiles(xs: Sequence[float]) -> tuple[float, float, float]:
     q = statistics.quantiles(xs, n=4, method="inclusive")
     return q[0], q[1], q[2]
@@ -303,6 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "many times the default (or 1 s) is timed once, not in rounds")
     p.add_argument("--json", help="live runs: results file (appended to)")
     p.add_argument("--table", action="store_true", help="print the saved table only")
+    p.add_argument("--reprice", action="store_true", help="table mode: recompute each "
+                   "configuration's features and prior with this tree's cost model first "
+                   "(the tables keep the model's of the day they were measured)")
     args = p.parse_args(argv)
     ops = list(filter(None, args.ops.split(",")))
     if args.tables:
@@ -325,6 +344,8 @@ def _table_mode(args: argparse.Namespace, ops: list[str]) -> int:
     if missing:
         raise SystemExit(f"no table for {', '.join(missing)} in {args.tables}")
     tables = {op: tables[op] for op in ops} if ops else tables
+    if args.reprice:
+        tables = {op: repriced(op, t) for op, t in tables.items()}
     budgets = sorted(int(b) for b in (args.budgets or "8,16,32,64").split(","))
     result = study(tables, budgets, int(args.seeds or 64))
     print(study_table(tables, result, budgets))
