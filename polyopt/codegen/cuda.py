@@ -43,6 +43,7 @@ class CudaDialect(Dialect):
                "#define POLYOPT_SHARED(T, name, n) __shared__ T name[n]\n"
                "#endif" + PRELUDE)
     restrict = "__restrict__"
+    nested_tile_loops_attribute = ""  # no register tiles here, and nvcc is no GCC
     parallel_pragma = ""
     simd_pragma = ""
     vector_bytes = 0
