@@ -263,14 +263,17 @@ class NestEmitter:
         stores = [f"__builtin_memcpy(&{d_ref}[{bases[1]} + (po_r + {k}L) * {d_row}L + po_c], "
                   f"&po_t[{k}], sizeof po_t[{k}]);" for k in range(lanes)]
         inner = pad + "      "
+        row_loop = [f"for (long po_i = 0; po_i < {rows}L; po_i += {lanes}L) {{",
+                    f"  const long po_r = po_i + {lanes}L <= {rows}L ? po_i : {rows - lanes}L;"]
+        col_loop = [f"for (long po_j = 0; po_j < {cols}L; po_j += {lanes}L) {{",
+                    f"  const long po_c = po_j + {lanes}L <= {cols}L ? po_j : {cols - lanes}L;"]
+        # The column groups outside: a pass reads ``lanes`` source rows whole (each a
+        # stream the prefetchers follow), not every column's row at once. ResNet-50 layer
+        # 23's weights in 32-channel blocks (4608 x 32): 32 streams ran its call 1.14x slower.
         return [f"{pad}{{ /* transposed copy {tp.stmt.name}: {rows} x {cols} */",
                 f"{pad}  {typedef}", f"{pad}  {vec} po_t[{lanes}];",
-                f"{pad}  for (long po_i = 0; po_i < {rows}L; po_i += {lanes}L) {{",
-                f"{pad}    const long po_r = po_i + {lanes}L <= {rows}L ? po_i : "
-                f"{rows - lanes}L;",
-                f"{pad}    for (long po_j = 0; po_j < {cols}L; po_j += {lanes}L) {{",
-                f"{inner}const long po_c = po_j + {lanes}L <= {cols}L ? po_j : "
-                f"{cols - lanes}L;",
+                f"{pad}  {col_loop[0]}", f"{pad}  {col_loop[1]}",
+                f"{pad}    {row_loop[0]}", f"{pad}    {row_loop[1]}",
                 *(inner + x for x in loads),
                 f"{inner}{helper_name(self.dtype, lanes)}(po_t);",
                 *(inner + x for x in stores), f"{pad}    }}", f"{pad}  }}", f"{pad}}}"]
