@@ -153,13 +153,15 @@ class CpuPolicy:
     1): 51.8 ms against 59.3 ms with one-vector blocks; the 3x3 layers on 28- and 56-wide rows
     ran 1.4-1.6x faster, the 14- and 7-wide ones and 1x1 layers slower. Re-measure: ``polyopt
     bench conv --model resnet50`` (or ``scripts/bench_conv.py``) with ``options={"knobs":
-    {"block": 2 * lanes}}`` against ``{"block": lanes}``. Much of that gap was GCC's predictive
-    commoning spilling the one-vector tiles' broadcasts (``Dialect``); without it, same process
-    (2026-12-05, 30-40 calls, median): ResNet-50 layers 1, 3, 7, 11 tie (one vector 0.99-1.01x
-    the time of two), the suite's conv_7x7_s2 and conv_3x3_dil2 run 1.14-1.15x slower in one
-    vector, conv_5x5 1.08x faster; on 14- and 7-wide rows two vectors run 1.03-1.14x slower
-    (layers 13, 17, 23). Not derived: the cost model predicts the layers' two blocks within
-    5% and ranks them wrongly on the narrow rows (two vectors 5% faster)."""
+    {"block": 2 * lanes}}`` against ``{"block": lanes}``. That gap was GCC's predictive
+    commoning spilling the one-vector tiles' broadcasts (``Dialect``) and the two-vector
+    blocks' weights copied from 32 streams at once (``codegen/transpose.py``). Without both,
+    same process (2026-12-05, 30 calls, median), two vectors take 0.96-1.03x the time of one
+    on ResNet-50's 3x3 layers (1, 3, 7, 11, 13, 17, 23), 1.00-1.03x on the suite's conv_3x3,
+    conv_5x5 and conv_7x7_s2, and 0.87x on conv_3x3_dil2: a near tie that this rule breaks
+    toward two vectors on wide rows. Not derived: the cost model predicts the layers' two
+    blocks within 5% of each other too, and pricing both layouts would lower a convolution
+    twice more (its compile is up to 0.87 s of the 1 s budget)."""
 
     wide_block_vectors: int = 2
     """Vectors per channel block of a wide convolution (above): the register tile then holds
