@@ -190,8 +190,14 @@ def step_cycles(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Lo
     vectors a row): the slowest of its bounds (the module docstring), over the reduction
     loop the printer unrolls into the step where it does (``unrolled``). None when the
     target moves with the ``k`` loops or an operand strides along ``v``: no micro-kernel
-    the model knows."""
+    the model knows, and when the tile's accumulators outnumber the vector registers: the
+    compiler keeps them in memory, and the tile costs what the plain nest does (a target
+    loaded and stored at each update). On the tuner's tables such tiles (12 x 4 vectors,
+    28 x 4) ran 8-21x the best of a 1000 x 1100 x 1200 product, a step the registers
+    would take in some 50 cycles."""
     m = policy.machine
+    if at.rows * vectors > m.vector_registers:
+        return None
     moves = _moves(poly, policy, s, path, at.tile)
     if moves is None:
         return None

@@ -55,6 +55,26 @@ def test_a_step_costs_its_slowest_bound(mr: int, vectors: int, step: float) -> N
     assert registers.step_cycles(s.poly, policy, stmt, path, at, vectors) == step
 
 
+def test_accumulators_beyond_the_registers_are_priced_as_the_plain_nest() -> None:
+    """12 rows of 4 vectors need 48 accumulators on 32 registers: the compiler keeps them
+    in memory, so the model has no register level for the tile (None) and prices the
+    nest as plain loops; 6 x 4 (24) still run in registers and predict faster."""
+    cycles = {}
+    for mr in (6, 12):
+        s = polyopt.schedule(MM, sizes=SIZES, options={
+            "machine": MACHINE, "knobs": {"mr": mr, "nr": 64, "pack": False}})
+        path = _tile_path(s.root)
+        stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
+        at = registers.tile_at(s.poly, stmt, path)
+        assert at is not None
+        step = registers.step_cycles(s.poly, cpu_policy(AVX512), stmt, path, at, 4)
+        assert (step is None) == (mr == 12)
+        est = cost.estimate(s.poly, s.root, cpu_policy(AVX512))
+        assert est is not None
+        cycles[mr] = est.cycles
+    assert cycles[12] > 2 * cycles[6]
+
+
 def test_a_product_added_is_one_fused_operation() -> None:
     s = polyopt.schedule(MM, sizes=SIZES)
     stmt = next(st for st in s.poly.stmts if st.kind == "update")
