@@ -21,8 +21,8 @@ from pathlib import Path
 
 CPUINFO = Path("/proc/cpuinfo")
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
-DEFAULT_CACHES = {"line_bytes": 64, "l1d_bytes": 32 << 10, "l2_bytes": 1 << 20,
-                  "l3_bytes": 8 << 20}
+DEFAULT_CACHES = {"line_bytes": 64, "l1d_bytes": 32 << 10, "l1d_ways": 8,
+                  "l2_bytes": 1 << 20, "l3_bytes": 8 << 20}
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 # cpuinfo fields that name the processor and its features (what -march=native depends on),
 # not ones that change while it runs (MHz, bogomips).
@@ -130,8 +130,9 @@ def parse_cache_size(text: str) -> int:
 
 
 def cache_sizes(root: Path = SYSFS_CACHE) -> dict[str, int]:
-    """Line and L1d/L2/L3 sizes from a sysfs ``cpuN/cache`` folder; defaults for what is
-    missing (and an L3 of 0 when the hierarchy was read and has none)."""
+    """Line and L1d/L2/L3 sizes and L1d's ways from a sysfs ``cpuN/cache`` folder; defaults
+    for what is missing (and an L3 of 0 when the hierarchy was read and has none; a fully
+    associative L1d, which sysfs may show as 0 ways, as the default)."""
     found: dict[str, int] = {}
     if not root.is_dir():
         return dict(DEFAULT_CACHES)
@@ -148,6 +149,11 @@ def cache_sizes(root: Path = SYSFS_CACHE) -> dict[str, int]:
             continue
         seen_l3 = seen_l3 or level == 3
         found[key] = size
+        if level == 1:
+            with contextlib.suppress(OSError, ValueError):
+                ways = int((index / "ways_of_associativity").read_text())
+                if ways > 0:
+                    found["l1d_ways"] = ways
         if level == 1 or "line_bytes" not in found:
             with contextlib.suppress(OSError, ValueError):
                 found["line_bytes"] = int((index / "coherency_line_size").read_text())

@@ -14,8 +14,8 @@ padded input copied (``cpu.faster_layout``), so its choice can be neither of the
 (``driver.layout_candidates``), on the layout nests and three convolutions more.
 ``--decision rows``: a register tile's rows (knob ``mr``) swept, and the rows the pipeline
 takes (the cost model's, ``register_tile._fewest_cycles``), on products whose row operand
-is read in place from memory (the measurement behind ``CpuPolicy.stream_rows``) and on
-others.
+is read in place, its rows a power of two of lines apart (one L1 set: the measurement
+behind ``register_tile._conflict_rows``) or not, and on others.
 
 Each pair is compiled in this process and timed alternately, the median of ``--calls``
 calls each (2 threads here); the last column says whether the faster predicted is the
@@ -128,6 +128,8 @@ def rows_nests() -> list[Nest]:
     """Products whose row tiles read a large operand in place, and two that pack it."""
     body = "A(i,r_k) * B(r_k,j)"
     return [_mm("mm 4096x16x1024", "MK", "KN", body, {"M": 4096, "N": 16, "K": 1024}),
+            _mm("mm 4096x16x1040", "MK", "KN", body, {"M": 4096, "N": 16, "K": 1040}),
+            _mm("mm 128x16x1024", "MK", "KN", body, {"M": 128, "N": 16, "K": 1024}),
             _mm("mm 2048x48x2048", "MK", "KN", body, {"M": 2048, "N": 48, "K": 2048}),
             _mm("mm 1024x1024x1024", "MK", "KN", body, {"M": 1024, "N": 1024, "K": 1024}),
             _mm("mm 1000x1100x1200", "MK", "KN", body, {"M": 1000, "N": 1100, "K": 1200})]

@@ -68,6 +68,10 @@ class Machine:
     cores: int = 1
     line_bytes: int = 64
     l1d_bytes: int = 32 << 10
+    l1d_ways: int = 8
+    """L1d associativity (sysfs ``ways_of_associativity``): lines whose addresses agree
+    modulo ``l1d_bytes / l1d_ways`` share a set of this many. It bounds a register tile's
+    rows over an operand read in place (``register_tile._conflict_rows``)."""
     l2_bytes: int = 1 << 20
     l3_bytes: int = 8 << 20
 
@@ -88,7 +92,8 @@ class Machine:
         l3 = _size(self.l3_bytes) if self.l3_bytes else "none"
         return (f"{self.vector_bytes * 8}-bit vectors x {self.vector_registers} registers, "
                 f"FMA latency {self.fma_latency} x {self.fma_units} pipes, {self.cores} cores, "
-                f"L1d {_size(self.l1d_bytes)}, L2 {_size(self.l2_bytes)}, L3 {l3}, "
+                f"L1d {_size(self.l1d_bytes)} ({self.l1d_ways}-way), "
+                f"L2 {_size(self.l2_bytes)}, L3 {l3}, "
                 f"{self.line_bytes}-byte lines")
 
 

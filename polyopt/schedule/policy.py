@@ -215,15 +215,6 @@ class CpuPolicy:
     cache-set conflicts in the micro-kernel's strided panel loads, is below the model's grain
     (it counts lines and pages per loop level, not conflicts)."""
 
-    stream_rows: int = 10
-    """Most rows of a register tile over an operand read in place from memory (an
-    unpacked input larger than L2, its rows a cache line or more apart): each row is a
-    stream the core's prefetchers must follow, and past about this many they stop
-    keeping up. Measured (``python3 scripts/bench_tile_decisions.py --decision rows``: mm
-    4096x16x1024, A unpacked, 2 threads, AMD EPYC): 4-10 rows 0.59-0.62 ms, 12 rows 0.83,
-    14 1.07, 16 1.28, 20 1.75, 28 2.92. Not derived: the machine model has no prefetcher
-    (the cost model prices such reads at the memory's bandwidth whatever their number)."""
-
     pack_min_sweeps: int = 2
     """...and each operand only when the register tiles sweep it at least this many times: the
     column operand (``B``) once per row tile, the row operand (``A``) once per column tile; a

@@ -12,8 +12,8 @@ The rows are the cost model's (``_fewest_cycles``): as many as the registers hol
 fewer that leave no partial tile or let a filter tap unroll into the micro-kernel's step,
 whichever it predicts fastest (its register level prices the step's loads, shared across
 an unrolled tap and split across cache lines, ``schedule/registers.py``); rows of an
-operand read in place from memory stay within the streams a core's prefetchers follow
-(``CpuPolicy.stream_rows``).
+operand read in place stay within what L1's ways hold of lines that share a set
+(``_conflict_rows``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
+from polyopt.lang import affine
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
 from polyopt.schedule.cost import Estimate
@@ -223,7 +224,7 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt, policy: CpuPo
     pack_a = _choice(knobs.pack_a, knobs.pack, pays(-(-trips[col] // nr), trips[row] * elem,
                                                     broadcast=True, l2_blocked=blocked))
     if not pack_a and not fixed:
-        mr = min(mr, _stream_rows(schedule, s, its[row], its[col], policy))
+        mr = min(mr, _conflict_rows(schedule, s, its[row], its[col], policy))
     mr = min(mr, trips[row])
     panel = _panel_loops(s, [lp.name for lp in chain if lp.name not in (col, row, red, *inner)],
                          its, its[col], trips)
@@ -243,24 +244,53 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt, policy: CpuPo
                     (its[row], its[col]), mc, outer, panel)
 
 
-def _stream_rows(schedule: Schedule, s: PolyStmt, row_it: str, col_it: str,
-                 policy: CpuPolicy) -> int:
-    """``policy.stream_rows`` when an operand moving with the rows only is an input larger
-    than L2 whose rows (along ``row_it``) are a cache line or more apart, read in place: each
-    tile row is a stream from memory; else no bound."""
-    program, m = schedule.poly.program, policy.machine
+def _conflict_rows(schedule: Schedule, s: PolyStmt, row_it: str, col_it: str,
+                   policy: CpuPolicy) -> int:
+    """The most tile rows whose lines of each operand read in place that moves with the
+    rows only share no L1 set beyond its ways (``Machine.l1d_ways``); no bound when no
+    such operand's rows are a line or more apart. The micro-kernel reads one line of each
+    row for a line's worth of steps; rows a power of two of lines apart (a 1024-float row
+    is 64 lines: every row in one set of a 64-set L1) evict each other's lines before
+    their next step, and every broadcast then comes from L2."""
+    m, bound = policy.machine, UNKNOWN_TRIP
+    sets = max(1, m.l1d_bytes // (m.line_bytes * m.l1d_ways))
     for r in s.reads:
-        t = program.tensors[r.read.tensor]
-        if t.role != "input" or not r.read.uses(row_it) or r.read.uses(col_it):
+        if not r.read.uses(row_it) or r.read.uses(col_it):
             continue
-        ext = extents(schedule.poly, t.name)
-        elem = DTYPES[t.dtype].np.itemsize
-        dims = [d for d, ix in enumerate(r.read.indices) if row_it in ir.index_names(ix)]
-        if ext is None or not dims or math.prod(ext) * elem <= m.l2_bytes:
-            continue
-        if math.prod(ext[dims[-1] + 1:]) * elem >= m.line_bytes:
-            return policy.stream_rows
+        gap = _row_bytes(schedule, r.read, row_it)
+        if gap is not None and gap >= m.line_bytes:
+            bound = min(bound, rows_in_ways(gap, m.line_bytes, sets, m.l1d_ways))
+    return bound
+
+
+def rows_in_ways(gap: int, line: int, sets: int, ways: int, most: int = 64) -> int:
+    """The most rows ``gap`` bytes apart (up to ``most``) whose lines at one column fill
+    no cache set of ``sets`` beyond its ``ways``; ``UNKNOWN_TRIP`` when ``most`` do."""
+    count: dict[int, int] = {}
+    for n in range(most):
+        k = (n * gap // line) % sets
+        count[k] = count.get(k, 0) + 1
+        if count[k] > ways:
+            return n
     return UNKNOWN_TRIP
+
+
+def _row_bytes(schedule: Schedule, read: ir.Read, row_it: str) -> int | None:
+    """Bytes between the elements ``read`` reads at consecutive values of ``row_it`` (its
+    tensor row-major at known extents); None when an extent or an index is not known
+    affine."""
+    tensor = schedule.poly.program.tensors[read.tensor]
+    ext = extents(schedule.poly, read.tensor)
+    if ext is None:
+        return None
+    gap = 0
+    for d, ix in enumerate(read.indices):
+        try:
+            coeff = dict(affine.from_expr(ix, frozenset(ir.index_names(ix))).terms)
+        except affine.NotAffine:
+            return None
+        gap += coeff.get(row_it, 0) * math.prod(ext[d + 1:])
+    return abs(gap) * DTYPES[tensor.dtype].np.itemsize
 
 
 def _panel_loops(s: PolyStmt, others: list[str], its: dict[str, str], col_it: str,

@@ -102,10 +102,11 @@ def test_read_caches_from_fake_sysfs(tmp_path: Path) -> None:
         index = tmp_path / f"index{i}"
         index.mkdir()
         for name, text in [("level", level), ("type", kind), ("size", size),
-                           ("coherency_line_size", 64)]:
+                           ("coherency_line_size", 64), ("ways_of_associativity", 12)]:
             (index / name).write_text(f"{text}\n")
     assert hostinfo.cache_sizes(tmp_path) == {"line_bytes": 64, "l1d_bytes": 48 << 10,
-                                         "l2_bytes": 2 << 20, "l3_bytes": 32 << 20}
+                                         "l1d_ways": 12, "l2_bytes": 2 << 20,
+                                         "l3_bytes": 32 << 20}
     (tmp_path / "index3" / "level").write_text("4\n")     # no L3 any more
     assert hostinfo.cache_sizes(tmp_path)["l3_bytes"] == 0
     assert hostinfo.cache_sizes(tmp_path / "missing") == hostinfo.DEFAULT_CACHES

@@ -14,7 +14,9 @@ from polyopt.schedule.fusion import nests
 from polyopt.schedule.knobs import Knobs
 from polyopt.schedule.machine import Machine
 from polyopt.schedule.marks import Tag
+from polyopt.schedule.nest import UNKNOWN_TRIP
 from polyopt.schedule.policy import cpu_policy
+from polyopt.schedule.register_tile import rows_in_ways
 from polyopt.schedule.tree import Loop, Node, leaf_paths, stmts_of
 from polyopt.tune.space import space_for
 
@@ -300,14 +302,25 @@ def test_the_rows_are_the_models_choice() -> None:
     assert chosen * 3 <= 64 and _tile(s)[0].rows == chosen
 
 
-def test_rows_read_in_place_from_memory_are_bounded_by_the_streams() -> None:
-    """mm 4096x16x1024: A (16 MB) is read in place, one stream per tile row; the rows stay
-    within ``CpuPolicy.stream_rows``. With an L2 that holds A the bound does not apply."""
-    sizes = {"M": 4096, "N": 16, "K": 1024}
-    s = polyopt.schedule(MM, sizes=sizes, options={"machine": MACHINE})
+@pytest.mark.parametrize(("m", "k", "ways", "most"), [
+    (4096, 1024, 8, 8),     # A's rows 4 KB apart: one L1 set of 8 ways holds 8 rows' lines
+    (128, 1024, 8, 8),      # the same with A in L2: its lines would come from there each step
+    (4096, 1040, 8, 28),    # rows 65 lines apart fall in 64 sets: as many as the registers hold
+    (4096, 1024, 16, 16),   # a 16-way L1 (a synthetic machine) holds 16
+])
+def test_rows_read_in_place_fit_the_ways_of_their_l1_set(m: int, k: int, ways: int,
+                                                          most: int) -> None:
+    """mm Mx16xK with A read in place (swept once): the tile's rows are bounded by the rows
+    whose lines L1 holds at once (``register_tile._conflict_rows``): at K = 1024 every
+    row's line falls in one set (mm 128x16x1024 ran 0.097 ms at 16 rows, 0.038 at 8)."""
+    machine = MACHINE + f",l1d_ways={ways}"
+    s = polyopt.schedule(MM, sizes={"M": m, "N": 16, "K": k}, options={"machine": machine})
     at, _, _ = _tile(s)
-    assert at.rows <= cpu_policy(AVX512).stream_rows
-    big = polyopt.schedule(MM, sizes=sizes, options={"machine": MACHINE.replace(
-        "l2_bytes=1048576", "l2_bytes=67108864")})
-    at, _, _ = _tile(big)
-    assert at.rows > cpu_policy(AVX512).stream_rows
+    assert at.rows <= most and (most == 8 or at.rows > 8)
+
+
+def test_rows_in_ways_counts_lines_per_set() -> None:
+    assert rows_in_ways(4096, 64, 64, 8) == 8
+    assert rows_in_ways(2048, 64, 64, 8) == 16         # two sets
+    assert rows_in_ways(4160, 64, 64, 8) == UNKNOWN_TRIP  # every set once before a repeat
+    assert rows_in_ways(96, 64, 64, 8) == UNKNOWN_TRIP
