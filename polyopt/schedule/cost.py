@@ -23,7 +23,11 @@ For a nest (a subtree of the schedule) the model computes:
   at its measured cost, ``polyopt.schedule.calls``) and each
   level's traffic over its bandwidth, plus the TLB misses (pages as lines, the TLB as the
   cache) at their walk latency, divided over the cores of the parallel loop (memory
-  bandwidth is shared), plus OpenMP fork/join per execution of the parallel loop.
+  bandwidth is shared), plus OpenMP fork/join per execution of the parallel loop. Each
+  core also pulls its share of the lines from memory at ``core_memory_share`` of the
+  bandwidth, less where it reads more streams together than its prefetchers follow
+  (``polyopt.schedule.streams``); a parallel loop that forks more often than the cores
+  save runs on one thread.
 
 Constants (bandwidths, TLB, fork cost) are fields of
 :class:`~polyopt.schedule.policy.CpuPolicy`; sizes of caches and vectors come from its
@@ -41,7 +45,7 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.poly.model import PolyProgram, PolyStmt
-from polyopt.schedule import calls
+from polyopt.schedule import calls, streams
 from polyopt.schedule import lanes as vl
 from polyopt.schedule import registers as reg
 from polyopt.schedule.memo import Memo
@@ -134,18 +138,22 @@ class _Ctx:
     policy: CpuPolicy
     padded: frozenset[str] = frozenset()  # zero-padded packed copies (Schedule.buffers)
     skip: frozenset[str] = frozenset()  # statements the printer leaves out (dead inits)
-    foot: dict[tuple[int, int, int], int | None] = field(default_factory=dict)
+    foot: dict[tuple[int, int, int, str | None], int | None] = field(default_factory=dict)
     boxes: dict[tuple[int, int], dict[str, Box | None]] = field(default_factory=dict)
 
 
-def footprint(ctx: _Ctx, node: Node, outer: list[Loop], granule: int) -> int | None:
+def footprint(ctx: _Ctx, node: Node, outer: list[Loop], granule: int,
+              only: str | None = None) -> int | None:
     """Lines (``granule`` bytes each) one execution of ``node`` touches with the loops of
-    ``outer`` fixed at their first value; None when an extent is unknown."""
-    key = (id(node), len(outer), granule)
+    ``outer`` fixed at their first value (of tensor ``only`` alone when given); None when
+    an extent is unknown."""
+    key = (id(node), len(outer), granule, only)
     if key in ctx.foot:
         return ctx.foot[key]
     total: int | None = 0
     for tensor, box in _boxes(ctx, node, outer).items():
+        if only is not None and tensor != only:
+            continue
         ext = extents(ctx.poly, tensor)
         if box is None or ext is None:
             total = None
@@ -198,19 +206,19 @@ def _box(img: isl.Set) -> Box | None:
 
 
 def traffic(ctx: _Ctx, node: Node, outer: list[Loop], granule: int,
-            capacity: int) -> float | None:
+            capacity: int, only: str | None = None) -> float | None:
     """Granules moved into a cache of ``capacity`` granules by one execution of ``node``
-    (the module docstring's rule)."""
-    whole = footprint(ctx, node, outer, granule)
+    (the module docstring's rule); of tensor ``only`` alone in that cache when given."""
+    whole = footprint(ctx, node, outer, granule, only)
     if whole is None or whole <= capacity or isinstance(node, Leaf):
         return whole
     if isinstance(node, Sequence):
-        parts = [traffic(ctx, c, outer, granule, capacity) for c in node.children]
+        parts = [traffic(ctx, c, outer, granule, capacity, only) for c in node.children]
         return None if None in parts else sum(p for p in parts if p is not None)
     inner = [*outer, node]
-    body = footprint(ctx, node.child, inner, granule)
+    body = footprint(ctx, node.child, inner, granule, only)
     n = trip(ctx.poly, node, outer)
-    once = traffic(ctx, node.child, inner, granule, capacity)
+    once = traffic(ctx, node.child, inner, granule, capacity, only)
     if body is None or n is None or once is None:
         return None
     if n <= 1:
@@ -468,7 +476,8 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
     extent is unknown. ``parallel`` says which loops of its outer chain may run in
     parallel (default :func:`free_loop`); the outermost with enough iterations does when a
     parallel region pays for its fork and join by the one-core cycles
-    (``CpuPolicy.parallel_pays``, the rule ``parallelize`` applies). ``printed`` says
+    (``CpuPolicy.parallel_pays``, the rule ``parallelize`` applies) and its forks, one per
+    iteration of the loops outside it, cost less than the cores save. ``printed`` says
     what the printer makes of the whole schedule (:func:`printing`; by default nothing
     beyond its loops)."""
     ctx, outer = _Ctx(poly, policy, printed.padded, printed.skip), list(outer or [])
@@ -478,7 +487,7 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
         compute, vec = _compute(ctx, node, outer)
     except _Unknown:
         return None
-    moved, core, shared = [], compute, 0.0
+    moved, core, shared, pull = [], compute, 0.0, 0.0
     for name, granule, cap, bw in _levels(policy):
         t = traffic(ctx, node, outer, granule, cap)
         if t is None:
@@ -486,22 +495,77 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
         moved.append((name, t))
         if name == _levels(policy)[-1][0]:
             shared = t * granule / bw
+            # one core's own pull from memory: a part of the bandwidth, less where it
+            # reads more streams together than its prefetchers follow
+            pull = shared / policy.core_memory_share * _walks(ctx, node, outer) \
+                if shared else 0.0
         else:
             core = max(core, t * granule / bw)
     tlb = traffic(ctx, node, outer, policy.page_bytes, policy.tlb_entries)
     if tlb is None:
         return None
     moved.append(("TLB", tlb))
+    # page walks stall a core whether it waits on its caches or on its pull from memory
+    busy = max(core, pull) + tlb * policy.tlb_miss_cycles
     core += tlb * policy.tlb_miss_cycles
     lanes, forks, par = 1, 0, None
-    if policy.parallel_pays(max(core, shared)):
+    if policy.parallel_pays(max(busy, shared)):
         lanes, forks, par = _parallel(ctx, node, outer, parallel or (lambda lp: free_loop(
             poly, lp)))
-    cycles = max(core / lanes, shared) + forks * policy.fork_join_cycles
+        if max(busy / lanes, shared) + forks * policy.fork_join_cycles >= max(busy, shared):
+            lanes, forks, par = 1, 0, None  # its loop forks too often: one thread
+    cycles = max(busy / lanes, shared) + forks * policy.fork_join_cycles
     last = footprint(ctx, node, outer, policy.machine.line_bytes)
     fits = last is not None and last * policy.machine.line_bytes <= _last_level(policy)
     warm = core / lanes + forks * policy.fork_join_cycles if fits else None
     return Estimate(cycles, compute, tuple(moved), par, vec, core / lanes, warm)
+
+
+def _walks(ctx: _Ctx, node: Node, outer: list[Loop]) -> float:
+    """A core's time for the node's lines from memory over its time at its full streaming
+    rate: each tensor's lines from memory (as if alone in the last level) over the share
+    its most streams read together get (``polyopt.schedule.streams``), over all of them.
+    Only tensors larger than the last level count: one it holds is read from there
+    whenever the data start warm (``Estimate.warm``), and a handful of its lines are no
+    stream to follow."""
+    _, granule, capacity, _ = _levels(ctx.policy)[-1]
+    most: dict[str, int] = {}
+    for name, path in leaf_paths(node):
+        if name in ctx.skip:
+            continue
+        s, full = ctx.poly.stmt(name), [*outer, *path]
+        for acc in accesses(ctx.poly, name):
+            w = streams.walk(ctx.poly, s, outer, path, acc, granule)
+            if w is None or w.at is None:
+                continue
+            rows = _rows(ctx, full[w.at], full[: w.at + 1], acc.tensor) or w.streams
+            most[acc.tensor] = max(most.get(acc.tensor, 1), min(w.streams, rows))
+    if not most:
+        return 1.0
+    lines = slow = 0.0
+    for tensor, n in most.items():
+        whole = footprint(ctx, node, outer, granule, tensor)
+        if whole is None or whole <= capacity:
+            continue  # a tensor the last level holds comes from there when run warm
+        t = traffic(ctx, node, outer, granule, capacity, tensor) or 0.0
+        lines, slow = lines + t, slow + t / streams.share(ctx.policy, n)
+    total = traffic(ctx, node, outer, granule, capacity) or 0.0
+    return (total - lines + slow) / total if total else 1.0
+
+
+def _rows(ctx: _Ctx, lp: Loop, outer: list[Loop], tensor: str) -> int | None:
+    """The contiguous runs of ``tensor`` one iteration of ``lp`` touches (``outer`` its
+    loops and itself, fixed): the rows of its box before the trailing dims it covers
+    whole (``_granules``)."""
+    box = _boxes(ctx, lp.child, outer).get(tensor)
+    ext = extents(ctx.poly, tensor)
+    if box is None or ext is None or not box[0]:
+        return None
+    counts = [b - a + 1 for a, b in zip(*box, strict=True)]
+    k = len(counts) - 1
+    while k > 0 and counts[k] == ext[k]:
+        k -= 1
+    return math.prod(counts[:k])
 
 
 def _last_level(policy: CpuPolicy) -> int:

@@ -58,6 +58,7 @@ from polyopt.schedule.parallel import parallelize
 from polyopt.schedule.policy import CpuPolicy, cpu_policy
 from polyopt.schedule.register_tile import register_tile
 from polyopt.schedule.schedule import Schedule
+from polyopt.schedule.strides import iterator_bytes
 from polyopt.schedule.timetile import stencil_base, time_tile
 from polyopt.schedule.tree import Leaf, Loop, Sequence, loops, raw_iterator
 
@@ -279,9 +280,43 @@ def _cache_tile(schedule: Schedule, chain: list[Loop], policy: CpuPolicy,
                 tf.split_names(inner.name)[1]
         block = _block_of(stmts, outer) or size
         cut = _strip_transpose(schedule, chain, outer.name, block)
-        return cut.note(f"{why}: strips of {block} above {inner.name}"), inner.name
+        if not _pages_apart(schedule, stmts, outer, inner, policy):
+            return cut.note(f"{why}: strips of {block} above {inner.name}"), inner.name
+        parts = tf.split_names(inner.name)
+        cut = cut.split(inner.name, size, parts)
+        cut = cut.reorder(parts[0], tf.split_names(outer.name)[1], parts[1])
+        return cut.note(f"{why}: strips of {block} above {inner.name}, itself in strips of "
+                        f"{size}: its rows are pages apart, more than the first TLB level "
+                        "holds"), parts[1]
     except ScheduleError:
         return schedule, inner.name
+
+
+def _pages_apart(schedule: Schedule, stmts: list[PolyStmt], outer: Loop, inner: Loop,
+                 policy: CpuPolicy) -> bool:
+    """Does ``inner`` move an access that ``outer`` walks along its stride-1 index (a
+    transposed access) a page or more per step, over more pages than the first TLB level
+    holds (``CpuPolicy.l1_tlb_entries``)? A strip of ``outer`` then keeps a translation
+    per ``inner`` step (permute_210, 128 x 256 x 256 in order ``c, b, a``: 128 pages a
+    strip row, each load a first-level miss)."""
+    if trip(inner, schedule.poly.domain) <= policy.l1_tlb_entries:
+        return False
+    for s in stmts:
+        a, b = raw_iterator(outer.expr, s.name), raw_iterator(inner.expr, s.name)
+        for r in s.reads:
+            if a is None or b is None or not _transposed_read(schedule, r.read, a, b):
+                continue
+            gap = iterator_bytes(schedule.poly, r.read.tensor, r.read.indices, b)
+            if gap is not None and gap >= policy.page_bytes:
+                return True
+    return False
+
+
+def _transposed_read(schedule: Schedule, read: ir.Read, outer_it: str, inner_it: str) -> bool:
+    """Does ``read`` walk its stride-1 dimension with ``outer_it`` and not ``inner_it``?"""
+    last = len(read.indices) - 1 - ir.unit_tail(schedule.poly.program.tensors[read.tensor])
+    moves = ir.index_names(read.indices[last]) if last >= 0 else set()
+    return outer_it in moves and inner_it not in moves
 
 
 def _block_of(stmts: list[PolyStmt], lp: Loop) -> int | None:

@@ -290,8 +290,35 @@ class CpuPolicy:
     float32 (64 MB, a stream) took 8.8 ms on the 2-core VM of BENCHMARKS.md, ~7 GB/s at
     ~2.5 GHz. Re-measure with ``scripts/bench_nests.py`` (the numpy column)."""
 
+    core_memory_share: float = 0.71
+    """The share of the memory's bandwidth (``memory_bytes_per_cycle``, shared) one core
+    streams on its own: a core keeps too few lines in flight to take all of it. ``python3
+    scripts/bench_streams.py --mode cores`` (8 streams, one thread against 2, one run):
+    0.70-0.72; the sum over the first axis of 64x512x512 in order ``a, b, c`` ran 3.19 ms
+    on one thread and 2.34 on two (0.73). A ratio within one run, so it holds through this
+    VM's phases where the bandwidth itself does not."""
+
+    prefetch_streams: int = 12
+    """Streams from memory one core's prefetchers follow at once (``schedule/streams``).
+    ``scripts/bench_streams.py --mode rows --ld 262144 --chunk 1,32`` on one thread (rows a
+    MiB apart, read a line or 32 lines of each at a time): 4-12 rows at 0.12-0.14 lines per
+    cycle, 16 rows and more at 0.05-0.08; rows 4 KiB apart give the same knee. Not derived:
+    prefetchers are described nowhere the compiler can read."""
+
+    untracked_share: float = 0.45
+    """The share of a core's streaming rate the lines of streams beyond
+    ``prefetch_streams`` get (the measurement above: 16-64 rows at 0.05-0.08 lines per
+    cycle against 0.125; with the followed ones at the full rate, 0.4-0.55)."""
+
     page_bytes: int = 4096
     """Page size: the TLB's granule in the model (Linux's default pages)."""
+
+    l1_tlb_entries: int = 64
+    """First-level data TLB entries (Zen 2-4: 64-72; Skylake: 64): a strip of a
+    transposed access whose rows are pages apart keeps no more rows than this
+    (``cpu._pages_apart``). ``python3 scripts/bench_tlb.py`` (a chase over one line of each
+    of N pages): up to 64 pages 4 cycles a load, 96-512 pages 11. Not detected: CPUID
+    describes it, sysfs does not."""
 
     tlb_entries: int = 2048
     """Second-level TLB entries (Zen 2-3: 2048; Skylake: 1536). A loop whose consecutive

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
-from polyopt.lang import affine
 from polyopt.poly.model import PolyStmt
 from polyopt.schedule import transform as tf
 from polyopt.schedule.cost import Estimate
@@ -35,7 +34,7 @@ from polyopt.schedule.nest import UNKNOWN_TRIP, invariant_reads, trip, vector_ro
 from polyopt.schedule.order import nests_estimate, no_slower
 from polyopt.schedule.policy import CAPS, CpuPolicy
 from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.strides import extents
+from polyopt.schedule.strides import iterator_bytes
 from polyopt.schedule.tree import Loop, raw_iterator
 
 
@@ -116,16 +115,27 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
     mine = set(tf.stmts_of(chain[0]))
     best: tuple[Schedule, Estimate, int] | None = None
     seen = []
-    for mr in (plan.mr, *_fewer_rows(plan.mr, trips[plan.row], taps, plan.nr // plan.lanes)):
+
+    def priced(mr: int) -> tuple[Schedule, Estimate | None] | None:
         got = plan if mr == plan.mr else _tile_plan(schedule, chain, s, policy, knobs, mr)
         if got is None or got.mr != mr:
-            continue
+            return None
         try:
             built = _built(schedule, chain, s, got)
         except ScheduleError:
-            continue
+            return None
         packs = {x.name for x in built.poly.stmts} - {x.name for x in schedule.poly.stmts}
-        est = nests_estimate(built, mine | packs, policy)
+        return built, nests_estimate(built, mine | packs, policy)
+
+    first = priced(plan.mr)
+    # the prefetchers' streams count only for rows read from memory
+    cold = first is not None and first[1] is not None and first[1].warm is None
+    for mr in (plan.mr, *_fewer_rows(plan.mr, trips[plan.row], taps, plan.nr // plan.lanes,
+                                     policy.prefetch_streams if cold else None)):
+        got = first if mr == plan.mr else priced(mr)
+        if got is None:
+            continue
+        built, est = got
         if est is None:
             return built if best is None else best[0]
         seen.append((mr, est))
@@ -164,16 +174,21 @@ def _faster(a: Estimate, b: Estimate) -> bool:
     return not no_slower(b, a)[0] or a.compute < b.compute
 
 
-def _fewer_rows(mr: int, rows: int, taps: list[int], vectors: int) -> list[int]:
+def _fewer_rows(mr: int, rows: int, taps: list[int], vectors: int,
+                streams: int | None = None) -> list[int]:
     """Row counts below ``mr`` worth pricing for ``rows`` rows: for each filter tap of
     trip ``t``, the most rows whose step, the tap unrolled, stays within the printer's
-    cap (``Caps.max_unrolled_updates``); and for those and ``mr``, when they leave a
-    partial row tile, the divisors of the rows down to half of them. A search range, not
-    a cost: the model prices each."""
+    cap (``Caps.max_unrolled_updates``); given ``streams`` (rows read from memory), the
+    most whose rows of memory, the taps' rows with them, stay within the streams a core's
+    prefetchers follow (``CpuPolicy.prefetch_streams``); and for those and ``mr``, when
+    they leave a partial row tile, the divisors of the rows down to half of them. A search
+    range, not a cost: the model prices each."""
     if rows >= UNKNOWN_TRIP:
         return []
     tops = [mr, *(min(mr, CAPS.max_unrolled_updates // (t * max(vectors, 1)))
                   for t in taps if t > 1)]
+    if streams is not None:
+        tops.insert(1, min(mr, streams - max([t - 1 for t in taps], default=0)))
     out: dict[int, None] = {}
     for top in tops:
         if top < 1:
@@ -257,7 +272,7 @@ def _conflict_rows(schedule: Schedule, s: PolyStmt, row_it: str, col_it: str,
     for r in s.reads:
         if not r.read.uses(row_it) or r.read.uses(col_it):
             continue
-        gap = _row_bytes(schedule, r.read, row_it)
+        gap = iterator_bytes(schedule.poly, r.read.tensor, r.read.indices, row_it)
         if gap is not None and gap >= m.line_bytes:
             bound = min(bound, rows_in_ways(gap, m.line_bytes, sets, m.l1d_ways))
     return bound
@@ -273,24 +288,6 @@ def rows_in_ways(gap: int, line: int, sets: int, ways: int, most: int = 64) -> i
         if count[k] > ways:
             return n
     return UNKNOWN_TRIP
-
-
-def _row_bytes(schedule: Schedule, read: ir.Read, row_it: str) -> int | None:
-    """Bytes between the elements ``read`` reads at consecutive values of ``row_it`` (its
-    tensor row-major at known extents); None when an extent or an index is not known
-    affine."""
-    tensor = schedule.poly.program.tensors[read.tensor]
-    ext = extents(schedule.poly, read.tensor)
-    if ext is None:
-        return None
-    gap = 0
-    for d, ix in enumerate(read.indices):
-        try:
-            coeff = dict(affine.from_expr(ix, frozenset(ir.index_names(ix))).terms)
-        except affine.NotAffine:
-            return None
-        gap += coeff.get(row_it, 0) * math.prod(ext[d + 1:])
-    return abs(gap) * DTYPES[tensor.dtype].np.itemsize
 
 
 def _panel_loops(s: PolyStmt, others: list[str], its: dict[str, str], col_it: str,

@@ -10,11 +10,14 @@ a data-dependent index).
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import islpy as isl
 
+from polyopt import ir
 from polyopt.dtypes import DTYPES
+from polyopt.lang import affine
 from polyopt.poly.model import PolyProgram, PolyStmt, tensor_box
 from polyopt.schedule.memo import Memo
 from polyopt.schedule.tree import Loop, pieces
@@ -143,3 +146,22 @@ def _stride(poly: PolyProgram, acc: Access, step: isl.Map) -> Stride:
     size = elem_bytes(poly, acc.tensor)
     kind = INVARIANT if flat == 0 else UNIT if abs(flat) == 1 else STRIDED
     return Stride(kind, abs(flat) * size, flat)
+
+
+def iterator_bytes(poly: PolyProgram, tensor: str, indices: tuple[ir.Expr, ...],
+                   it: str) -> int | None:
+    """Bytes between the elements of ``tensor`` that ``indices`` name at consecutive
+    values of index ``it`` (row-major at known extents): a register tile's rows apart, a
+    transposed access's pages apart; None when an extent or an index is not known
+    affine."""
+    ext = extents(poly, tensor)
+    if ext is None:
+        return None
+    gap = 0
+    for d, ix in enumerate(indices):
+        try:
+            coeff = dict(affine.from_expr(ix, frozenset(ir.index_names(ix))).terms)
+        except affine.NotAffine:
+            return None
+        gap += coeff.get(it, 0) * math.prod(ext[d + 1:])
+    return abs(gap) * elem_bytes(poly, tensor)

@@ -23,6 +23,7 @@ MACHINE = ("vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576
 BROADCAST = "def f(float(I) A, float(J) B) -> (O) { O(i) +=! A(i) * B(r_j) }"
 SCALE = "def f(float(N) A) -> (O) { O(i) = A(i) * 2 }"
 TRANSPOSE = "def f(float(N,M) A) -> (O) { O(j,i) = A(i,j) }"
+LGAMMA = "def f(float(N) A) -> (O) { O(i) = lgamma(A(i)) * 2 }"  # no vector variant
 
 
 def _threads(source: str, sizes: dict[str, int], cores: int) -> str:
@@ -43,14 +44,17 @@ def test_many_cycles_run_in_parallel_with_few_instances() -> None:
     assert ": parallel" in _threads(TRANSPOSE, {"N": 128, "M": 128}, 2)
 
 
-@pytest.mark.parametrize(("n", "cores", "parallel"), [
-    (8000, 2, False),   # ~2e4 cycles: 2 cores save ~1e4, under a fork and join (1.5e4)
-    (8000, 16, True),   # 16 cores save ~1.9e4
-    (4000, 16, False),  # ~1e4 cycles: even all of them is under a fork and join
-    (1 << 20, 1, False),
+@pytest.mark.parametrize(("source", "n", "cores", "parallel"), [
+    (SCALE, 8000, 2, False),   # 64 KB from memory: 2 cores share its bandwidth, save ~1e4
+    (SCALE, 8000, 16, False),  # ... and 16 save no more: the memory bounds it either way
+    (SCALE, 1 << 20, 1, False),
+    (LGAMMA, 500, 2, False),   # scalar calls: 2 cores save less than a fork and join
+    (LGAMMA, 500, 16, True),   # 16 save more
+    (LGAMMA, 250, 16, False),  # even all of them is under a fork and join
 ])
-def test_the_machines_cores_move_the_decision(n: int, cores: int, parallel: bool) -> None:
-    why = _threads(SCALE, {"N": n}, cores)
+def test_the_machines_cores_move_the_decision(source: str, n: int, cores: int,
+                                              parallel: bool) -> None:
+    why = _threads(source, {"N": n}, cores)
     assert (": parallel" in why) is parallel, why
 
 
