@@ -529,26 +529,29 @@ def _walks(ctx: _Ctx, node: Node, outer: list[Loop]) -> float:
     whenever the data start warm (``Estimate.warm``), and a handful of its lines are no
     stream to follow."""
     _, granule, capacity, _ = _levels(ctx.policy)[-1]
+    big: dict[str, bool] = {}  # a tensor the last level holds comes from there warm
     most: dict[str, int] = {}
     for name, path in leaf_paths(node):
         if name in ctx.skip:
             continue
         s, full = ctx.poly.stmt(name), [*outer, *path]
         for acc in accesses(ctx.poly, name):
-            w = streams.walk(ctx.poly, s, outer, path, acc, granule)
+            if acc.tensor not in big:
+                whole = footprint(ctx, node, outer, granule, acc.tensor)
+                big[acc.tensor] = whole is not None and whole > capacity
+            w = streams.walk(ctx.poly, s, outer, path, acc, granule) \
+                if big[acc.tensor] else None
             if w is None or w.at is None:
                 continue
             rows = _rows(ctx, full[w.at], full[: w.at + 1], acc.tensor) or w.streams
             most[acc.tensor] = max(most.get(acc.tensor, 1), min(w.streams, rows))
-    if not most:
-        return 1.0
     lines = slow = 0.0
     for tensor, n in most.items():
-        whole = footprint(ctx, node, outer, granule, tensor)
-        if whole is None or whole <= capacity:
-            continue  # a tensor the last level holds comes from there when run warm
-        t = traffic(ctx, node, outer, granule, capacity, tensor) or 0.0
-        lines, slow = lines + t, slow + t / streams.share(ctx.policy, n)
+        if n > ctx.policy.prefetch_streams:
+            t = traffic(ctx, node, outer, granule, capacity, tensor) or 0.0
+            lines, slow = lines + t, slow + t / streams.share(ctx.policy, n)
+    if not lines:
+        return 1.0  # every walk at the full rate: no traffic to weigh
     total = traffic(ctx, node, outer, granule, capacity) or 0.0
     return (total - lines + slow) / total if total else 1.0
 
