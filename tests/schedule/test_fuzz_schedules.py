@@ -12,9 +12,10 @@ from __future__ import annotations
 import collections
 import random
 
+import numpy as np
 import pytest
 from fuzz_programs import FAMILIES, draw_program
-from fuzz_verbs import Outcome, check_pair, reference
+from fuzz_verbs import Outcome, _compare, check_pair, reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -70,3 +71,13 @@ def test_enough_pairs_were_checked() -> None:
           f"{dict(sorted(VERBS.items()))}")
     assert tried >= PAIR_FLOOR
     assert accepted >= tried // 2  # most pairs must reach the comparison
+
+
+def test_a_reference_beyond_the_outputs_range_wants_its_infinity() -> None:
+    """A product of 575 float32s near 1 is 4.9e81 in the float64 interpreter: a float32
+    output holds only +inf there (seed 3136, program 52), and a finite value is wrong."""
+    want = [np.array(4.88821135953274e+81)]
+    assert _compare((np.array(np.inf, np.float32),), want, False) == ""
+    assert "differ" in _compare((np.array(3e38, np.float32),), want, False)
+    assert "differ" in _compare((np.array(-np.inf, np.float32),), want, False)
+    assert _compare((np.array([1.0, 2.0], np.float32),), [np.array([1.0, 2.0005])], False) == ""
