@@ -300,15 +300,17 @@ class CpuPolicy:
 
     prefetch_streams: int = 12
     """Streams from memory one core's prefetchers follow at once (``schedule/streams``).
-    ``scripts/bench_streams.py --mode rows --ld 262144 --chunk 1,32`` on one thread (rows a
-    MiB apart, read a line or 32 lines of each at a time): 4-12 rows at 0.12-0.14 lines per
-    cycle, 16 rows and more at 0.05-0.08; rows 4 KiB apart give the same knee. Not derived:
+    ``scripts/bench_streams.py --mode rows --ld 65552 --chunk 1,32 --mib 128`` on one
+    thread (rows 256 KiB and a line apart, so no two share an L2 set; a line or 32 lines
+    of each read at a time): 4-12 rows at 0.073-0.115 lines per cycle, 16 at 0.061-0.065,
+    24-128 at 0.038-0.069; written rows (``--write``) alike. Rows a power of two apart
+    add L2 set conflicts to this (256 KiB apart, 128 rows: 0.018). Not derived:
     prefetchers are described nowhere the compiler can read."""
 
     untracked_share: float = 0.45
     """The share of a core's streaming rate the lines of streams beyond
-    ``prefetch_streams`` get (the measurement above: 16-64 rows at 0.05-0.08 lines per
-    cycle against 0.125; with the followed ones at the full rate, 0.4-0.55)."""
+    ``prefetch_streams`` get, with the followed ones at the full rate: the measurement
+    above, 24-128 rows against 4-12, fits 0.35-0.6."""
 
     page_bytes: int = 4096
     """Page size: the TLB's granule in the model (Linux's default pages)."""
