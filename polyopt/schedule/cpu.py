@@ -304,19 +304,13 @@ def _pages_apart(schedule: Schedule, stmts: list[PolyStmt], outer: Loop, inner: 
     for s in stmts:
         a, b = raw_iterator(outer.expr, s.name), raw_iterator(inner.expr, s.name)
         for r in s.reads:
-            if a is None or b is None or not _transposed_read(schedule, r.read, a, b):
+            tensor = schedule.poly.program.tensors[r.read.tensor]
+            if a is None or b is None or not _walks_across(tensor, r.read.indices, a, b):
                 continue
             gap = iterator_bytes(schedule.poly, r.read.tensor, r.read.indices, b)
             if gap is not None and gap >= policy.page_bytes:
                 return True
     return False
-
-
-def _transposed_read(schedule: Schedule, read: ir.Read, outer_it: str, inner_it: str) -> bool:
-    """Does ``read`` walk its stride-1 dimension with ``outer_it`` and not ``inner_it``?"""
-    last = len(read.indices) - 1 - ir.unit_tail(schedule.poly.program.tensors[read.tensor])
-    moves = ir.index_names(read.indices[last]) if last >= 0 else set()
-    return outer_it in moves and inner_it not in moves
 
 
 def _block_of(stmts: list[PolyStmt], lp: Loop) -> int | None:
@@ -354,12 +348,18 @@ def _transposed(program: ir.Program, s: PolyStmt, outer: Loop, inner: Loop) -> b
         return False
     accesses = [(r.read.tensor, r.read.indices) for r in s.reads]
     accesses.append((s.stmt.tensor, tuple(ir.Var("int32", i, "index") for i in s.stmt.lhs)))
-    for tensor, indices in accesses:
-        last = len(indices) - 1 - ir.unit_tail(program.tensors[tensor])
-        moves = ir.index_names(indices[last]) if last >= 0 else set()
-        if a in moves and b not in moves and any(b in ir.index_names(ix) for ix in indices):
-            return True
-    return False
+    return any(_walks_across(program.tensors[tensor], indices, a, b)
+               and any(b in ir.index_names(ix) for ix in indices)
+               for tensor, indices in accesses)
+
+
+def _walks_across(tensor: ir.Tensor, indices: tuple[ir.Expr, ...], outer_it: str,
+                  inner_it: str) -> bool:
+    """Does an access of ``tensor`` at ``indices`` walk its stride-1 dimension (its last one
+    of extent above one) with ``outer_it`` and not with ``inner_it``?"""
+    last = len(indices) - 1 - ir.unit_tail(tensor)
+    moves = ir.index_names(indices[last]) if last >= 0 else set()
+    return outer_it in moves and inner_it not in moves
 
 
 def _vectorize(schedule: Schedule, name: str, policy: CpuPolicy,
