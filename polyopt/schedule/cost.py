@@ -497,7 +497,7 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
             shared = t * granule / bw
             # one core's own pull from memory: a part of the bandwidth, less where it
             # reads more streams together than its prefetchers follow
-            pull = shared / policy.core_memory_share * _walks(ctx, node, outer) \
+            pull = shared / policy.core_memory_share * _walks(ctx, node, outer, t) \
                 if shared else 0.0
         else:
             core = max(core, t * granule / bw)
@@ -521,10 +521,10 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
     return Estimate(cycles, compute, tuple(moved), par, vec, core / lanes, warm)
 
 
-def _walks(ctx: _Ctx, node: Node, outer: list[Loop]) -> float:
-    """A core's time for the node's lines from memory over its time at its full streaming
-    rate: each tensor's lines from memory (as if alone in the last level) over the share
-    its most streams read together get (``polyopt.schedule.streams``), over all of them.
+def _walks(ctx: _Ctx, node: Node, outer: list[Loop], total: float) -> float:
+    """A core's time for the node's ``total`` lines from memory over its time at its full
+    streaming rate: each tensor's lines from memory (as if alone in the last level) over
+    the share its most streams read together get (``polyopt.schedule.streams``).
     Only tensors larger than the last level count: one it holds is read from there
     whenever the data start warm (``Estimate.warm``), and a handful of its lines are no
     stream to follow."""
@@ -550,10 +550,9 @@ def _walks(ctx: _Ctx, node: Node, outer: list[Loop]) -> float:
         if n > ctx.policy.prefetch_streams:
             t = traffic(ctx, node, outer, granule, capacity, tensor) or 0.0
             lines, slow = lines + t, slow + t / streams.share(ctx.policy, n)
-    if not lines:
+    if not lines or not total:
         return 1.0  # every walk at the full rate: no traffic to weigh
-    total = traffic(ctx, node, outer, granule, capacity) or 0.0
-    return (total - lines + slow) / total if total else 1.0
+    return (total - lines + slow) / total
 
 
 def _rows(ctx: _Ctx, lp: Loop, outer: list[Loop], tensor: str) -> int | None:

@@ -303,9 +303,11 @@ def _pages_apart(schedule: Schedule, stmts: list[PolyStmt], outer: Loop, inner: 
         return False
     for s in stmts:
         a, b = raw_iterator(outer.expr, s.name), raw_iterator(inner.expr, s.name)
+        if a is None or b is None:
+            continue
         for r in s.reads:
             tensor = schedule.poly.program.tensors[r.read.tensor]
-            if a is None or b is None or not _walks_across(tensor, r.read.indices, a, b):
+            if not _walks_across(tensor, r.read.indices, a, b):
                 continue
             gap = iterator_bytes(schedule.poly, r.read.tensor, r.read.indices, b)
             if gap is not None and gap >= policy.page_bytes:

@@ -179,7 +179,7 @@ def _one_thread(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
     if policy.parallel_pays(n / (m.vector_bytes * max(m.fma_units, policy.loads_per_cycle))):
         # pays at a vector lane of bytes per pipe and cycle: no estimate (ms) needed, unless
         # the parallel loop would sit inside another and fork once per iteration of it
-        return "" if loop_free(schedule, top) else _forks_cost(schedule, top, policy, None)
+        return "" if loop_free(schedule, top) else _forks_cost(schedule, top, policy)
     got = None
     if len(tf.stmts_of(top)) <= policy.caps.model_statements:
         # the packed copies only: a zeroing the printer leaves out keeps the decision its
@@ -188,32 +188,26 @@ def _one_thread(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
                        printed=Printing(frozenset(schedule.buffers)))
     cycles, basis = (got.cycles, "predicted") if got else (float(n), f"{n} instances")
     if policy.parallel_pays(cycles):
-        return _forks_cost(schedule, top, policy, cycles) if got else ""
+        return _forks_cost(schedule, top, policy) if got else ""
     return (f"one thread: {cycles:.3g} cycles on one core ({basis}); "
             f"{m.cores} cores would save less than a fork and join "
             f"({policy.fork_join_cycles:.3g} cycles)")
 
 
-def _forks_cost(schedule: Schedule, top: Loop, policy: CpuPolicy,
-                cycles: float | None) -> str:
+def _forks_cost(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
     """Why nest ``top`` runs on one thread although the cores would save more than one
     fork and join, or "": the model predicts its parallel loop no faster, its forks (one
     per iteration of the loops outside it) costing more than the cores save, or the
-    memory they share bounding it anyway (``cost.estimate``; ``cycles`` on one core, None:
-    not estimated yet). A nest of more statements than the model takes runs in
-    parallel."""
+    memory they share bounding it anyway (``cost.estimate``, which then prices it on one
+    thread). A nest of more statements than the model takes runs in parallel."""
     if len(tf.stmts_of(top)) > policy.caps.model_statements or not any(
             loop_free(schedule, lp) for lp in loops(top)):
         return ""  # no estimate, or no parallel loop but split-K's (``_by_model``)
-    printed = Printing(frozenset(schedule.buffers))
     got = estimate(schedule.poly, top, policy, parallel=lambda lp: loop_free(schedule, lp),
-                   printed=printed)
+                   printed=Printing(frozenset(schedule.buffers)))
     if got is None or got.parallel is not None:
         return ""
-    if cycles is None:
-        one = estimate(schedule.poly, top, policy, parallel=lambda lp: False, printed=printed)
-        cycles = one.cycles if one is not None else got.cycles
-    return (f"one thread: {cycles:.3g} cycles on one core (predicted); in parallel its "
+    return (f"one thread: {got.cycles:.3g} cycles on one core (predicted); in parallel its "
             f"forks and joins, or the memory the cores share, would take what they save")
 
 
