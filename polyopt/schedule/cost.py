@@ -408,19 +408,29 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
     for full, group in vector.values():
         chosen = _splits(ctx.poly, p, full, [(s, k) for s, k, _ in group])[0]
         short = trip(ctx.poly, full[-1], full[:-1])
+        gap = any(k > len(s.reads) for s, k, _ in group)
         for s, loads, n in group:
             one = _body_cost(ctx.poly, p, [(s, loads)])
             # per instance: the split's cycles over its trip (unknown: a whole vector each)
             plain = chosen.cycles(one) / short if short else one(chosen.lanes)
-            tiled, share = _in_registers(ctx, s, full) or (plain, 0.0)
-            cycles += n * (share * tiled + (1 - share) * plain)
+            tile = _in_registers(ctx, s, full)
+            if tile is None:
+                cycles += n * plain
+                continue
+            tiled, share = tile
+            # the last column tile's plain loops run at their own width (1 column: scalar)
+            tail = share.tail * vl.choose(share.tail_cols, chosen.lanes, gap, one)[0].cycles(
+                one) / share.tail_cols if share.tail_cols else 0.0
+            cycles += n * (share.kernel * tiled + tail
+                           + (1 - share.kernel - share.tail) * plain)
     return cycles, tuple(dict.fromkeys(full[-1].name for full, _ in vector.values()))
 
 
-def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]) -> tuple[float, float] | None:
+def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]
+                  ) -> tuple[float, reg.Share] | None:
     """Cycles per instance of ``s`` in the register tile's micro-kernel ``path`` ends in
-    (``polyopt.schedule.registers``), and the share of its instances the kernel runs; None
-    for a plain vector loop."""
+    (``polyopt.schedule.registers``), and how its instances share out between the kernel
+    and plain loops; None for a plain vector loop."""
     at = reg.tile_at(ctx.poly, s, path)
     if at is None:
         return None
@@ -431,9 +441,9 @@ def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]) -> tuple[float, floa
     if step is None:
         return None
     steps = math.prod(t or 1 for t in at.trips[tile.k: tile.rows])
-    share, work = reg.kernel_share(ctx.poly, s, path, tile, rows, cols, ctx.padded)
+    share = reg.kernel_share(ctx.poly, s, path, tile, rows, cols, ctx.padded)
     per_tile = step + reg.spill_cycles(ctx.policy, rows, vectors) / steps
-    return per_tile * work / (rows * cols), share
+    return per_tile * share.work / (rows * cols), share
 
 
 class _Unknown(Exception):

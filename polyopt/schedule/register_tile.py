@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polyopt import ir
 from polyopt.dtypes import DTYPES
@@ -108,17 +108,17 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
     ``_faster``: a tie to the one computing less, then to more rows): ``plan``'s, as
     many as the registers hold, or fewer (``_fewer_rows``) where that leaves no partial
     row tile, or lets the printer unroll a filter tap into the micro-kernel's step, which
-    then loads each operand row once for up to the tap's trip of updates. Each
-    prediction is noted."""
+    then loads each operand row once for up to the tap's trip of updates. Where the
+    columns end in a partial tile and the column operand is left in place, each is also
+    priced with that operand packed (``_padded``). Each prediction is noted."""
     trips = {lp.name: trip(lp, schedule.poly.domain) for lp in chain}
     taps = _shared_taps(chain, s, plan, trips)
     mine = set(tf.stmts_of(chain[0]))
-    best: tuple[Schedule, Estimate, int] | None = None
+    best: tuple[Schedule, Estimate, str] | None = None
     seen = []
 
-    def priced(mr: int) -> tuple[Schedule, Estimate | None] | None:
-        got = plan if mr == plan.mr else _tile_plan(schedule, chain, s, policy, knobs, mr)
-        if got is None or got.mr != mr:
+    def priced(got: TilePlan | None) -> tuple[Schedule, Estimate | None] | None:
+        if got is None:
             return None
         try:
             built = _built(schedule, chain, s, got)
@@ -127,28 +127,50 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
         packs = {x.name for x in built.poly.stmts} - {x.name for x in schedule.poly.stmts}
         return built, nests_estimate(built, mine | packs, policy)
 
-    first = priced(plan.mr)
+    def plans(mr: int) -> list[tuple[str, TilePlan]]:
+        got = plan if mr == plan.mr else _tile_plan(schedule, chain, s, policy, knobs, mr)
+        if got is None or got.mr != mr:
+            return []
+        padded = _padded(got, trips, knobs)
+        return [(str(mr), got), *((f"{mr} packing B", padded) for _ in [0] if padded)]
+
+    first = priced(plan)
     # the prefetchers' streams count only for rows read from memory
     cold = first is not None and first[1] is not None and first[1].warm is None
+    done: set[tuple[object, ...]] = set()  # a pack that does not apply builds the same nest
     for mr in (plan.mr, *_fewer_rows(plan.mr, trips[plan.row], taps, plan.nr // plan.lanes,
                                      policy.prefetch_streams if cold else None)):
-        got = first if mr == plan.mr else priced(mr)
-        if got is None:
-            continue
-        built, est = got
-        if est is None:
-            return built if best is None else best[0]
-        seen.append((mr, est))
-        if best is None or _faster(est, best[1]):
-            best = (built, est, mr)
+        for label, got in plans(mr):
+            found = first if got is plan else priced(got)
+            if found is None or found[0].steps in done:
+                continue
+            built, est = found
+            done.add(built.steps)
+            if est is None:
+                return built if best is None else best[0]
+            seen.append((label, est))
+            if best is None or _faster(est, best[1]):
+                best = (built, est, label)
     if best is None:
         return _built(schedule, chain, s, plan)
     if len(seen) < 2:
         return best[0]
-    told = "; ".join(f"{mr} {e.describe() if e.warm is None else f'{e.warm:.3g} from cache'}"
-                     for mr, e in seen)
+    told = "; ".join(f"{label} {e.describe() if e.warm is None else f'{e.warm:.3g} from cache'}"
+                     for label, e in seen)
     return best[0].note(f"{plan.row}: register tile rows {best[2]}, the least predicted "
                         f"cycles of: {told}")
+
+
+def _padded(plan: TilePlan, trips: dict[str, int], knobs: Knobs) -> TilePlan | None:
+    """``plan`` with its column operand packed, where its columns end in a partial tile
+    and the operand is left in place by the packing rule (``_pays_to_pack``), not by a
+    knob: the padded copy lets the micro-kernel run the partial tile too, which else
+    prints as plain loops (scalar for a one-column tail: 49 columns in tiles of 16, 2048 x
+    49 x 512 ran 1.35 ms with its last column in plain loops, 0.51 packed)."""
+    if plan.pack[1] or knobs.pack_b is not None or knobs.pack is not None \
+            or trips[plan.col] >= UNKNOWN_TRIP or trips[plan.col] % plan.nr == 0:
+        return None
+    return replace(plan, pack=(plan.pack[0], True))
 
 
 def _shared_taps(chain: list[Loop], s: PolyStmt, plan: TilePlan,

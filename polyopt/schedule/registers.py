@@ -138,17 +138,30 @@ def tile_at(poly: PolyProgram, s: PolyStmt, path: list[Loop]) -> TileAt | None:
     return TileAt(tile, trips)
 
 
+@dataclass(frozen=True)
+class Share:
+    """How a register tile's statement runs: ``kernel`` of its instances in the
+    micro-kernel, each at ``work`` a full tile's work per instance (whole tiles over padded
+    partial ones); ``tail`` of them in the last column tile's plain loops, ``tail_cols``
+    columns wide (0: none there)."""
+
+    kernel: float
+    work: float
+    tail: float = 0.0
+    tail_cols: int = 0
+
+
 def kernel_share(poly: PolyProgram, s: PolyStmt, path: list[Loop], tile: MicroKernel,
-                 rows: int, cols: int, padded: frozenset[str]) -> tuple[float, float]:
-    """(the share of ``s``'s instances the micro-kernel runs, its work per instance against
-    a full tile's). A tile dimension whose extent (``s.domain``'s box) the tile does not
-    divide ends in partial tiles. They print as the micro-kernel on a scratch tile when
-    every operand moving along that dimension is a zero-padded packed copy (``padded``,
-    ``microkernel.Emitter.edge_lines``): all instances then run in the kernel, which
-    computes whole tiles (24 rows in tiles of 14: 28/24 the work). Otherwise they print as
-    plain loops (``tilematch.match`` takes constant trips only): a 56-wide row in tiles of
-    16 runs 48/56 of its instances in the kernel."""
-    share, work, edge = 1.0, 1.0, True
+                 rows: int, cols: int, padded: frozenset[str]) -> Share:
+    """How much of ``s`` the micro-kernel runs. A tile dimension whose extent
+    (``s.domain``'s box) the tile does not divide ends in partial tiles. They print as the
+    micro-kernel on a scratch tile when every operand moving along that dimension is a
+    zero-padded packed copy (``padded``, ``microkernel.Emitter.edge_lines``): all
+    instances then run in the kernel, which computes whole tiles (24 rows in tiles of 14:
+    28/24 the work). Otherwise they print as plain loops (``tilematch.match`` takes
+    constant trips only): a 56-wide row in tiles of 16 runs 48/56 of its instances in the
+    kernel, and the other 8/56 in a vector loop 8 columns wide (``Share.tail``)."""
+    share, work, edge, tail, tail_cols = 1.0, 1.0, True, 0.0, 0
     n = s.domain.dim(isl.dim_type.set)
     for lp, size in ((path[tile.rows], rows), (path[-1], cols)):
         dims = _iterators(lp, s.name, n)
@@ -163,7 +176,9 @@ def kernel_share(poly: PolyProgram, s: PolyStmt, path: list[Loop], tile: MicroKe
         share *= (extent // size) * size / extent
         work *= -(-extent // size) * size / extent
         edge = edge and _padded_along(poly, s, path, lp, padded)
-    return (1.0, work) if edge else (share, 1.0)
+        if lp is path[-1]:
+            tail, tail_cols = (extent % size) / extent, extent % size
+    return Share(1.0, work) if edge else Share(share, 1.0, tail, tail_cols)
 
 
 def _padded_along(poly: PolyProgram, s: PolyStmt, path: list[Loop], lp: Loop,
@@ -403,7 +418,7 @@ def starts_at_zero(poly: PolyProgram, s: PolyStmt, path: list[Loop], at: TileAt,
     the kernel (``kernel_share``), no other piece updating its elements?"""
     if not s.stmt.init or s.stmt.op != "+":
         return False
-    share, _ = kernel_share(poly, s, path, at.tile, at.rows, at.cols, padded)
+    share = kernel_share(poly, s, path, at.tile, at.rows, at.cols, padded).kernel
     if share < 1.0:
         return False
     n = s.domain.dim(isl.dim_type.set)

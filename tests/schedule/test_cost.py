@@ -112,7 +112,10 @@ def test_colsum_runs_rows_inside_parallel_strips():
     assert any("forks and joins, or the memory" in n for n in two.notes)
 
 
-_MACHINE = {"vector_bytes": 64, "cores": 2, "l1d_bytes": 48 << 10, "l2_bytes": 2 << 20}
+# every field the decisions read, so that no test depends on the host's caches (a VM may
+# report a whole chip's L3, 480 MiB, as its own)
+_MACHINE = {"vector_bytes": 64, "vector_registers": 32, "cores": 2, "line_bytes": 64,
+            "l1d_bytes": 48 << 10, "l1d_ways": 8, "l2_bytes": 2 << 20, "l3_bytes": 32 << 20}
 
 
 def test_strip_follows_the_cores():

@@ -128,7 +128,7 @@ def test_the_tuner_space_has_the_decision() -> None:
     assert dict(space.knobs)["register_tile"] == (None, True, False)
 
 
-def _partial_tiles(pack: bool) -> tuple[tuple[float, float], tuple[float, float] | None]:
+def _partial_tiles(pack: bool) -> tuple[registers.Share, tuple[float, registers.Share] | None]:
     """100 x 56 outputs in register tiles of 8 x 16, ``pack`` or not: kernel_share, and
     the cost model's (cycles per instance, share) of the micro-kernel."""
     sizes = {"M": 100, "N": 56, "K": 64}
@@ -149,10 +149,12 @@ def test_partial_tiles_are_priced_as_plain_loops() -> None:
     """100 rows in tiles of 8 and 56 columns in tiles of 16: 96/100 x 48/56 of the
     instances run in full tiles; the rest print as plain loops (tilematch takes constant
     trips only) and cost what the plain vector loop does, so the nest's compute lies between
-    the micro-kernel's and the plain loop's."""
+    the micro-kernel's and the plain loop's. The last 8 columns are a vector loop 8 wide
+    (``Share.tail``), priced at its own width."""
     share, got = _partial_tiles(pack=False)
-    assert share == pytest.approx((96 / 100 * 48 / 56, 1.0))
-    assert got is not None and got[1] == pytest.approx(share[0])
+    assert (share.kernel, share.work) == pytest.approx((96 / 100 * 48 / 56, 1.0))
+    assert (share.tail, share.tail_cols) == (pytest.approx(8 / 56), 8)
+    assert got is not None and got[1] == share
 
 
 def test_partial_tiles_over_packed_operands_run_in_the_kernel() -> None:
@@ -160,8 +162,47 @@ def test_partial_tiles_over_packed_operands_run_in_the_kernel() -> None:
     micro-kernel on a scratch tile (``Emitter.edge_lines``), every instance runs there, and
     the kernel computes 104 x 64 outputs for 100 x 56."""
     share, got = _partial_tiles(pack=True)
-    assert share == pytest.approx((1.0, 104 / 100 * 64 / 56))
-    assert got is not None and got[1] == 1.0
+    assert (share.kernel, share.work) == pytest.approx((1.0, 104 / 100 * 64 / 56))
+    assert (share.tail, share.tail_cols) == (0.0, 0)
+    assert got is not None and got[1].kernel == 1.0
+
+
+def test_a_one_column_tail_is_priced_scalar() -> None:
+    """49 columns in tiles of 16 leave one column in plain loops: a scalar loop, which
+    the model prices per instance at many times a vector lane's cost (it had priced it as
+    a lane of a full vector: 2048 x 49 x 512 ran 1.35 ms that way, 0.51 with the column
+    operand packed, the tail then in the kernel)."""
+    sizes = {"M": 64, "N": 49, "K": 64}
+    s = polyopt.schedule(MM, sizes=sizes, options={
+        "machine": MACHINE, "knobs": {"mr": 8, "nr": 16, "pack": False}})
+    path = _tile_path(s.root)
+    stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
+    tile = registers.micro_kernel(path, stmt)
+    assert tile is not None
+    share = registers.kernel_share(s.poly, stmt, path, tile, 8, 16, frozenset())
+    assert (share.kernel, share.tail, share.tail_cols) == (pytest.approx(48 / 49),
+                                                           pytest.approx(1 / 49), 1)
+    policy = cpu_policy(AVX512)
+    scalar = cost.estimate(s.poly, s.root, policy).compute  # type: ignore[union-attr]
+    s16 = polyopt.schedule(MM, sizes={**sizes, "N": 48}, options={
+        "machine": MACHINE, "knobs": {"mr": 8, "nr": 16, "pack": False}})
+    whole = cost.estimate(s16.poly, s16.root, policy).compute  # type: ignore[union-attr]
+    # one column in 49 costs more than the 48 in the kernel: a scalar FMA with its loads
+    assert scalar > 2 * whole
+
+
+def test_partial_columns_price_the_padded_copy() -> None:
+    """Where the columns end in a partial tile and the column operand stays in place, the
+    model also prices it packed (zero-padded: the kernel runs the partial tile), and keeps
+    the faster: 2048 x 49 x 512 packs B; at N = 48 (no partial tile) nothing more is
+    priced."""
+    odd = polyopt.schedule(MM, sizes={"M": 2048, "N": 49, "K": 512},
+                           options={"machine": MACHINE})
+    notes = "\n".join(odd.notes)
+    assert "packing B" in notes and "packs B" in notes
+    even = polyopt.schedule(MM, sizes={"M": 2048, "N": 48, "K": 512},
+                            options={"machine": MACHINE})
+    assert "packing B" not in "\n".join(even.notes)
 
 
 def _printed_inits(kernel: polyopt.Kernel) -> set[str]:
