@@ -116,12 +116,14 @@ class Kernel:
         # checked) with the same key is not lowered again: _static stays None until asked.
         self._static: Lowered | None = None
         self._ready: Compiled | None = None  # what calls at the compile-time sizes run
+        self._declared: ir.Program | None = None  # built on first ask (Kernel.program)
         try:
             program = lang.build_program(self._definition, sizes=sizes)
         except SizesRequiredError:
             if parametric:  # a size-generic kernel is impossible for this def
                 raise
             return
+        self._declared = program
         if parametric or not program.sizes or isinstance(schedule, Schedule):
             self._ready, self._static = lower_or_load(  # a user's Schedule is checked here
                 program, options, lambda: schedule if schedule is not None or parametric
@@ -132,7 +134,12 @@ class Kernel:
     # -- introspection -------------------------------------------------------------------
     @property
     def program(self) -> ir.Program:
-        return self._lowered().program
+        """The def's program at the compile-time sizes, as written: the tensors its callers
+        pass and receive. What the kernel computes after its layout (packed copies, merged
+        loops: ``Schedule.merge``) is ``lowered().program``."""
+        if self._declared is None:
+            self._declared = lang.build_program(self._definition, sizes=self._sizes)
+        return self._declared
 
     @property
     def source(self) -> str:

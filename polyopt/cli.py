@@ -105,7 +105,7 @@ def _stats(args: argparse.Namespace) -> int:
 def _timed(kernel: api.Kernel, sizes: dict[str, int], repeat: int, seed: int) -> float:
     """The median seconds of ``repeat`` calls on random inputs (after one warm call)."""
     rng = np.random.default_rng(seed)
-    inputs = [_random(t, sizes, rng) for t in kernel.lowered().program.inputs]
+    inputs = [_random(t, sizes, rng) for t in kernel.program.inputs]
     kernel(*inputs)
     times = []
     for _ in range(max(1, repeat)):
@@ -305,7 +305,7 @@ def _run(args: argparse.Namespace) -> int:
     source = _read_source(args.file)
     sizes = parse_sizes(args.sizes)
     kernel = api.compile(source, args.name, sizes=sizes, parametric=args.parametric)
-    program = kernel.lowered().program
+    program = kernel.program
     rng = np.random.default_rng(args.seed)
     inputs = [_random(t, sizes, rng) for t in program.inputs]
     start = time.perf_counter()

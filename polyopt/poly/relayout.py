@@ -39,6 +39,7 @@ from polyopt.poly.copies import (
     shifted,
     term_sum,
 )
+from polyopt.poly.merge import Merge, merge_program
 from polyopt.poly.subsample import subsample_program
 
 
@@ -65,14 +66,29 @@ class Pack:
         return (*base, True) if self.phase else base
 
 
-def relayout(program: ir.Program, packs: Sequence[Pack]) -> tuple[ir.Program, tuple[str, ...]]:
-    """``program`` with every layout of ``packs`` applied in order, and the names of the
+Layout = Pack | Merge
+
+
+def relayout(program: ir.Program, packs: Sequence[Layout]) -> tuple[ir.Program, tuple[str, ...]]:
+    """``program`` with every layout of ``packs`` applied in order (a ``Merge``: two loops
+    and the dimensions they walk as one, ``polyopt.poly.merge``), and the names of the
     blocked locals; ScheduleError for one that does not apply."""
     names = []
     for p in packs:
+        if isinstance(p, Merge):
+            program = merge_program(program, p)
+            continue
         program, name = pack(program, *p.args)
         names.append(name)
     return program, tuple(names)
+
+
+def rewrites_stmts(program: ir.Program, layout: Sequence[Layout]) -> bool:
+    """Does ``layout`` rewrite statements (an output blocked, loops merged), so that a
+    schedule restarts from program order after it?"""
+    return any(isinstance(p, Merge) or (p.tensor in program.tensors
+                                         and program.tensors[p.tensor].role == "output")
+               for p in layout)
 
 
 def pack(program: ir.Program, tensor: str, dim: int, factor: int,

@@ -41,6 +41,7 @@ from polyopt import ir
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly.model import PolyStmt
+from polyopt.poly.relayout import Pack
 from polyopt.schedule import transform as tf
 from polyopt.schedule.cost import scalar_reason, vector_width
 from polyopt.schedule.fusion import fuse_outer, fuse_tiled, is_contraction, nests
@@ -91,7 +92,8 @@ def faster_layout(blocked: Schedule, own: Schedule, machine: Machine | None = No
     policy = cpu_policy(machine or host())
     a, b = schedule_estimate(blocked, policy), schedule_estimate(own, policy)
     blocks = ", ".join(f"{p.tensor} in blocks of {p.factor} along dim {p.dim}"
-                       for p in blocked.layout if p.tensor in blocked.poly.program.tensors
+                       for p in blocked.layout if isinstance(p, Pack)
+                       and p.tensor in blocked.poly.program.tensors
                        and blocked.poly.program.tensors[p.tensor].role == "output")
     if a is None or b is None:
         return blocked.note(f"layout: {blocks}: the cost model does not apply (an extent is "
@@ -100,6 +102,23 @@ def faster_layout(blocked: Schedule, own: Schedule, machine: Machine | None = No
     if faster:
         return own.note(f"layout: the def's own, predicted {tb}; {blocks}: {ta}")
     return blocked.note(f"layout: {blocks}: predicted {ta}; the def's own: {tb}")
+
+
+def faster_merge(merged: Schedule, plain: Schedule, machine: Machine | None = None
+                 ) -> Schedule:
+    """Of a def's schedule with loops merged (``Schedule.merge``) and the one without, the
+    one the cost model predicts faster (``order.no_slower``), both predictions noted; a
+    tie, or no prediction, keeps the loops as written."""
+    policy = cpu_policy(machine or host())
+    a, b = schedule_estimate(merged, policy), schedule_estimate(plain, policy)
+    what = ", ".join(f"{st.args[0]} dims {st.args[1]}-{st.args[1] + 1}"
+                     for st in merged.steps if st.verb == "merge")
+    if a is None or b is None:
+        return plain.note(f"merge: not {what}: the cost model does not apply")
+    faster, tb, ta = no_slower(b, a)
+    if faster:
+        return plain.note(f"merge: not {what}: predicted {tb}; merged: {ta}")
+    return merged.note(f"merge: {what} as one: predicted {ta}; as written: {tb}")
 
 
 def contract_locals(schedule: Schedule) -> Schedule:

@@ -36,6 +36,9 @@ KNOBS: dict[str, tuple[type, int, str]] = {
     "block": (int, 0, "channel block of convolution outputs (NCHW[block]c) when useful; "
                       "0: never block (None: the vector lanes)"),
     "cache_tile": (int, 0, "tile size for transposed accesses (0: never tile)"),
+    "merge": (bool, 0, "merge two loops that every access walks as one run of memory into "
+                       "one (a 1x1 convolution's h, w; polyopt.poly.merge): True where they "
+                       "merge, False never (None: when the cost model predicts it faster)"),
     "rows_outer": (bool, 0, "register-tiled nests: row tiles outside column tiles (the "
                             "operand that moves with the rows stays in cache; None: the "
                             "model, rows outside when the output outweighs the operands)"),
@@ -85,6 +88,7 @@ class Knobs:
     pack_b: bool | None = None
     block: int | None = None
     cache_tile: int | None = None
+    merge: bool | None = None
     rows_outer: bool | None = None
     order: int | None = None
     vector: str | None = None

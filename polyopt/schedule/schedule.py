@@ -22,8 +22,9 @@ from polyopt.errors import ScheduleError
 from polyopt.lang import Definition, build_program
 from polyopt.poly import analyze, analyze_relaid
 from polyopt.poly.deps import Deps
+from polyopt.poly.merge import Merge
 from polyopt.poly.model import PolyProgram
-from polyopt.poly.relayout import Pack, relayout
+from polyopt.poly.relayout import Layout, Pack, relayout, rewrites_stmts
 from polyopt.schedule import hyperplane as hp
 from polyopt.schedule import tagcheck
 from polyopt.schedule import transform as tf
@@ -53,7 +54,7 @@ from polyopt.schedule.tree import (
 
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
          "reverse", "hyperplanes", "parallel", "vectorize", "unroll", "unroll_and_jam",
-         "separate", "pack", "contract", "bind", "gpu_tile", "compute_at")
+         "separate", "pack", "merge", "contract", "bind", "gpu_tile", "compute_at")
 
 
 @dataclass(frozen=True)
@@ -333,24 +334,39 @@ class Schedule:
         2*w)`` for a strided 1x1 convolution (``polyopt.poly.subsample``)."""
         return self.relayout([Pack(tensor, dim, factor, outer, phase, subsample)])
 
-    def relayout(self, packs: Seq[Pack]) -> Schedule:
-        """``pack`` each of ``packs`` in turn, with one dependence analysis for them all
-        (``polyopt.poly.relayout``)."""
+    def merge(self, tensor: str, dim: int) -> Schedule:
+        """Loop coalescing: dimensions ``dim`` and ``dim + 1`` of ``tensor`` as one, and
+        in each statement the two loops that walk them as one loop over their run
+        (``polyopt.poly.merge``), with every tensor and statement that must merge with
+        them. ``merge("O", 2)`` turns a 1x1 convolution's ``O(n, f, h, w)`` into
+        ``O(n, f, hw)`` over ``hw`` in ``[0, H*W)``. Only where every access walks the two
+        as one run (the same bytes, so the caller's arrays serve as they are); statements
+        change, so merge before other steps, and the nests restart from program order."""
+        return self.relayout([Merge(tensor, dim)])
+
+    def relayout(self, packs: Seq[Layout]) -> Schedule:
+        """``pack`` (or ``merge``) each of ``packs`` in turn, with one dependence analysis
+        for them all (``polyopt.poly.relayout``)."""
         program, names = relayout(self.poly.program, packs)
-        poly, deps = analyze_relaid(program, self.poly, self.deps)
-        steps = tuple(Step("pack", p.args) for p in packs)
-        outputs = [p.tensor for p in packs
-                   if self.poly.program.tensors[p.tensor].role == "output"]
-        base = self._rebased(poly, deps, outputs[0]) if outputs else self._with_copies(poly)
+        rewrites = rewrites_stmts(self.poly.program, packs)
+        poly, deps = analyze(program, self.poly.borders) if any(
+            isinstance(p, Merge) for p in packs) else analyze_relaid(program, self.poly,
+                                                                    self.deps)
+        steps = tuple(Step("merge" if isinstance(p, Merge) else "pack", p.args)
+                      for p in packs)
+        base = self._rebased(poly, deps, packs[0].tensor) if rewrites \
+            else self._with_copies(poly)
         new = replace(base, poly=poly, deps=deps, steps=(*self.steps, *steps),
                       buffers=(*self.buffers, *names))
-        check_legal(new.map, deps, "; ".join(f"pack{st.python()[4:]}" for st in steps))
+        check_legal(new.map, deps, "; ".join(f"{st.verb}{st.python()[len(st.verb):]}"
+                                             for st in steps))
         return new
 
     @property
-    def layout(self) -> tuple[Pack, ...]:
-        """The blocked layouts this schedule's ``pack`` steps chose, in order."""
-        return tuple(Pack(*st.args) for st in self.steps if st.verb == "pack")
+    def layout(self) -> tuple[Layout, ...]:
+        """The layouts this schedule's ``merge`` and ``pack`` steps chose, in order."""
+        return tuple(Merge(*st.args) if st.verb == "merge" else Pack(*st.args)
+                     for st in self.steps if st.verb in ("merge", "pack"))
 
     def contract(self, tensor: str, loop: str) -> Schedule:
         """Keep local ``tensor`` as one slice per iteration of ``loop`` (a stack array in
@@ -383,8 +399,8 @@ class Schedule:
         return replace(self, root=sequence((*nests, rest) if rest is not None else nests))
 
     def _rebased(self, poly: PolyProgram, deps: Deps, tensor: str) -> Schedule:
-        if any(st.verb != "pack" for st in self.steps):
-            raise ScheduleError(f"pack: pack output {tensor} before other transformations "
+        if any(st.verb not in ("pack", "merge") for st in self.steps):
+            raise ScheduleError(f"pack or merge {tensor} before other transformations "
                                 f"(its statements are rewritten)")
         # Program order, whatever the base: isl's scheduler tends to skew the blocked
         # statement into its unpack, which no register tile fits.

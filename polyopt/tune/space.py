@@ -26,6 +26,7 @@ from typing import Any
 from polyopt import ir, lang
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
+from polyopt.poly.merge import mergeable
 from polyopt.schedule.gpu_policy import GPU_POLICY, GpuPolicy
 from polyopt.schedule.knobs import REGISTER_KNOBS
 from polyopt.schedule.lanes import candidates
@@ -258,6 +259,8 @@ def _cpu_knobs(program: ir.Program,
             knobs.append(("mc", (None, 0, *policy.space_mc)))
     if any(len(s.lhs) >= 2 for s in program.stmts):
         knobs.append(("cache_tile", (None, 0, *policy.space_cache_tile)))
+    if mergeable(program):  # merged loops (a 1x1 convolution's pixels) or as written
+        knobs.append(("merge", (None, True, False)))
     return tuple(knobs)
 
 

@@ -42,8 +42,9 @@ def test_choose_takes_the_fewest_iterations_and_the_narrower_on_a_tie() -> None:
 
 
 def _simdlens(source: str, sizes: dict[str, int], vector_bytes: int) -> list[int]:
+    # loops as written: merged, an elementwise def's rows would be one loop
     k = polyopt.compile(source, sizes=sizes, options={
-        "machine": MACHINE.format(vector_bytes), "tuned": False})
+        "machine": MACHINE.format(vector_bytes), "tuned": False, "knobs": {"merge": False}})
     return [int(n) for n in re.findall(r"simdlen\((\d+)\)", k.source)]
 
 
@@ -78,7 +79,8 @@ FUSED = """def f(float(N,M) A) -> (P, Q) {
 def test_a_loop_over_several_statements_is_the_models_vector_loop_too() -> None:
     """A fused elementwise body gets its width like a single statement (it was left to the
     compiler, with no note), and computes the same."""
-    s = polyopt.schedule(FUSED, sizes={"N": 6, "M": 28}, options={"machine": MACHINE.format(64)})
+    s = polyopt.schedule(FUSED, sizes={"N": 6, "M": 28}, options={
+        "machine": MACHINE.format(64), "knobs": {"merge": False}})
     assert "8 lanes: 3 x 8 + 4" in next(n for n in s.notes if "vector loop" in n)
     assert _simdlens(FUSED, {"N": 6, "M": 28}, 64) == [8]
     a = np.random.default_rng(3).standard_normal((6, 28)).astype(np.float32)
