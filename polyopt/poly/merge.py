@@ -115,7 +115,7 @@ def _component(program: ir.Program, info: dict[str, _Stmt], tensor: str, dim: in
                     return None
                 if pairs.setdefault(s.name, (a, b)) != (a, b):
                     return None
-                for link in _links(info[s.name], a, b, program, s.name):
+                for link in _links(info[s.name], a, b, program):
                     if link is None:
                         return None
                     if link not in dims:
@@ -124,10 +124,10 @@ def _component(program: ir.Program, info: dict[str, _Stmt], tensor: str, dim: in
     return dims, pairs
 
 
-def _links(st: _Stmt, a: str, b: str, program: ir.Program, stmt: str
+def _links(st: _Stmt, a: str, b: str, program: ir.Program
            ) -> Iterator[tuple[str, int] | None]:
-    """Each tensor dimension where statement ``stmt`` indexes ``a, b`` (None: it uses
-    them otherwise, or its domain is no box of ``b`` over the dimension's extent)."""
+    """Each tensor dimension where statement ``st`` indexes ``a, b`` (None: it uses them
+    otherwise, or its domain is no box of ``b`` over the dimension's extent)."""
     if st.box is None or {a, b} & (st.other | st.fixed) or a not in st.box \
             or b not in st.box:
         yield None
@@ -145,7 +145,6 @@ def _links(st: _Stmt, a: str, b: str, program: ir.Program, stmt: str
             yield None
             return
         yield name, uses[0]
-    del stmt
 
 
 def _info(program: ir.Program, s: ir.Stmt) -> _Stmt:

@@ -13,7 +13,8 @@ fewer that leave no partial tile or let a filter tap unroll into the micro-kerne
 whichever it predicts fastest (its register level prices the step's loads, shared across
 an unrolled tap and split across cache lines, ``schedule/registers.py``); rows of an
 operand read in place stay within what L1's ways hold of lines that share a set
-(``_conflict_rows``).
+(``_conflict_rows``). Columns that end in a partial tile are also priced with the column
+operand packed (``_padded``), whose zero padding lets the kernel run that tile.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
         if got is None or got.mr != mr:
             return []
         padded = _padded(got, trips, knobs)
-        return [(str(mr), got), *((f"{mr} packing B", padded) for _ in [0] if padded)]
+        return [(str(mr), got)] + ([(f"{mr} packing B", padded)] if padded else [])
 
     first = priced(plan)
     # the prefetchers' streams count only for rows read from memory

@@ -22,8 +22,9 @@ step spans its trip, and an input row loaded serves up to that many updates.
 
 The accumulators' loads and stores run once per execution of the ``k`` loops. The partial
 tiles at the ends of the rows and columns print as plain loops and cost what the plain vector
-loop does, unless the operands moving along them are zero-padded packed copies: then the
-kernel computes whole tiles (``kernel_share``).
+loop does, the last column tile at its own width (one column: scalar), unless the operands
+moving along them are zero-padded packed copies: then the kernel computes whole tiles
+(``kernel_share``).
 
 Two more things the printer does in registers, which the loops alone misprice: a ``+=!``
 whose every instance runs in tiles that start at zero needs no zeroing pass

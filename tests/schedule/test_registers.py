@@ -128,10 +128,10 @@ def test_the_tuner_space_has_the_decision() -> None:
     assert dict(space.knobs)["register_tile"] == (None, True, False)
 
 
-def _partial_tiles(pack: bool) -> tuple[registers.Share, tuple[float, registers.Share] | None]:
-    """100 x 56 outputs in register tiles of 8 x 16, ``pack`` or not: kernel_share, and
-    the cost model's (cycles per instance, share) of the micro-kernel."""
-    sizes = {"M": 100, "N": 56, "K": 64}
+def _tiled(sizes: dict[str, int], pack: bool) -> tuple[polyopt.Schedule, registers.Share,
+                                                       tuple[float, registers.Share] | None]:
+    """MM at ``sizes`` in register tiles of 8 x 16, ``pack`` or not: the schedule,
+    kernel_share, and the cost model's (cycles per instance, share) of the micro-kernel."""
     s = polyopt.schedule(MM, sizes=sizes, options={
         "machine": MACHINE, "knobs": {"mr": 8, "nr": 16, "pack": pack}})
     path = _tile_path(s.root)
@@ -142,7 +142,13 @@ def _partial_tiles(pack: bool) -> tuple[registers.Share, tuple[float, registers.
     assert bool(padded) == pack
     share = registers.kernel_share(s.poly, stmt, path, tile, 8, 16, padded)
     ctx = cost._Ctx(s.poly, cpu_policy(AVX512), padded)
-    return share, cost._in_registers(ctx, stmt, path)
+    return s, share, cost._in_registers(ctx, stmt, path)
+
+
+def _partial_tiles(pack: bool) -> tuple[registers.Share, tuple[float, registers.Share] | None]:
+    """100 x 56 outputs in register tiles of 8 x 16 (``_tiled``)."""
+    _, share, got = _tiled({"M": 100, "N": 56, "K": 64}, pack)
+    return share, got
 
 
 def test_partial_tiles_are_priced_as_plain_loops() -> None:
@@ -173,19 +179,12 @@ def test_a_one_column_tail_is_priced_scalar() -> None:
     a lane of a full vector: 2048 x 49 x 512 ran 1.35 ms that way, 0.51 with the column
     operand packed, the tail then in the kernel)."""
     sizes = {"M": 64, "N": 49, "K": 64}
-    s = polyopt.schedule(MM, sizes=sizes, options={
-        "machine": MACHINE, "knobs": {"mr": 8, "nr": 16, "pack": False}})
-    path = _tile_path(s.root)
-    stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
-    tile = registers.micro_kernel(path, stmt)
-    assert tile is not None
-    share = registers.kernel_share(s.poly, stmt, path, tile, 8, 16, frozenset())
+    s, share, _ = _tiled(sizes, pack=False)
     assert (share.kernel, share.tail, share.tail_cols) == (pytest.approx(48 / 49),
                                                            pytest.approx(1 / 49), 1)
     policy = cpu_policy(AVX512)
     scalar = cost.estimate(s.poly, s.root, policy).compute  # type: ignore[union-attr]
-    s16 = polyopt.schedule(MM, sizes={**sizes, "N": 48}, options={
-        "machine": MACHINE, "knobs": {"mr": 8, "nr": 16, "pack": False}})
+    s16, _, _ = _tiled({**sizes, "N": 48}, pack=False)
     whole = cost.estimate(s16.poly, s16.root, policy).compute  # type: ignore[union-attr]
     # one column in 49 costs more than the 48 in the kernel: a scalar FMA with its loads
     assert scalar > 2 * whole
