@@ -26,6 +26,7 @@ from fuzz_programs import FuzzProgram
 import polyopt
 from polyopt import lang
 from polyopt.errors import CompileError, PolyoptError, ScheduleError
+from polyopt.poly.merge import mergeable
 from polyopt.runtime.interp import evaluate
 from polyopt.schedule import Schedule
 from polyopt.schedule.tree import Loop, Node, Sequence, loops, stmts_of, walk
@@ -148,6 +149,19 @@ def _pack(s: Schedule, lps: list[Loop], rng: random.Random) -> Step | None:
                     rng.randrange(rank)), {}
 
 
+def _merge(s: Schedule, lps: list[Loop], rng: random.Random) -> Step | None:
+    """Two neighbouring dimensions of a tensor (refused unless every access walks them as
+    one run, the sizes are known, and no other step came first)."""
+    found = mergeable(s.poly.program)
+    if found and rng.random() < 0.8:
+        return "merge", rng.choice(found).args, {}
+    tensors = [t for t in s.poly.program.tensors.values() if t.rank >= 2]
+    if not tensors:
+        return None
+    t = rng.choice(tensors)
+    return "merge", (t.name, rng.randrange(t.rank - 1)), {}
+
+
 def _compute_at(s: Schedule, lps: list[Loop], rng: random.Random) -> Step | None:
     if not isinstance(s.root, Sequence):
         return None
@@ -184,7 +198,7 @@ DRAWERS: dict[str, tuple[float, Callable[..., Step | None]]] = {
     "distribute": (1.5, _distribute), "parallel": (2, _one_loop("parallel")),
     "vectorize": (2, _vectorize), "unroll": (1, _unroll),
     "unroll_and_jam": (1.5, _one_loop("unroll_and_jam", (2, 3, 4))),
-    "separate": (0.5, _one_loop("separate")), "pack": (1, _pack),
+    "separate": (0.5, _one_loop("separate")), "pack": (1, _pack), "merge": (1, _merge),
     "compute_at": (1.5, _compute_at), "contract": (3, _contract),  # only with locals
 }
 
@@ -194,6 +208,8 @@ def draw_step(s: Schedule, rng: random.Random) -> Step | None:
     lps = loops(s.root)
     if not lps:
         return None
+    if not s.steps and rng.random() < 0.3:  # a merge comes first or not at all
+        return _merge(s, lps, rng)
     names = sorted(DRAWERS)
     verb = rng.choices(names, [DRAWERS[n][0] for n in names])[0]
     return DRAWERS[verb][1](s, lps, rng)
