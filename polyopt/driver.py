@@ -24,8 +24,8 @@ from polyopt.codegen.cuda import render_cuda
 from polyopt.codegen.dialect import dialect_for
 from polyopt.errors import OptionError, PolyoptError, ScheduleError
 from polyopt.poly import Deps, PolyProgram, analyze, check_bounds, model_of
-from polyopt.poly.merge import Merge, merge_program, mergeable
-from polyopt.poly.relayout import Layout, Pack, relayout, rewrites_stmts
+from polyopt.poly.merge import Merge, merge_all
+from polyopt.poly.relayout import LAYOUT_VERBS, Layout, layout_of, relayout, rewrites_stmts
 from polyopt.runtime import warm
 from polyopt.runtime.warm import Compiled, Signature
 from polyopt.schedule import FUSION, Schedule, Step, check_legal, compute_schedule, program_order
@@ -223,56 +223,40 @@ def _cpu_pipeline(program: ir.Program, options: Mapping[str, Any]) -> Schedule:
     merge (``polyopt.poly.merge``) is weighed merged too (``cpu.faster_merge``), unless
     the ``merge`` knob fixes it."""
     knob = options["knobs"].merge
-    merges = merge_layout(program) if knob is not False else ()
-    plain = _laid_out_pipeline(program, options, ()) if knob is not True or not merges \
-        else None
+    merges, merged = merge_all(program) if knob is not False else ((), program)
+    plain = _laid_out_pipeline(program, options, (), program) \
+        if knob is not True or not merges else None
     if not merges:
         assert plain is not None
         return plain
-    merged = _laid_out_pipeline(program, options, merges)
-    return merged if plain is None else faster_merge(merged, plain, options["machine"])
-
-
-def merge_layout(program: ir.Program) -> tuple[Merge, ...]:
-    """Every merge ``program`` admits, applied in turn until none is left
-    (``poly.merge.mergeable``: a merged pair may merge again)."""
-    out: list[Merge] = []
-    for _ in range(8):  # a tensor of rank 9 at most merges 8 times
-        found = mergeable(program)
-        if not found:
-            break
-        out.append(found[0])
-        program = merge_program(program, found[0])
-    return tuple(out)
+    chosen = _laid_out_pipeline(program, options, merges, merged)
+    return chosen if plain is None else faster_merge(chosen, plain, options["machine"])
 
 
 def _laid_out_pipeline(program: ir.Program, options: Mapping[str, Any],
-                       merges: Sequence[Merge]) -> Schedule:
-    """The pipeline's choice of channel blocks (see ``_cpu_pipeline``) after ``merges``."""
+                       merges: Sequence[Merge], merged: ir.Program) -> Schedule:
+    """The pipeline's choice of channel blocks (see ``_cpu_pipeline``) after ``merges``
+    (``merged``: ``program`` with them applied).
+
+    Merged loops are weighed in the def's own layout only, against the best of both
+    layouts unmerged. A merge serves the own layout, whose vector loop then runs along the
+    whole run (a 1x1 convolution's 3136 pixels at 56x56, where a row was 3.5 vectors); in
+    channel blocks the vectors run along the channels and the pixels are the register
+    tile's rows, which a merge changes little. Measured (``scripts/compare_commits.py``, 3
+    rounds, call time merged in blocks over unmerged in blocks): ResNet-50 layers 14 and
+    18 (14x14) 1.12 and 1.18, MobileNetV2 layers 17, 18, 22 1.01-1.07; and each candidate
+    is a whole lowering (ResNet-50 layer 18 lowered in 0.82 s with it, 0.38 without any
+    merge)."""
     machine, block = options["machine"], options["knobs"].block
     if block == 0:
         return _optimized(program, options, merges, ())
-    merged, _ = relayout(program, merges)
-    if block is not None:
+    if block is not None or merges:
         pp = model_of(merged)
-        return _optimized(program, options, (*merges, *plan_layout(pp, machine, block)),
-                          layout_notes(pp, machine))
-    if merges:  # merged, the own layout only: see _MERGED_OWN_LAYOUT
-        pp = model_of(merged)
-        return _optimized(program, options, (*merges, *own_layout(pp, machine)),
-                          layout_notes(pp, machine))
+        packs = plan_layout(pp, machine, block) if block is not None \
+            else own_layout(pp, machine)
+        return _optimized(program, options, (*merges, *packs), layout_notes(pp, machine))
     own, blocked = layout_candidates(program, options)
     return own if blocked is None else faster_layout(blocked, own, machine)
-
-
-# Merged loops are weighed in the def's own layout only, against the best of both layouts
-# unmerged. A merge serves the own layout, whose vector loop then runs along the whole run
-# (a 1x1 convolution's 3136 pixels at 56x56, where a row was 3.5 vectors); in channel
-# blocks the vectors run along the channels and the pixels are the register tile's rows,
-# which a merge changes little. Measured (scripts/compare_commits.py, 3 rounds, call
-# time merged in blocks over unmerged in blocks): ResNet-50 layers 14 and 18 (14x14)
-# 1.12 and 1.18, MobileNetV2 layers 17, 18, 22 1.01-1.07; and each candidate is a whole
-# lowering (ResNet-50 layer 18 lowered in 0.82 s with it, 0.38 without any merge).
 
 
 def layout_candidates(program: ir.Program, options: Mapping[str, Any]
@@ -305,8 +289,7 @@ def _laid_out(program: ir.Program, options: Mapping[str, Any], isl_base: bool,
     if rewrites_stmts(program, layout):
         laid, names = relayout(program, layout)
         pp, deps = analyze(laid, borders)
-        steps = tuple(Step("merge" if isinstance(p, Merge) else "pack", p.args)
-                      for p in layout)
+        steps = tuple(Step(p.verb, p.args) for p in layout)
         sched = replace(program_order(pp, deps), base="isl" if isl_base else "program-order",
                         fusion=options["fusion"], steps=steps, buffers=names)
         check_legal(sched.map, deps, "the layout")
@@ -338,12 +321,10 @@ def schedule_from_json(text: str, source: str | lang.Definition, name: str | Non
                           f"valid: 'isl', 'program-order'")
     options = check_options({"fusion": data.get("fusion", "smart")}, "c")
     lead = 0
-    while lead < len(steps) and steps[lead].verb in ("pack", "merge") \
-            and not steps[lead].kwargs:
+    while lead < len(steps) and steps[lead].verb in LAYOUT_VERBS and not steps[lead].kwargs:
         lead += 1
     try:
-        layout = [Merge(*st.args) if st.verb == "merge" else Pack(*st.args)
-                  for st in steps[:lead]]
+        layout = [layout_of(st.verb, st.args) for st in steps[:lead]]
     except TypeError as e:
         raise ScheduleError(f"bad arguments for schedule verb pack: {e}") from e
     out = schedule_of(source, name, sizes, options, base, layout).replay(steps[lead:])

@@ -34,6 +34,7 @@ class Merge:
 
     tensor: str
     dim: int
+    verb = "merge"  # the schedule step that records it
 
     @property
     def args(self) -> tuple[str, int]:
@@ -70,6 +71,17 @@ def mergeable(program: ir.Program) -> tuple[Merge, ...]:
                 seen |= comp[0]
                 out.append(Merge(t.name, d))
     return tuple(out)
+
+
+def merge_all(program: ir.Program) -> tuple[tuple[Merge, ...], ir.Program]:
+    """Every merge ``program`` admits, applied in turn until none is left (a merged pair
+    may merge again: ``c, hw`` of an elementwise def), and the merged program. Each merge
+    lowers a tensor's rank, so this ends."""
+    out: list[Merge] = []
+    while found := mergeable(program):
+        out.append(found[0])
+        program = merge_program(program, found[0])
+    return tuple(out), program
 
 
 def merge_program(program: ir.Program, merge: Merge) -> ir.Program:
@@ -235,7 +247,6 @@ def _merged_stmt(program: ir.Program, s: ir.Stmt, st: _Stmt, pair: tuple[str, st
     width = st.box[b][1] + 1
     lo, hi = st.box[a][0] * width, st.box[a][1] * width + width - 1
     iters = tuple(p if it == a else it for it in s.iters if it != b)
-    var = ir.Var("int64", p, "index")
 
     def merged(e: ir.Expr) -> ir.Expr:
         if not isinstance(e, ir.Read):
@@ -244,7 +255,7 @@ def _merged_stmt(program: ir.Program, s: ir.Stmt, st: _Stmt, pair: tuple[str, st
         if not ds:
             return e
         (d,) = ds
-        indices = (*e.indices[:d], replace(var, dtype=e.indices[d].dtype), *e.indices[d + 2:])
+        indices = (*e.indices[:d], ir.Var(e.indices[d].dtype, p, "index"), *e.indices[d + 2:])
         pad = None if e.pad is None else (*e.pad[:d], e.pad[d], *e.pad[d + 2:])
         return replace(e, indices=indices, pad=pad)
 

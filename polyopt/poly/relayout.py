@@ -56,6 +56,7 @@ class Pack:
     outer: int = 0
     phase: bool = False
     subsample: bool = False
+    verb = "pack"  # the schedule step that records it
 
     @property
     def args(self) -> tuple[str, int, int, int] | tuple[str, int, int, int, bool] | tuple[
@@ -67,6 +68,12 @@ class Pack:
 
 
 Layout = Pack | Merge
+LAYOUT_VERBS: dict[str, type[Pack] | type[Merge]] = {"pack": Pack, "merge": Merge}
+
+
+def layout_of(verb: str, args: Sequence[object]) -> Layout:
+    """The layout a recorded ``pack`` or ``merge`` step chose; TypeError for bad args."""
+    return LAYOUT_VERBS[verb](*args)  # type: ignore[arg-type]
 
 
 def relayout(program: ir.Program, packs: Sequence[Layout]) -> tuple[ir.Program, tuple[str, ...]]:

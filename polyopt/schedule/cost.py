@@ -301,9 +301,13 @@ def _splits(poly: PolyProgram, policy: CpuPolicy, path: list[Loop],
             group: list[tuple[PolyStmt, int | None]]) -> tuple[vl.Split, ...]:
     """``vector_splits`` of ``path[-1]`` for its statements and their vector loads."""
     elem = max((elem_bytes(poly, s.stmt.tensor) for s, _ in group), default=4)
-    gap = any(loads is not None and loads > len(s.reads) for s, loads in group)
-    return vl.choose(trip(poly, path[-1], path[:-1]), policy.lanes(elem), gap,
+    return vl.choose(trip(poly, path[-1], path[:-1]), policy.lanes(elem), _gap(group),
                      _body_cost(poly, policy, group))
+
+
+def _gap(group: list[tuple[PolyStmt, int | None]]) -> bool:
+    """Does a statement of ``group`` load more vectors than it reads (a strided read)?"""
+    return any(loads is not None and loads > len(s.reads) for s, loads in group)
 
 
 def _iteration(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, loads: int,
@@ -406,9 +410,9 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
         else:
             vector.setdefault(id(path[-1]), ([*outer, *path], []))[1].append((s, loads, n))
     for full, group in vector.values():
-        chosen = _splits(ctx.poly, p, full, [(s, k) for s, k, _ in group])[0]
+        pairs: list[tuple[PolyStmt, int | None]] = [(s, k) for s, k, _ in group]
+        chosen = _splits(ctx.poly, p, full, pairs)[0]
         short = trip(ctx.poly, full[-1], full[:-1])
-        gap = any(k > len(s.reads) for s, k, _ in group)
         for s, loads, n in group:
             one = _body_cost(ctx.poly, p, [(s, loads)])
             # per instance: the split's cycles over its trip (unknown: a whole vector each)
@@ -419,8 +423,9 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
                 continue
             tiled, share = tile
             # the last column tile's plain loops run at their own width (1 column: scalar)
-            tail = share.tail * vl.choose(share.tail_cols, chosen.lanes, gap, one)[0].cycles(
-                one) / share.tail_cols if share.tail_cols else 0.0
+            cols = share.tail_cols
+            tail = share.tail * vl.choose(cols, chosen.lanes, _gap(pairs), one)[0].cycles(
+                one) / cols if cols else 0.0
             cycles += n * (share.kernel * tiled + tail
                            + (1 - share.kernel - share.tail) * plain)
     return cycles, tuple(dict.fromkeys(full[-1].name for full, _ in vector.values()))

@@ -24,7 +24,7 @@ from polyopt.poly import analyze, analyze_relaid
 from polyopt.poly.deps import Deps
 from polyopt.poly.merge import Merge
 from polyopt.poly.model import PolyProgram
-from polyopt.poly.relayout import Layout, Pack, relayout, rewrites_stmts
+from polyopt.poly.relayout import LAYOUT_VERBS, Layout, Pack, layout_of, relayout, rewrites_stmts
 from polyopt.schedule import hyperplane as hp
 from polyopt.schedule import tagcheck
 from polyopt.schedule import transform as tf
@@ -352,21 +352,19 @@ class Schedule:
         poly, deps = analyze(program, self.poly.borders) if any(
             isinstance(p, Merge) for p in packs) else analyze_relaid(program, self.poly,
                                                                     self.deps)
-        steps = tuple(Step("merge" if isinstance(p, Merge) else "pack", p.args)
-                      for p in packs)
+        steps = tuple(Step(p.verb, p.args) for p in packs)
         base = self._rebased(poly, deps, packs[0].tensor) if rewrites \
             else self._with_copies(poly)
         new = replace(base, poly=poly, deps=deps, steps=(*self.steps, *steps),
                       buffers=(*self.buffers, *names))
-        check_legal(new.map, deps, "; ".join(f"{st.verb}{st.python()[len(st.verb):]}"
-                                             for st in steps))
+        check_legal(new.map, deps, "; ".join(st.python() for st in steps))
         return new
 
     @property
     def layout(self) -> tuple[Layout, ...]:
         """The layouts this schedule's ``merge`` and ``pack`` steps chose, in order."""
-        return tuple(Merge(*st.args) if st.verb == "merge" else Pack(*st.args)
-                     for st in self.steps if st.verb in ("merge", "pack"))
+        return tuple(layout_of(st.verb, st.args) for st in self.steps
+                     if st.verb in LAYOUT_VERBS)
 
     def contract(self, tensor: str, loop: str) -> Schedule:
         """Keep local ``tensor`` as one slice per iteration of ``loop`` (a stack array in
