@@ -12,12 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from polyopt import api, dtypes, ir
+from polyopt import api, config, dtypes, ir
 from polyopt.autodiff import grad
 from polyopt.bench import conv  # imports neither torch nor TVM
 from polyopt.errors import OptionError, PolyoptError
+from polyopt.runtime import probe
 from polyopt.runtime.interp import evaluate
-from polyopt.schedule import show
+from polyopt.schedule import machine, show
 from polyopt.schedule.roofplot import plot_roofline
 from polyopt.tune.db import Database
 from polyopt.tune.tuner import Trial, tune
@@ -56,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     _show_parser(sub)
     _bench_parser(sub)
     _db_parser(sub)
+    _machine_parser(sub)
     _tune_parser(sub)
     g = sub.add_parser("grad", help="print the gradient of a definition as TC source")
     g.add_argument("file", help="a .tc file, or the name of a kernel in polyopt.kernels")
@@ -261,6 +263,34 @@ def _db(args: argparse.Namespace) -> int:
         else:
             with open(args.file, encoding="utf-8") as f:
                 print(f"imported {db.import_(f)} new records into {db.path}")
+    return 0
+
+
+def _machine_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    m = sub.add_parser("machine", help="the machine model schedules are made for; "
+                       "--calibrate measures this host's memory system into its profile")
+    m.add_argument("--calibrate", action="store_true",
+                   help="measure the memory system (some 20 s, nothing else running) and "
+                   "save it as this host's profile, which later compiles use")
+    m.add_argument("--dry-run", action="store_true", help="with --calibrate: print, save nothing")
+    m.set_defaults(func=_machine)
+
+
+def _machine(args: argparse.Namespace) -> int:
+    path = config.machine_profile()
+    if args.calibrate:
+        found = probe.calibrate(machine.host(), say=print)
+        print(found.describe())
+        if args.dry_run or path is None:
+            print("not saved" + (" (POLYOPT_PROFILE=none)" if path is None else ""))
+        else:
+            machine.save_profile(path, found.fields, found.readings)
+            print(f"saved {path}")
+    where = "none (POLYOPT_PROFILE=none)" if path is None else \
+        f"{path}{'' if path.exists() else ' (none yet: `polyopt machine --calibrate`)'}"
+    print(f"profile: {where}")
+    print(f"model: {machine.host().describe()}")
+    print(f"fields: {machine.host().spec()}")
     return 0
 
 

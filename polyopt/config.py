@@ -16,6 +16,10 @@ Variable               Meaning                                     Default
                        compiler command to stderr at >= 1 and
                        cache decisions at >= 2; 3..4 are for
                        other stages' dumps.
+``POLYOPT_PROFILE``    The machine profile ``polyopt machine       ``<cache dir>/machine/
+                       --calibrate`` wrote, whose measured         <host fingerprint>.json``
+                       fields the host's machine model takes;
+                       ``none`` reads none.
 ``CC``                 The C compiler command; may carry           ``cc``
                        arguments (``"ccache gcc"``), split like
                        a shell would.
@@ -38,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from polyopt import host
 from polyopt.errors import OptionError
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -91,6 +96,18 @@ def scratch_cache(parent: Path | str | None = None) -> Iterator[Path]:
             os.environ["POLYOPT_CACHE_DIR"] = old
         if parent is None:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def machine_profile() -> Path | None:
+    """Where this host's measured machine profile is (whether or not it exists), or None
+    when ``POLYOPT_PROFILE=none`` asks for the unmeasured model."""
+    value = os.environ.get("POLYOPT_PROFILE", "").strip()
+    if value.lower() == "none":
+        return None
+    if value:
+        return Path(value).expanduser()
+    name = host.fingerprint().replace(":", "-").replace("/", "-")
+    return cache_dir() / "machine" / f"{name}.json"
 
 
 def no_cache() -> bool:

@@ -1,5 +1,6 @@
 """How a core reads memory in runs and in interleaved streams: the figures behind the cost
-model's memory-stream terms (``CpuPolicy.stream_start_lines``, ``CpuPolicy.prefetch_streams``).
+model's memory-stream terms (``CpuPolicy.stream_start_lines``, ``Machine.prefetch_streams``,
+which ``polyopt machine --calibrate`` measures on its own).
 
 Two patterns, each over a buffer far larger than the last cache level, summed with vector
 adds (GCC's vector extension, four chains: the adds never wait), the fastest of

@@ -15,6 +15,10 @@ from polyopt.runtime.nvcc import nvcc_path
 
 AVX512 = "vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576"
 
+# A host's measured profile (``polyopt machine --calibrate``) would make schedules depend on
+# the machine the tests run on beyond what sysfs says; tests of the profile set their own.
+os.environ["POLYOPT_PROFILE"] = "none"
+
 
 def have_cc() -> bool:
     """Whether the compiler the runtime would use (``CC`` or ``cc``) is on PATH."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from polyopt import host
 from polyopt.bench.records import FIELDS, TOLERANCE, Record, Settings, Total
+from polyopt.schedule import machine
 from polyopt.version import __version__
 
 __all__ = ["environment", "plot", "table", "write_all"]
@@ -149,7 +150,8 @@ def environment(usable_cpus: int | None = None) -> dict[str, Any]:
     return {
         "machine": {"cpu": host.cpu_model(), "cores": os.cpu_count(), "usable_cpus": usable,
                     "arch": platform.machine(), "os": platform.platform(),
-                    "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None},
+                    "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+                    "model": machine.host().spec()},
         "versions": {"python": platform.python_version(), "polyopt": __version__,
                      "numpy": np.__version__, "blas": blas, "torch": _version("torch"),
                      "tvm": _version("apache-tvm"), "islpy": _version("islpy"),
@@ -157,7 +159,8 @@ def environment(usable_cpus: int | None = None) -> dict[str, Any]:
                      "cc": _first_line([os.environ.get("CC", "cc"), "--version"])},
         "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OMP_PROC_BIND",
                                                "TVM_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                               "POLYOPT_MACHINE", "CC", "POLYOPT_CFLAGS")}}
+                                               "POLYOPT_MACHINE", "POLYOPT_PROFILE", "CC",
+                                               "POLYOPT_CFLAGS")}}
 
 
 # ------------------------------------------------------------------ plot

@@ -24,15 +24,17 @@ For a nest (a subtree of the schedule) the model computes:
   level's traffic over its bandwidth, plus the TLB misses (pages as lines, the TLB as the
   cache) at their walk latency, divided over the cores of the parallel loop (memory
   bandwidth is shared), plus OpenMP fork/join per execution of the parallel loop. Each
-  core also pulls its share of the lines from memory at ``core_memory_share`` of the
+  core also pulls its share of the lines from memory at ``Machine.core_memory_share`` of the
   bandwidth, less where it reads more streams together than its prefetchers follow
   (``polyopt.schedule.streams``); a parallel loop that forks more often than the cores
   save runs on one thread.
 
-Constants (bandwidths, TLB, fork cost) are fields of
-:class:`~polyopt.schedule.policy.CpuPolicy`; sizes of caches and vectors come from its
-:class:`~polyopt.schedule.machine.Machine`. The model needs every extent known (a schedule
-made for given sizes); :func:`estimate` returns None otherwise.
+Constants of the core (cache bandwidths, TLB, fork cost) are fields of
+:class:`~polyopt.schedule.policy.CpuPolicy`; sizes of caches and vectors, and the memory
+system (its bandwidth, a core's share, the prefetched streams, measured on the host by
+``polyopt machine --calibrate``), come from its :class:`~polyopt.schedule.machine.Machine`.
+The model needs every extent known (a schedule made for given sizes); :func:`estimate`
+returns None otherwise.
 """
 
 from __future__ import annotations
@@ -461,9 +463,9 @@ def _levels(policy: CpuPolicy) -> list[tuple[str, int, int, float]]:
     out = [("L1", line, m.l1d_bytes // line, policy.l2_bytes_per_cycle)]
     if m.l3_bytes:
         out.append(("L2", line, m.l2_bytes // line, policy.l3_bytes_per_cycle))
-        out.append(("L3", line, m.l3_bytes // m.cores // line, policy.memory_bytes_per_cycle))
+        out.append(("L3", line, m.l3_bytes // m.cores // line, m.memory_bytes_per_cycle))
     else:
-        out.append(("L2", line, m.l2_bytes // line, policy.memory_bytes_per_cycle))
+        out.append(("L2", line, m.l2_bytes // line, m.memory_bytes_per_cycle))
     return out
 
 
@@ -512,7 +514,7 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
             shared = t * granule / bw
             # one core's own pull from memory: a part of the bandwidth, less where it
             # reads more streams together than its prefetchers follow
-            pull = shared / policy.core_memory_share * _walks(ctx, node, outer, t) \
+            pull = shared / policy.machine.core_memory_share * _walks(ctx, node, outer, t) \
                 if shared else 0.0
         else:
             core = max(core, t * granule / bw)
@@ -562,7 +564,7 @@ def _walks(ctx: _Ctx, node: Node, outer: list[Loop], total: float) -> float:
             most[acc.tensor] = max(most.get(acc.tensor, 1), min(w.streams, rows))
     lines = slow = 0.0
     for tensor, n in most.items():
-        if n > ctx.policy.prefetch_streams:
+        if n > ctx.policy.machine.prefetch_streams:
             t = traffic(ctx, node, outer, granule, capacity, tensor) or 0.0
             lines, slow = lines + t, slow + t / streams.share(ctx.policy, n)
     if not lines or not total:

@@ -32,16 +32,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import math
 import os
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from polyopt import config
 from polyopt import host as hostinfo
 from polyopt.errors import OptionError
 from polyopt.host import parse_cache_size
 
 ENV_VAR = "POLYOPT_MACHINE"
+# Fields that take a real number (the rest take integers, sizes such as ``1M`` included).
+# Fields a machine profile may set (``polyopt machine --calibrate``).
+MEASURED = frozenset({"l3_bytes", "memory_bytes_per_cycle", "core_memory_share",
+                      "prefetch_streams", "untracked_share"})
+REAL_FIELDS = frozenset({"memory_bytes_per_cycle", "core_memory_share", "untracked_share"})
 ELEM_BYTES = (1, 2, 4, 8, 16)  # 16: long double (numpy longdouble), 16 bytes on x86-64
 
 
@@ -74,10 +84,41 @@ class Machine:
     rows over an operand read in place (``register_tile._conflict_rows``)."""
     l2_bytes: int = 1 << 20
     l3_bytes: int = 8 << 20
+    """The last level, shared by the cores: sysfs's size, or the part of it a virtual
+    machine really gets as measured by ``polyopt machine --calibrate`` (the largest
+    buffer every core's read stream still reads faster than from memory)."""
+
+    # ---- the memory system: measured (``polyopt machine --calibrate``, the profile this
+    # host keeps, ``polyopt.runtime.probe``); the defaults are the 2-core AMD EPYC VM's of
+    # BENCHMARKS.md. Not read from the host: no kernel interface describes them.
+    memory_bytes_per_cycle: float = 3.0
+    """Bytes per cycle from memory, shared by the cores: every core streaming reads of a
+    buffer far past the last level (the default: numpy's column sum of 4096 x 4096 float32
+    in 8.8 ms, ~7 GB/s at ~2.5 GHz)."""
+    core_memory_share: float = 0.71
+    """The share of ``memory_bytes_per_cycle`` one core streams alone (8 interleaved
+    streams, one thread against every thread): a core keeps too few lines in flight to take
+    all of it. A ratio within one run, so it holds through a VM's slow phases."""
+    prefetch_streams: int = 12
+    """Streams from memory one core's prefetchers follow at once (``schedule/streams``):
+    the most rows, read a line of each at a time, that one thread still reads at the rate of
+    a few (the default: 4-12 rows at 0.073-0.115 lines a cycle, 16 at 0.061-0.065, 24-128 at
+    0.038-0.069). A host on which no count tried reads slower gets the largest tried."""
+    untracked_share: float = 0.45
+    """The share of a core's streaming rate the lines of streams beyond
+    ``prefetch_streams`` get, the followed ones at the full rate: fitted to the rows past
+    ``prefetch_streams`` (the default's 24-128 rows fit 0.35-0.6)."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.name in REAL_FIELDS:
+                top = 1.0 if field.name.endswith("_share") else math.inf
+                if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                        or not 0 < value <= top:
+                    raise ValueError(f"Machine.{field.name} must be a number > 0"
+                                     f"{' and <= 1' if top == 1 else ''}, not {value!r}")
+                continue
             low = 0 if field.name == "l3_bytes" else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"Machine.{field.name} must be an integer >= {low}, not {value!r}")
@@ -94,7 +135,10 @@ class Machine:
                 f"FMA latency {self.fma_latency} x {self.fma_units} pipes, {self.cores} cores, "
                 f"L1d {_size(self.l1d_bytes)} ({self.l1d_ways}-way), "
                 f"L2 {_size(self.l2_bytes)}, L3 {l3}, "
-                f"{self.line_bytes}-byte lines")
+                f"{self.line_bytes}-byte lines; memory {self.memory_bytes_per_cycle:.3g} "
+                f"bytes/cycle, {self.core_memory_share:.2f} of it from one core, "
+                f"{self.prefetch_streams} prefetched streams a core "
+                f"(others at {self.untracked_share:.2f} of the rate)")
 
 
 @dataclass(frozen=True)
@@ -128,16 +172,17 @@ def _vector_shape(arch: str, flags: set[str]) -> tuple[int, int]:
 def _override(machine: Machine, spec: str, what: str = ENV_VAR) -> Machine:
     """``machine`` with the ``key=value`` fields of a comma list replaced (values may be ``1M``)."""
     valid = [f.name for f in dataclasses.fields(Machine)]
-    changes: dict[str, int] = {}
+    changes: dict[str, Any] = {}  # each field's own type, checked by Machine
     for item in filter(None, (part.strip() for part in spec.split(","))):
         key, eq, value = (s.strip() for s in item.partition("="))
         if key not in valid or not eq:
             raise OptionError(f"{what}: unknown field {key!r} in {item!r}; "
                               f"valid fields: {', '.join(valid)}")
         try:
-            changes[key] = parse_cache_size(value)
+            changes[key] = float(value) if key in REAL_FIELDS else parse_cache_size(value)
         except ValueError:
-            raise OptionError(f"{what}: {key}={value!r} is not a non-negative integer; "
+            kind = "a number" if key in REAL_FIELDS else "a non-negative integer"
+            raise OptionError(f"{what}: {key}={value!r} is not {kind}; "
                               f"valid fields: {', '.join(valid)}") from None
     try:
         return dataclasses.replace(machine, **changes)
@@ -160,7 +205,40 @@ def _overridden(spec: str) -> Machine:
 @functools.cache
 def _hardware() -> Machine:
     vector_bytes, registers = _vector_shape(platform.machine(), hostinfo.cpu_flags())
-    return Machine(vector_bytes, registers, cores=hostinfo.usable_cores(), **hostinfo.cache_sizes())
+    read = Machine(vector_bytes, registers, cores=hostinfo.usable_cores(),
+                   **hostinfo.cache_sizes())
+    path = config.machine_profile()
+    return read if path is None or not path.exists() else measured(read, path)
+
+
+def measured(machine: Machine, path: Path) -> Machine:
+    """``machine`` with the measured fields of the profile at ``path`` (:func:`save_profile`).
+    A profile is data from disk: anything but a JSON object of known measured fields with
+    valid values is refused, naming the file."""
+    try:
+        data = json.loads(path.read_text())
+        fields = data["fields"]
+        if not isinstance(fields, dict) or set(fields) - MEASURED:
+            raise ValueError(f"fields must be some of {', '.join(sorted(MEASURED))}")
+        return dataclasses.replace(machine, **fields)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise OptionError(f"machine profile {path}: {err} (remove it, or run `polyopt "
+                          "machine --calibrate` again; POLYOPT_PROFILE=none ignores it)") from None
+
+
+def save_profile(path: Path, fields: Mapping[str, float], readings: Mapping[str, object]) -> None:
+    """Write a profile: the ``fields`` a machine takes (checked here) and the ``readings``
+    they came from, kept for a person to read."""
+    checked: dict[str, Any] = dict(fields)
+    dataclasses.replace(Machine(64, 32), **checked)  # a ValueError names a bad value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"fingerprint": hostinfo.fingerprint(), "cpu": hostinfo.cpu_model(),
+                       "fields": dict(fields), "readings": dict(readings)}, indent=1)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text + "\n")
+    tmp.replace(path)
+    _hardware.cache_clear()
+    _overridden.cache_clear()
 
 
 def configured(spec: str | Mapping[str, int] | None) -> Machine:

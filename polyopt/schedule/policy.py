@@ -285,33 +285,6 @@ class CpuPolicy:
     l3_bytes_per_cycle: float = 16.0
     """Bytes per cycle from L3 into L2, per core (a quarter line: Zen, Skylake-SP)."""
 
-    memory_bytes_per_cycle: float = 3.0
-    """Bytes per cycle from memory, shared by the cores: numpy's column sum of 4096 x 4096
-    float32 (64 MB, a stream) took 8.8 ms on the 2-core VM of BENCHMARKS.md, ~7 GB/s at
-    ~2.5 GHz. Re-measure with ``scripts/bench_nests.py`` (the numpy column)."""
-
-    core_memory_share: float = 0.71
-    """The share of the memory's bandwidth (``memory_bytes_per_cycle``, shared) one core
-    streams on its own: a core keeps too few lines in flight to take all of it. ``python3
-    scripts/bench_streams.py --mode cores`` (8 streams, one thread against 2, one run):
-    0.70-0.72; the sum over the first axis of 64x512x512 in order ``a, b, c`` ran 3.19 ms
-    on one thread and 2.34 on two (0.73). A ratio within one run, so it holds through this
-    VM's phases where the bandwidth itself does not."""
-
-    prefetch_streams: int = 12
-    """Streams from memory one core's prefetchers follow at once (``schedule/streams``).
-    ``scripts/bench_streams.py --mode rows --ld 65552 --chunk 1,32 --mib 128`` on one
-    thread (rows 256 KiB and a line apart, so no two share an L2 set; a line or 32 lines
-    of each read at a time): 4-12 rows at 0.073-0.115 lines per cycle, 16 at 0.061-0.065,
-    24-128 at 0.038-0.069; written rows (``--write``) alike. Rows a power of two apart
-    add L2 set conflicts to this (256 KiB apart, 128 rows: 0.018). Not derived:
-    prefetchers are described nowhere the compiler can read."""
-
-    untracked_share: float = 0.45
-    """The share of a core's streaming rate the lines of streams beyond
-    ``prefetch_streams`` get, with the followed ones at the full rate: the measurement
-    above, 24-128 rows against 4-12, fits 0.35-0.6."""
-
     page_bytes: int = 4096
     """Page size: the TLB's granule in the model (Linux's default pages)."""
 

@@ -140,7 +140,7 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
     cold = first is not None and first[1] is not None and first[1].warm is None
     done: set[tuple[object, ...]] = set()  # a pack that does not apply builds the same nest
     for mr in (plan.mr, *_fewer_rows(plan.mr, trips[plan.row], taps, plan.nr // plan.lanes,
-                                     policy.prefetch_streams if cold else None)):
+                                     policy.machine.prefetch_streams if cold else None)):
         for label, got in plans(mr):
             found = first if got is plan else priced(got)
             if found is None or found[0].steps in done:
@@ -203,7 +203,7 @@ def _fewer_rows(mr: int, rows: int, taps: list[int], vectors: int,
     trip ``t``, the most rows whose step, the tap unrolled, stays within the printer's
     cap (``Caps.max_unrolled_updates``); given ``streams`` (rows read from memory), the
     most whose rows of memory, the taps' rows with them, stay within the streams a core's
-    prefetchers follow (``CpuPolicy.prefetch_streams``); and for those and ``mr``, when
+    prefetchers follow (``Machine.prefetch_streams``); and for those and ``mr``, when
     they leave a partial row tile, the divisors of the rows down to half of them. A search
     range, not a cost: the model prices each."""
     if rows >= UNKNOWN_TRIP:

@@ -12,7 +12,7 @@ order ``b, a, c``, whose ``a`` reads a row of each of 64 planes before ``b`` mov
 plane's run on. Their number is the runs of memory the continuing loop's body touches
 (``cost._rows``: taps that re-read a tile's rows add none).
 
-A core's prefetchers follow ``CpuPolicy.prefetch_streams`` streams; the lines of the
+A core's prefetchers follow ``Machine.prefetch_streams`` streams; the lines of the
 others come at ``untracked_share`` of the rate a followed stream gets (:func:`share`).
 Both are measured by ``scripts/bench_streams.py --mode rows`` on one thread.
 """
@@ -67,7 +67,7 @@ def walk(poly: PolyProgram, s: PolyStmt, outer: list[Loop], path: list[Loop], ac
 def share(policy: CpuPolicy, streams: int) -> float:
     """The share of a core's streaming rate from memory that reading ``streams`` streams
     together gets (the module docstring's rule), in (0, 1]."""
-    if streams <= policy.prefetch_streams:
+    if streams <= policy.machine.prefetch_streams:
         return 1.0
-    tracked = policy.prefetch_streams / streams
-    return 1.0 / (tracked + (1.0 - tracked) / policy.untracked_share)
+    tracked = policy.machine.prefetch_streams / streams
+    return 1.0 / (tracked + (1.0 - tracked) / policy.machine.untracked_share)

@@ -56,6 +56,9 @@ def test_host_smoke() -> None:
     machine = host()
     for field in dataclasses.fields(machine):
         value = getattr(machine, field.name)
+        if field.name in mm.REAL_FIELDS:
+            assert isinstance(value, float) and value > 0
+            continue
         assert isinstance(value, int)
         assert value >= 0 if field.name == "l3_bytes" else value >= 1
     assert machine.vector_bytes in (16, 32, 64)
@@ -235,3 +238,71 @@ def test_a_runtime_that_pinned_the_main_thread_does_not_shrink_the_cores() -> No
     if before == "1":
         pytest.skip("one CPU: nothing to pin")
     assert pinned == "1" and cores == before
+
+
+# ---- the measured memory system: real-valued fields and the host's profile
+def test_memory_fields_take_real_numbers_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(mm.ENV_VAR, "memory_bytes_per_cycle=6.5,core_memory_share=0.5,"
+                       "prefetch_streams=32")
+    m = host()
+    assert (m.memory_bytes_per_cycle, m.core_memory_share, m.prefetch_streams) == (6.5, 0.5, 32)
+    assert "6.5 bytes/cycle" in m.describe()
+    assert mm._override(AVX2, m.spec()) == m  # spec() round-trips the real fields
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("core_memory_share=1.5", "<= 1"), ("untracked_share=0", "> 0"),
+    ("memory_bytes_per_cycle=fast", "not a number"), ("prefetch_streams=2.5", "integer"),
+])
+def test_bad_memory_fields_are_refused(monkeypatch: pytest.MonkeyPatch, spec: str,
+                                       why: str) -> None:
+    monkeypatch.setenv(mm.ENV_VAR, spec)
+    with pytest.raises(OptionError, match=why):
+        host()
+
+
+def test_a_saved_profile_sets_the_measured_fields(tmp_path: Path) -> None:
+    path = tmp_path / "machine" / "host.json"
+    mm.save_profile(path, {"memory_bytes_per_cycle": 8.5, "l3_bytes": 96 << 20,
+                           "prefetch_streams": 32}, {"cycle_ns": 0.37})
+    got = mm.measured(AVX512, path)
+    assert (got.memory_bytes_per_cycle, got.l3_bytes, got.prefetch_streams) == \
+        (8.5, 96 << 20, 32)
+    assert got.l2_bytes == AVX512.l2_bytes and got.untracked_share == AVX512.untracked_share
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"fields": {"vector_bytes": 32}}', "fields must be some of"),
+    ('{"fields": {"core_memory_share": 3}}', "<= 1"),
+    ('{"fields": {"l3_bytes": 1.5}}', "integer"),
+    ("not json", "Expecting value"),
+    ("[]", "indices"),
+])
+def test_a_bad_profile_is_refused_naming_its_file(tmp_path: Path, text: str, why: str) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(text)
+    with pytest.raises(OptionError, match=why) as err:
+        mm.measured(AVX512, path)
+    assert str(path) in str(err.value) and "POLYOPT_PROFILE=none" in str(err.value)
+
+
+def test_the_host_takes_its_profile_unless_told_none(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    mm.save_profile(path, {"prefetch_streams": 40}, {})
+    monkeypatch.setenv("POLYOPT_PROFILE", str(path))
+    mm._hardware.cache_clear()
+    mm._overridden.cache_clear()
+    try:
+        assert host().prefetch_streams == 40
+        monkeypatch.setenv(mm.ENV_VAR, "prefetch_streams=20")  # the environment wins
+        assert host().prefetch_streams == 20
+        monkeypatch.setenv("POLYOPT_PROFILE", "none")
+        monkeypatch.delenv(mm.ENV_VAR)
+        mm._hardware.cache_clear()  # read once a process: a later profile needs a new one
+        mm._overridden.cache_clear()
+        assert host().prefetch_streams == Machine(64, 32).prefetch_streams
+    finally:
+        mm._hardware.cache_clear()
+        mm._overridden.cache_clear()

@@ -39,9 +39,9 @@ def test_planes_read_together_are_streams() -> None:
 
 
 def test_share_falls_past_the_prefetchers() -> None:
-    p = POLICY.prefetch_streams
+    p = POLICY.machine.prefetch_streams
     assert streams.share(POLICY, 1) == streams.share(POLICY, p) == 1.0
-    assert POLICY.untracked_share < streams.share(POLICY, 4 * p) < streams.share(
+    assert POLICY.machine.untracked_share < streams.share(POLICY, 4 * p) < streams.share(
         POLICY, 2 * p) < 1.0
 
 
@@ -65,10 +65,10 @@ def test_tile_rows_stay_within_the_streams_from_memory() -> None:
     big = polyopt.schedule(src, sizes={"H": 4096, "W": 4096}, options={"machine": MACHINE})
     note = next(n for n in big.notes if "register tile rows" in n)
     rows = int(note.split("register tile rows ")[1].split(",")[0])
-    assert rows + 2 <= POLICY.prefetch_streams
+    assert rows + 2 <= POLICY.machine.prefetch_streams
     small = polyopt.schedule(src, sizes={"H": 512, "W": 512}, options={"machine": MACHINE})
     note = next(n for n in small.notes if "register tile rows" in n)
-    assert int(note.split("register tile rows ")[1].split(",")[0]) > POLICY.prefetch_streams
+    assert int(note.split("register tile rows ")[1].split(",")[0]) > POLICY.machine.prefetch_streams
 
 
 def test_a_transposed_strip_of_rows_pages_apart_is_cut() -> None:
