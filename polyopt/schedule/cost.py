@@ -424,9 +424,12 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
                 cycles += n * plain
                 continue
             tiled, share = tile
-            # the last column tile's plain loops run at their own width (1 column: scalar)
+            # the last column tile's plain loops: the loop printed once for every column
+            # tile, at the full tiles' width, so its trip is known only at run time and
+            # the compiler splits the tail's few columns as it would any trip (4 columns
+            # at 16 lanes: 4 scalar iterations; 1 column: one)
             cols = share.tail_cols
-            tail = share.tail * vl.choose(cols, chosen.lanes, _gap(pairs), one)[0].cycles(
+            tail = share.tail * vl.split(cols, chosen.lanes, _gap(pairs)).cycles(
                 one) / cols if cols else 0.0
             cycles += n * (share.kernel * tiled + tail
                            + (1 - share.kernel - share.tail) * plain)
@@ -525,12 +528,12 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
     # page walks stall a core whether it waits on its caches or on its pull from memory
     busy = max(core, pull) + tlb * policy.tlb_miss_cycles
     core += tlb * policy.tlb_miss_cycles
-    lanes, forks, par = 1, 0, None
+    lanes, forks, par = 1.0, 0, None
     if policy.parallel_pays(max(busy, shared)):
         lanes, forks, par = _parallel(ctx, node, outer, parallel or (lambda lp: free_loop(
             poly, lp)))
         if max(busy / lanes, shared) + forks * policy.fork_join_cycles >= max(busy, shared):
-            lanes, forks, par = 1, 0, None  # its loop forks too often: one thread
+            lanes, forks, par = 1.0, 0, None  # its loop forks too often: one thread
     cycles = max(busy / lanes, shared) + forks * policy.fork_join_cycles
     last = footprint(ctx, node, outer, policy.machine.line_bytes)
     fits = last is not None and last * policy.machine.line_bytes <= _last_level(policy)
@@ -594,16 +597,17 @@ def _last_level(policy: CpuPolicy) -> int:
 
 
 def _parallel(ctx: _Ctx, node: Node, outer: list[Loop],
-              free: Callable[[Loop], bool]) -> tuple[int, int, str | None]:
-    """(threads, fork/joins, loop) of the outermost free loop of the chain with at least
+              free: Callable[[Loop], bool]) -> tuple[float, int, str | None]:
+    """(speedup, fork/joins, loop) of the outermost free loop of the chain with at least
     ``parallel_trips`` iterations; where the chain ends in a sequence of nests that each
     have one (a blocked output's zeroing, product and copy back under its block loop), the
-    fewest threads of theirs and all their forks."""
+    least speedup of theirs and all their forks."""
     forks, above, last = 1, list(outer), node
     for lp in _chain(node):
         n = trip(ctx.poly, lp, above) or 1
         if n >= ctx.policy.parallel_trips and free(lp):
-            return min(n, ctx.policy.machine.cores), forks, lp.name
+            # OpenMP's static schedule: the core with the most iterations sets the time
+            return n / -(-n // ctx.policy.machine.cores), forks, lp.name
         forks *= n
         above.append(lp)
         last = lp.child

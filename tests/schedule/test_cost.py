@@ -1,6 +1,8 @@
 """The loop-order cost model (schedule/cost.py) and the orders it picks (schedule/order.py)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -79,6 +81,21 @@ def test_column_walk_costs_more_than_row_walk():
     assert by_column is not None and by_row is not None
     assert by_row.vector == ("j2",) and by_column.vector == ()
     assert by_row.cycles * 4 < by_column.cycles
+
+
+def test_a_parallel_loop_takes_the_time_of_its_busiest_core():
+    """OpenMP's static schedule gives 5 rows to 2 cores as 3 and 2: the nest takes 3 rows'
+    time, as 6 rows do, not 2.5 rows' (the speedup is 5/3, not 2)."""
+    scale = "def scale(float(A,B) X) -> (Y) { Y(a,b) = X(a,b) * 2.0 }"
+    # memory fast enough that the cores' work, not the shared bandwidth, sets the time
+    policy = cpu_policy(dataclasses.replace(POLICY.machine, memory_bytes_per_cycle=1e3))
+    core = {}
+    for rows in (5, 6):
+        s = polyopt.schedule(scale, auto=False, sizes=dict(A=rows, B=1 << 16))
+        est = cost.estimate(s.poly, s.root, policy)
+        assert est is not None and est.parallel == "a"
+        core[rows] = est.core
+    assert core[5] == pytest.approx(core[6], rel=0.01)
 
 
 def test_unknown_sizes_leave_the_model_out():

@@ -190,6 +190,23 @@ def test_a_one_column_tail_is_priced_scalar() -> None:
     assert scalar > 2 * whole
 
 
+def test_a_few_tail_columns_run_as_the_full_tiles_loop_splits_them() -> None:
+    """The tail's plain loop is printed once for every column tile, at the full tiles'
+    width (16 lanes): its trip is known only at run time, and GCC runs 4 columns as 4 scalar
+    iterations (``-fopt-info-vec``: a 64-byte loop with a 32-byte epilogue, neither entered).
+    So 4 tail columns cost 4 times 1 (MobileNetV2's 1x1 convolutions at 14x14, 196 pixels in
+    tiles of 32, had priced theirs as one 4-lane vector, merged them, and ran 1.8-2.2x
+    slower)."""
+    policy = cpu_policy(AVX512)
+    compute = {}
+    for n in (48, 49, 52):
+        s, share, _ = _tiled({"M": 64, "N": n, "K": 64}, pack=False)
+        assert share.tail_cols == n - 48
+        compute[n] = cost.estimate(s.poly, s.root, policy).compute  # type: ignore[union-attr]
+    one, four = compute[49] - compute[48], compute[52] - compute[48]
+    assert four == pytest.approx(4 * one, rel=0.1)
+
+
 def test_partial_columns_price_the_padded_copy() -> None:
     """Where the columns end in a partial tile and the column operand stays in place, the
     model also prices it packed (zero-padded: the kernel runs the partial tile), and keeps
