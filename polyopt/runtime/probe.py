@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import platform
 import statistics
 from collections.abc import Callable
@@ -197,6 +198,10 @@ def calibrate(machine: Machine, say: Callable[[str], None] = lambda _: None,
     """Measure ``machine``'s host (its sysfs sizes and cores guide the sizes probed) over a
     buffer of ``buffer_bytes`` (default: 4x sysfs's L3, 256 MiB to 1 GiB)."""
     past = buffer_bytes or min(max(4 * machine.l3_bytes, 256 << 20), 1 << 30)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > machine.cores / 2:
+        say(f"warning: load average {load:.2f} on {machine.cores} cores: other work shares "
+            "the memory system, and the figures will be low")
     probe = _Lib(machine, past // 4)
     try:
         cycle = probe.cycle()
@@ -225,7 +230,7 @@ def calibrate(machine: Machine, say: Callable[[str], None] = lambda _: None,
     fields["prefetch_streams"] = followed
     if untracked is not None:
         fields["untracked_share"] = untracked
-    readings = {"cycle_ns": round(cycle * 1e9, 4),
+    readings = {"cycle_ns": round(cycle * 1e9, 4), "load_average": round(load, 2),
                 "read_bytes_per_cycle_by_mib": {b >> 20: round(r, 2) for b, r in reads.items()},
                 "rows_lines_per_cycle": {n: round(r, 4) for n, r in rows.items()}}
     return Calibration(fields, readings)
