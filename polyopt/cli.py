@@ -279,7 +279,7 @@ def _machine_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _machine(args: argparse.Namespace) -> int:
     path = config.machine_profile()
     if args.calibrate:
-        found = probe.calibrate(machine.host(), say=print)
+        found = probe.calibrate(machine.unmeasured(), say=print)  # sizes from sysfs
         print(found.describe())
         if args.dry_run or path is None:
             print("not saved" + (" (POLYOPT_PROFILE=none)" if path is None else ""))

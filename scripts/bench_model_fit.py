@@ -14,7 +14,6 @@ profile changes decisions, ``polyopt.compile`` made this one with it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import statistics
 
@@ -28,14 +27,6 @@ from polyopt.runtime import probe
 from polyopt.schedule import machine as mm
 from polyopt.schedule.order import schedule_estimate
 from polyopt.schedule.policy import cpu_policy
-
-
-def unmeasured(model: mm.Machine) -> mm.Machine:
-    """``model`` without its profile: the memory fields' defaults and sysfs's L3."""
-    sysfs = polyopt.host.cache_sizes()["l3_bytes"]
-    plain = {f.name: f.default for f in dataclasses.fields(mm.Machine)
-             if f.name in mm.MEASURED and f.name != "l3_bytes"}
-    return dataclasses.replace(model, l3_bytes=sysfs, **plain)
 
 
 def predicted(kernel: polyopt.Kernel, model: mm.Machine, cycle: float) -> float | None:
@@ -53,7 +44,7 @@ def main() -> None:
     model = mm.host()
     if config.machine_profile() is None or not config.machine_profile().exists():
         raise SystemExit("no profile: run `polyopt machine --calibrate` first")
-    plain = unmeasured(model)
+    plain = mm.unmeasured()
     cycle = probe.cycle_seconds(model)
     wanted = set(args.ops.split(",")) if args.ops else None
     rng = np.random.default_rng(0)

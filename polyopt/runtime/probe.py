@@ -129,7 +129,8 @@ L3_GAIN = 1.5  # a last level that reads less than this much faster than memory 
 
 
 class ProbeError(PolyoptError):
-    """The host could not be measured (no C compiler, no memory for the buffer)."""
+    """The host could not be measured (no cycle probe for its architecture, no memory for
+    the buffer); a failed compile of the probes is a ``CompileError``."""
 
 
 @dataclass(frozen=True)

@@ -204,11 +204,16 @@ def _overridden(spec: str) -> Machine:
 
 @functools.cache
 def _hardware() -> Machine:
-    vector_bytes, registers = _vector_shape(platform.machine(), hostinfo.cpu_flags())
-    read = Machine(vector_bytes, registers, cores=hostinfo.usable_cores(),
-                   **hostinfo.cache_sizes())
-    path = config.machine_profile()
+    read, path = unmeasured(), config.machine_profile()
     return read if path is None or not path.exists() else measured(read, path)
+
+
+def unmeasured() -> Machine:
+    """The host as Linux describes it (cpuinfo, sysfs), before its profile: the memory
+    fields at their defaults. What a calibration starts from."""
+    vector_bytes, registers = _vector_shape(platform.machine(), hostinfo.cpu_flags())
+    return Machine(vector_bytes, registers, cores=hostinfo.usable_cores(),
+                   **hostinfo.cache_sizes())
 
 
 def measured(machine: Machine, path: Path) -> Machine:

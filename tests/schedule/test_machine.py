@@ -296,6 +296,7 @@ def test_the_host_takes_its_profile_unless_told_none(monkeypatch: pytest.MonkeyP
     mm._overridden.cache_clear()
     try:
         assert host().prefetch_streams == 40
+        assert mm.unmeasured().prefetch_streams == Machine(64, 32).prefetch_streams
         monkeypatch.setenv(mm.ENV_VAR, "prefetch_streams=20")  # the environment wins
         assert host().prefetch_streams == 20
         monkeypatch.setenv("POLYOPT_PROFILE", "none")
