@@ -270,7 +270,7 @@ def _machine_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     m = sub.add_parser("machine", help="the machine model schedules are made for; "
                        "--calibrate measures this host's memory system into its profile")
     m.add_argument("--calibrate", action="store_true",
-                   help="measure the memory system (some 20 s, nothing else running) and "
+                   help="measure the memory system (some 15 s, nothing else running) and "
                    "save it as this host's profile, which later compiles use")
     m.add_argument("--dry-run", action="store_true", help="with --calibrate: print, save nothing")
     m.set_defaults(func=_machine)

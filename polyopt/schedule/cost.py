@@ -528,17 +528,17 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
     # page walks stall a core whether it waits on its caches or on its pull from memory
     busy = max(core, pull) + tlb * policy.tlb_miss_cycles
     core += tlb * policy.tlb_miss_cycles
-    lanes, forks, par = 1.0, 0, None
+    speedup, forks, par = 1.0, 0, None
     if policy.parallel_pays(max(busy, shared)):
-        lanes, forks, par = _parallel(ctx, node, outer, parallel or (lambda lp: free_loop(
+        speedup, forks, par = _parallel(ctx, node, outer, parallel or (lambda lp: free_loop(
             poly, lp)))
-        if max(busy / lanes, shared) + forks * policy.fork_join_cycles >= max(busy, shared):
-            lanes, forks, par = 1.0, 0, None  # its loop forks too often: one thread
-    cycles = max(busy / lanes, shared) + forks * policy.fork_join_cycles
+        if max(busy / speedup, shared) + forks * policy.fork_join_cycles >= max(busy, shared):
+            speedup, forks, par = 1.0, 0, None  # its loop forks too often: one thread
+    cycles = max(busy / speedup, shared) + forks * policy.fork_join_cycles
     last = footprint(ctx, node, outer, policy.machine.line_bytes)
     fits = last is not None and last * policy.machine.line_bytes <= _last_level(policy)
-    warm = core / lanes + forks * policy.fork_join_cycles if fits else None
-    return Estimate(cycles, compute, tuple(moved), par, vec, core / lanes, warm)
+    warm = core / speedup + forks * policy.fork_join_cycles if fits else None
+    return Estimate(cycles, compute, tuple(moved), par, vec, core / speedup, warm)
 
 
 def _walks(ctx: _Ctx, node: Node, outer: list[Loop], total: float) -> float:

@@ -2,7 +2,8 @@
 
 The model follows BLIS (Low et al., "Analytical modeling is enough for high-performance BLIS",
 TOMS 2016) and the MLIR GEMM case study (Bondhugula, arXiv 2003.00532).  A :class:`Machine`
-holds what ``polyopt.host`` reads from Linux (sysfs caches and ``/proc/cpuinfo``)
+holds what ``polyopt.host`` reads from Linux (sysfs caches and ``/proc/cpuinfo``), the memory
+system as ``polyopt machine --calibrate`` measured it (the host's profile, :func:`measured`),
 or overridden through ``POLYOPT_MACHINE="vector_bytes=32,l2_bytes=1M"``.
 
 GEMM blocking, :func:`gemm_blocking` (``C[MxN] += A[MxK] B[KxN]``; L = lanes = vector_bytes //
@@ -47,10 +48,10 @@ from polyopt.errors import OptionError
 from polyopt.host import parse_cache_size
 
 ENV_VAR = "POLYOPT_MACHINE"
-# Fields that take a real number (the rest take integers, sizes such as ``1M`` included).
 # Fields a machine profile may set (``polyopt machine --calibrate``).
 MEASURED = frozenset({"l3_bytes", "memory_bytes_per_cycle", "core_memory_share",
                       "prefetch_streams", "untracked_share"})
+# Fields that take a real number (the rest take integers, sizes such as ``1M`` included).
 REAL_FIELDS = frozenset({"memory_bytes_per_cycle", "core_memory_share", "untracked_share"})
 ELEM_BYTES = (1, 2, 4, 8, 16)  # 16: long double (numpy longdouble), 16 bytes on x86-64
 
