@@ -26,8 +26,11 @@ def operands(m: int, k: int, n: int, dtype: type = np.float32) -> tuple[np.ndarr
 
 @pytest.mark.parametrize("shape", [(28, 70, 64), (37, 70, 45), (100, 130, 90)])
 def test_specialized_register_tiles_match_numpy(shape: tuple[int, int, int]) -> None:
+    """The tile is asked for: the model may find plain loops faster (37 x 70 x 45, whose
+    13-column tail runs 6 vector iterations at 16 lanes: 7-10 us against 15-29 tiled)."""
     m, k, n = shape
-    kernel = polyopt.compile(MM, sizes={"M": m, "K": k, "N": n})
+    kernel = polyopt.compile(MM, sizes={"M": m, "K": k, "N": n},
+                             options={"knobs": {"register_tile": True}})
     assert "register tile" in kernel.source
     a, b = operands(m, k, n)
     np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
