@@ -9,6 +9,7 @@ import pytest
 
 from polyopt.cli import main
 from polyopt.runtime import probe
+from polyopt.schedule import machine as mm
 from polyopt.schedule.machine import MEASURED, Machine, measured
 
 MIB = 1 << 20
@@ -57,3 +58,19 @@ def test_the_command_line_shows_the_model_and_where_its_profile_is(
     assert str(path) in out and "none yet" in out and "memory_bytes_per_cycle=" in out
     assert not path.exists()
     assert measured  # the profile's reader, tested in tests/schedule/test_machine.py
+
+
+def test_a_broken_profile_is_an_error_that_says_what_to_do(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('{"fields": {"prefetch_streams": -3}}')
+    monkeypatch.setenv("POLYOPT_PROFILE", str(path))
+    mm._hardware.cache_clear()
+    mm._overridden.cache_clear()
+    try:
+        assert main(["machine"]) == 2
+    finally:
+        mm._hardware.cache_clear()
+        mm._overridden.cache_clear()
+    err = capsys.readouterr().err
+    assert str(path) in err and "prefetch_streams" in err and "--calibrate" in err
