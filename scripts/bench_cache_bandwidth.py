@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 
-from bench_fork_join import cycle_seconds, library
+from bench_fork_join import cycle_seconds
 
 from polyopt.runtime.compiler import load_library
 from polyopt.schedule.machine import host
@@ -63,7 +63,7 @@ def main() -> None:
     lib = load_library(SOURCE.replace("VB", str(m.vector_bytes)))
     lib.stream.restype = ctypes.c_double
     lib.stream.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_int]
-    cycle = cycle_seconds(library())
+    cycle = cycle_seconds()
     print(f"one cycle {cycle * 1e9:.3f} ns; L1d {m.l1d_bytes >> 10} KiB, L2 {m.l2_bytes >> 10} "
           f"KiB, L3 {m.l3_bytes >> 10} KiB")
     for kib in (int(k) for k in args.sizes.split(",")):

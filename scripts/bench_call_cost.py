@@ -22,7 +22,7 @@ import statistics
 import time
 
 import numpy as np
-from bench_fork_join import cycle_seconds, library
+from bench_fork_join import cycle_seconds
 
 import polyopt
 from polyopt.lang.resolve import BUILTINS
@@ -69,8 +69,7 @@ def main() -> None:
     machine = host()
     dtype, np_type = ("double", np.float64) if args.double else ("float", np.float32)
     lanes = args.lanes or cpu_policy(machine).lanes(np.dtype(np_type).itemsize)
-    lib = library()
-    cycle = cycle_seconds(lib)
+    cycle = cycle_seconds()
     names = args.only.split(",") if args.only else ["/", *sorted(BUILTINS)]
     rng = np.random.default_rng(0)
     a = rng.uniform(0.5, 2.0, args.n).astype(np_type)  # in every builtin's domain
@@ -88,7 +87,7 @@ def main() -> None:
                 ts.append(time.perf_counter() - t)
             best[k].append(min(ts))
     t = {k: statistics.median(v) for k, v in best.items()}
-    cycle = min(cycle, cycle_seconds(lib))
+    cycle = min(cycle, cycle_seconds())
     op = cycle / machine.fma_units * args.n / lanes  # one operation per vector, all of them
     print(f"{args.n} {dtype}s, {lanes} lanes, one cycle {cycle * 1e9:.3f} ns: copy "
           f"{t['copy'] * 1e6:.2f} us, the check fma40 {(t['fma40'] - t['copy']) / op:.1f}")

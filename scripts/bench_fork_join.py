@@ -8,8 +8,9 @@ compiles kernels (``polyopt.runtime.compiler``) and timed inside C. Two settings
 * ``after a gap of G ms``: one region per call from Python, G ms of sleep before each, the
   threads asleep once libgomp's spin ends (how a kernel called from Python meets them).
 
-Cycles come from timing a chain of dependent register adds (one cycle each) in the same
-library, so the figure is in the core's own clock whatever its frequency does.
+Cycles come from timing a chain of dependent register adds (one cycle each,
+``polyopt.runtime.probe.cycle_seconds``), so the figure is in the core's own clock whatever
+its frequency does.
 
     python3 scripts/bench_fork_join.py
     OMP_PROC_BIND=spread python3 scripts/bench_fork_join.py --calls 400
@@ -19,16 +20,13 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import platform
 import statistics
 import time
 
+from polyopt.runtime import probe
 from polyopt.runtime.compiler import load_library
 from polyopt.schedule.machine import host
 from polyopt.schedule.policy import cpu_policy
-
-ADD = {"x86_64": "add %1, %0", "aarch64": "add %0, %0, %1"}  # register operands: an
-# immediate add chain runs faster than a cycle each on cores that fold immediates at rename
 
 SOURCE = r"""
 #include <omp.h>
@@ -53,36 +51,20 @@ double regions(int reps) {
     return (now() - t0) / reps;
 }
 
-/* Seconds per dependent add over `n` rounds of 8. */
-double add_chain(long n) {
-    long x = 0, one = n > 0;
-    double t0 = now();
-    for (long i = 0; i < n; i++) {
-        __asm__ volatile(ADD "\n\t" ADD "\n\t" ADD "\n\t" ADD "\n\t"
-                         ADD "\n\t" ADD "\n\t" ADD "\n\t" ADD : "+r"(x) : "r"(one));
-    }
-    double t = now() - t0;
-    counters[0] += x;
-    return t / (8.0 * n);
-}
-
 int threads(void) { return omp_get_max_threads(); }
 """
 
 
 def library() -> ctypes.CDLL:
-    add = ADD.get(platform.machine())
-    if add is None:
-        raise SystemExit(f"no add-chain calibration for {platform.machine()}")
-    lib = load_library(SOURCE.replace("ADD", f'"{add}"'))
-    lib.regions.restype = lib.add_chain.restype = ctypes.c_double
+    lib = load_library(SOURCE)
+    lib.regions.restype = ctypes.c_double
     lib.regions.argtypes = [ctypes.c_int]
-    lib.add_chain.argtypes = [ctypes.c_long]
     return lib
 
 
-def cycle_seconds(lib: ctypes.CDLL) -> float:
-    return min(lib.add_chain(20_000_000) for _ in range(5))
+def cycle_seconds() -> float:
+    """One cycle of this core's clock now (``polyopt.runtime.probe``'s add chain)."""
+    return probe.cycle_seconds(host())
 
 
 def main() -> None:
@@ -91,7 +73,7 @@ def main() -> None:
     p.add_argument("--gaps", default="0.01,1,10", help="ms of sleep before each call")
     args = p.parse_args()
     lib = library()
-    cycle = cycle_seconds(lib)
+    cycle = cycle_seconds()
     rows = [("back to back", min(lib.regions(2000) for _ in range(5)))]
     for gap in [float(g) for g in args.gaps.split(",")]:
         times = []
@@ -99,7 +81,7 @@ def main() -> None:
             time.sleep(gap / 1e3)
             times.append(lib.regions(1))
         rows.append((f"after a gap of {gap:g} ms", statistics.median(times)))
-    cycle = min(cycle, cycle_seconds(lib))  # the clock may have ramped up meanwhile
+    cycle = min(cycle, cycle_seconds())  # the clock may have ramped up meanwhile
     model = cpu_policy(host()).fork_join_cycles
     print(f"{lib.threads()} OpenMP threads; one add {cycle * 1e9:.3f} ns "
           f"({1e-9 / cycle:.2f} GHz); the model's fork_join_cycles: {model:.0f}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 
-from bench_fork_join import cycle_seconds, library
+from bench_fork_join import cycle_seconds
 
 from polyopt.runtime.compiler import load_library
 from polyopt.schedule.machine import host
@@ -135,7 +135,7 @@ def main() -> None:
     lib.runs.restype = lib.rows.restype = ctypes.c_double
     lib.runs.argtypes = [ctypes.c_long] * 3 + [ctypes.c_int]
     lib.rows.argtypes = [ctypes.c_long] * 5 + [ctypes.c_int] * 3
-    cycle = cycle_seconds(library())
+    cycle = cycle_seconds()
     n = args.mib << 18
     lines = n * 4 / m.line_bytes
     print(f"one cycle {cycle * 1e9:.3f} ns; {args.mib} MiB; lines per cycle of the whole "

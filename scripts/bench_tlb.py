@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 
-from bench_fork_join import cycle_seconds, library
+from bench_fork_join import cycle_seconds
 
 from polyopt.runtime.compiler import load_library
 
@@ -67,7 +67,7 @@ def main() -> None:
     lib = load_library(SOURCE)
     lib.chase.restype = ctypes.c_double
     lib.chase.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_int, ctypes.c_uint]
-    cycle = cycle_seconds(library())
+    cycle = cycle_seconds()
     print(f"one cycle {cycle * 1e9:.3f} ns")
     for n in (int(x) for x in args.pages.split(",")):
         t = lib.chase(n, args.loads, args.rounds, 1)
