@@ -42,7 +42,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args()
     model = mm.host()
-    if config.machine_profile() is None or not config.machine_profile().exists():
+    profile = config.machine_profile()
+    if profile is None or not profile.exists():
         raise SystemExit("no profile: run `polyopt machine --calibrate` first")
     plain = mm.unmeasured()
     cycle = probe.cycle_seconds(model)

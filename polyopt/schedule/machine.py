@@ -243,6 +243,12 @@ def save_profile(path: Path, fields: Mapping[str, float], readings: Mapping[str,
     tmp = path.with_suffix(".tmp")
     tmp.write_text(text + "\n")
     tmp.replace(path)
+    forget()
+
+
+def forget() -> None:
+    """Read the host, and its profile, again at the next :func:`host` (they are read once
+    a process otherwise)."""
     _hardware.cache_clear()
     _overridden.cache_clear()
 

@@ -4,13 +4,14 @@ readings into machine fields, on synthetic readings, and one small real calibrat
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from polyopt.cli import main
 from polyopt.runtime import probe
 from polyopt.schedule import machine as mm
-from polyopt.schedule.machine import MEASURED, Machine, measured
+from polyopt.schedule.machine import MEASURED, Machine
 
 MIB = 1 << 20
 
@@ -50,27 +51,26 @@ def test_a_small_calibration_gives_valid_fields() -> None:
 
 
 def test_the_command_line_shows_the_model_and_where_its_profile_is(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     path = tmp_path / "none-yet.json"
     monkeypatch.setenv("POLYOPT_PROFILE", str(path))
     assert main(["machine"]) == 0
     out = capsys.readouterr().out
     assert str(path) in out and "none yet" in out and "memory_bytes_per_cycle=" in out
     assert not path.exists()
-    assert measured  # the profile's reader, tested in tests/schedule/test_machine.py
 
 
 def test_a_broken_profile_is_an_error_that_says_what_to_do(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
     path.write_text('{"fields": {"prefetch_streams": -3}}')
     monkeypatch.setenv("POLYOPT_PROFILE", str(path))
-    mm._hardware.cache_clear()
-    mm._overridden.cache_clear()
+    mm.forget()
     try:
         assert main(["machine"]) == 2
     finally:
-        mm._hardware.cache_clear()
-        mm._overridden.cache_clear()
+        mm.forget()
     err = capsys.readouterr().err
     assert str(path) in err and "prefetch_streams" in err and "--calibrate" in err

@@ -292,8 +292,7 @@ def test_the_host_takes_its_profile_unless_told_none(monkeypatch: pytest.MonkeyP
     path = tmp_path / "p.json"
     mm.save_profile(path, {"prefetch_streams": 40}, {})
     monkeypatch.setenv("POLYOPT_PROFILE", str(path))
-    mm._hardware.cache_clear()
-    mm._overridden.cache_clear()
+    mm.forget()
     try:
         assert host().prefetch_streams == 40
         assert mm.unmeasured().prefetch_streams == Machine(64, 32).prefetch_streams
@@ -301,9 +300,7 @@ def test_the_host_takes_its_profile_unless_told_none(monkeypatch: pytest.MonkeyP
         assert host().prefetch_streams == 20
         monkeypatch.setenv("POLYOPT_PROFILE", "none")
         monkeypatch.delenv(mm.ENV_VAR)
-        mm._hardware.cache_clear()  # read once a process: a later profile needs a new one
-        mm._overridden.cache_clear()
+        mm.forget()  # read once a process: a later profile needs a new one
         assert host().prefetch_streams == Machine(64, 32).prefetch_streams
     finally:
-        mm._hardware.cache_clear()
-        mm._overridden.cache_clear()
+        mm.forget()
