@@ -1,7 +1,9 @@
 """Run time of suite operators under two values of ``POLYOPT_CFLAGS`` (the same tree, the
-same C), one thread, CPU time, alternating child processes with a kernel cache each.
+same C), or under two values of a C dialect attribute (the same flags, other C), one thread,
+CPU time, alternating child processes with a kernel cache each.
 
     python3 scripts/cflags_ab.py --b=-fsplit-loops --ops mm_square,conv_3x3 --rounds 5
+    python3 scripts/cflags_ab.py --b-dialect carried_loop_guard= --ops blur_3x3 --rounds 5
 
 prints, per operator, the median over rounds of each setting's least of 9 calls and B/A.
 """
@@ -22,6 +24,10 @@ CHILD = r'''
 import sys, time, json
 sys.path.insert(0, sys.argv[2])
 import numpy as np, search_vs_random as s, polyopt
+from polyopt.codegen.dialect import Dialect
+for setting in filter(None, sys.argv[3].split(";")):
+    attr, _, value = setting.partition("=")
+    setattr(Dialect, attr, value)
 cases = s.suite_cases(); out = {}
 for op in sys.argv[1].split(","):
     c = cases[op]; rng = np.random.default_rng(0)
@@ -39,6 +45,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--a", default="", help="POLYOPT_CFLAGS of setting A (default: none)")
     ap.add_argument("--b", default="", help="POLYOPT_CFLAGS of setting B (default: none)")
+    ap.add_argument("--a-dialect", default="", help="ATTR=VALUE[;...]: C dialect attributes "
+                    "of setting A (polyopt.codegen.dialect.Dialect)")
+    ap.add_argument("--b-dialect", default="", help="the same for setting B")
     ap.add_argument("--ops", required=True, help="comma-separated suite operators")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
@@ -46,11 +55,12 @@ def main() -> None:
     caches = {tag: tempfile.mkdtemp(prefix=f"cflags_{tag}_") for tag in "ab"}
     times: dict[str, dict[str, list[float]]] = {op: {"a": [], "b": []} for op in ops}
     for r in range(args.rounds):
-        order = (("a", args.a), ("b", args.b))
-        for tag, flags in order if r % 2 == 0 else order[::-1]:
+        order = (("a", args.a, args.a_dialect), ("b", args.b, args.b_dialect))
+        for tag, flags, dialect in order if r % 2 == 0 else order[::-1]:
             env = dict(os.environ, POLYOPT_CFLAGS=flags, OMP_NUM_THREADS="1",
                        POLYOPT_CACHE_DIR=caches[tag])
-            run = subprocess.run([sys.executable, "-c", CHILD, args.ops, str(ROOT / "scripts")],
+            run = subprocess.run([sys.executable, "-c", CHILD, args.ops, str(ROOT / "scripts"),
+                                  dialect],
                                  env=env, cwd=ROOT, capture_output=True, text=True, check=True)
             for op, ms in json.loads(run.stdout.strip().splitlines()[-1]).items():
                 times[op][tag].append(ms)

@@ -46,6 +46,7 @@ class CudaDialect(Dialect):
     nested_tile_loops_attribute = ""  # no register tiles here, and nvcc is no GCC
     parallel_pragma = ""
     simd_pragma = ""
+    carried_loop_guard = ""  # nvcc vectorizes no loops
     vector_bytes = 0
     # 16-bit floats as bits, computed in float: one portable path for nvcc and the emulator
     types = Types(frozenset({"float16", "bfloat16"}))

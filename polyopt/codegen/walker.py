@@ -104,7 +104,9 @@ class AstWalker:
         body = inner if inner is not None else self.node(node.for_get_body(), depth + 1,
                                                           in_parallel or parallel)  # first:
         # its register tiles' tails size the slices
-        out += [*self.slice_decls(loop, depth + 1), *body, f"{pad}}}"]
+        guard = [] if loop_is_parallel(node) or not self.dialect.carried_loop_guard else [
+            f"{pad}  {self.dialect.carried_loop_guard}  /* carries a dependence */"]
+        out += [*self.slice_decls(loop, depth + 1), *body, *guard, f"{pad}}}"]
         if hoisted:  # the pragma must stay right above its loop
             return [f"{pad}{{", *hoisted, *out, f"{pad}}}"]
         return out

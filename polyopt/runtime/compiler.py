@@ -36,12 +36,14 @@ from pathlib import Path
 from polyopt import config, host
 from polyopt.codegen import vmath
 from polyopt.errors import CompileError
-from polyopt.runtime import cache, records, tempdirs
+from polyopt.runtime import cache, miscompiles, records, tempdirs
 
 # -fno-split-loops: GCC 12.2's -O3 loop splitting, with its loop distribution, reordered a
 # load after the store it reads in a time-skewed jacobi-1d nest (At(t,0) written, then read
 # as Ao(0) in the same iteration: Ao(0) came out 0). Either flag off fixes it; isl's loops
 # seldom keep the in-loop conditions that splitting removes, and distribution makes memsets.
+# The nest is reproducers/gcc_split_loops.c, which the compiler self-test runs
+# (runtime/miscompiles.py) with these flags and any others.
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fno-split-loops", "-fopenmp",
                                   "-fPIC", "-shared", "-std=gnu11")
 def _vector_math() -> tuple[str, ...]:
@@ -181,8 +183,20 @@ def _prepare(source: str, flags: Sequence[str] | None, link_flags: Sequence[str]
     identity = compiler_identity(cfg.cc)
     final = _final_flags(cfg, flags)
     link = tuple(link_flags)
+    final += miscompiles.remedies(cfg.cc, identity, final, (*LINK_FLAGS, *link),
+                                  _verdict_root(cfg))
     key = cache.cache_key(source, f"{identity} | {_machine(final)}", (*final, *LINK_FLAGS, *link))
     return _Job(cfg, identity, final, key, link)
+
+
+def _verdict_root(cfg: config.Config) -> Path | None:
+    """Where the compiler self-test's verdict is kept (None: this process only)."""
+    if cfg.no_cache:
+        return None
+    try:
+        return cache.usable_root(cfg.cache_dir)
+    except OSError:
+        return None
 
 
 def _final_flags(cfg: config.Config, flags: Sequence[str] | None) -> tuple[str, ...]:
