@@ -114,8 +114,11 @@ int polyopt_conv2d(void **bufs, const long *dims, long *err) {
               }
             }
             }
+            __asm__ volatile("");  /* carries a dependence */
           }
+          __asm__ volatile("");  /* carries a dependence */
         }
+        __asm__ volatile("");  /* carries a dependence */
       }
     }
   }

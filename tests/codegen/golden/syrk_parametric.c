@@ -54,9 +54,11 @@ int polyopt_polybench_syrk(void **bufs, const long *dims, long *err) {
             }
             }
           }
+          __asm__ volatile("");  /* carries a dependence */
         }
       }
     }
+    __asm__ volatile("");  /* carries a dependence */
   }
   (void)dims; (void)err;
   return 0;
