@@ -13,6 +13,7 @@ from polyopt import ir
 from polyopt.errors import LanguageError, PolyoptError, ShapeError, UnknownDefError
 from polyopt.lang import syntax as S
 from polyopt.lang.affine import Lin, always_equal, context, params_text
+from polyopt.lang.copyflow import see_through_copies
 from polyopt.lang.cse import eliminate_common
 from polyopt.lang.dead import drop_dead
 from polyopt.lang.infer import Interval, constraints, infer
@@ -71,7 +72,7 @@ def _build(definition: Definition, sizes: tuple[tuple[str, int], ...]) -> ir.Pro
         checked = check_def(definition.syntax, definition.source, dict(sizes) or None)
         program = _assemble(checked)
         check_single_assignment(program)
-        program = eliminate_common(drop_dead(program))
+        program = eliminate_common(drop_dead(see_through_copies(program)))
         return widen_reductions(program)
 
 

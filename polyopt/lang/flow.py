@@ -1,0 +1,148 @@
+"""Exact instance-wise dataflow of a checked ``ir.Program``, for the front end's rewrites
+(``copyflow``: reads that see through copies; ``dead``: writes that no read sees).
+
+The polyhedral model (``polyopt.poly``) sits above the front end, so this is the small part
+of it that the rewrites need, built from the statements' text: each statement's domain, its
+write and its affine reads, and the source of a read: the writer instance whose value it
+gets. With value semantics (a def with recurrences) that is the one writer of the element;
+otherwise isl's ``compute_flow`` under the text's sequential order. A statement with
+``op=!`` first fills its LHS range (``<name>_init``, ordered before its updates).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from polyopt import ir
+from polyopt.lang.affine import NotAffine, context, from_expr
+
+_SET = isl.dim_type.set
+
+
+@dataclass(frozen=True, eq=False)
+class Access:
+    """Read ``k`` (in ``reads_of`` order) of statement ``stmt``: its isl relation
+    (``stmt[iters] -> tensor[dims]`` on the domain) or None when an index is not affine."""
+
+    stmt: ir.Stmt
+    k: int
+    read: ir.Read
+    relation: isl.Map | None
+
+
+@dataclass(frozen=True, eq=False)
+class Flow:
+    program: ir.Program
+    domains: dict[str, isl.Set]  # by statement name, and ``<name>_init`` for fills
+    writes: dict[str, isl.Map]  # likewise: instance -> element
+    reads: tuple[Access, ...]
+    order: isl.UnionMap = field(repr=False)  # the text's sequential order (no value semantics)
+
+    def writers(self, tensor: str) -> list[str]:
+        """The names (fills included) of the instances that write ``tensor``."""
+        return [n for n, w in self.writes.items() if w.get_tuple_name(isl.dim_type.out) == tensor]
+
+    def writes_of(self, tensor: str) -> isl.UnionMap:
+        return _union([self.writes[n] for n in self.writers(tensor)], self.space)
+
+    @property
+    def space(self) -> isl.Space:
+        return context(self.program.sizes).get_space()
+
+    def source(self, sinks: list[isl.Map], tensor: str,
+               after: isl.UnionMap | None = None) -> isl.UnionMap:
+        """reader instance -> writer instance of ``tensor`` whose value the ``sinks`` (reads
+        of ``tensor``) get; with value semantics every writer of the element (a reduction's
+        every instance). ``after``: the order of sinks that are no statement's."""
+        sink = _union(sinks, self.space)
+        writes = self.writes_of(tensor)
+        if self.program.value_semantics or sink.is_empty():
+            return sink.apply_range(writes.reverse())
+        info = isl.UnionAccessInfo.from_sink(sink).set_must_source(writes)
+        order = self.order if after is None else self.order.union(after)
+        return info.set_schedule_map(order).compute_flow().get_must_dependence().reverse()
+
+
+def dataflow(program: ir.Program) -> Flow | None:
+    """The accesses of ``program``; None when isl cannot model a statement."""
+    ctx = context(program.sizes)
+    domains: dict[str, isl.Set] = {}
+    writes: dict[str, isl.Map] = {}
+    reads: list[Access] = []
+    times: list[isl.Map] = []
+    depth = max((len(s.iters) for s in program.stmts), default=0)
+    try:
+        for pos, s in enumerate(program.stmts):
+            dom = isl.Set(s.domain).intersect_params(ctx)
+            if s.init:
+                fill = dom.project_out(_SET, len(s.lhs), len(s.iters) - len(s.lhs))
+                _add(program, s, f"{s.name}_init", s.lhs, fill, domains, writes)
+                times.append(_time(program, f"{s.name}_init", s.lhs, pos, 0, depth, fill))
+            _add(program, s, s.name, s.iters, dom, domains, writes)
+            times.append(_time(program, s.name, s.iters, pos, 1, depth, dom))
+            reads += [Access(s, k, r, _read_map(program, s, r, dom))
+                      for k, r in enumerate(reads_of(s.rhs))]
+    except isl.Error:
+        return None
+    return Flow(program, domains, writes, tuple(reads),
+                _union(times, ctx.get_space()))
+
+
+def reads_of(e: ir.Expr) -> list[ir.Read]:
+    """The reads of ``e`` in the order ``ir.rewrite`` visits them (children first): read
+    ``k`` of a statement is the ``k``-th that a rewrite sees."""
+    out = [r for c in e.children() for r in reads_of(c)]
+    return [*out, e] if isinstance(e, ir.Read) else out
+
+
+def _add(program: ir.Program, s: ir.Stmt, name: str, iters: tuple[str, ...], dom: isl.Set,
+         domains: dict[str, isl.Set], writes: dict[str, isl.Map]) -> None:
+    dom = dom.set_tuple_name(name)
+    domains[name] = dom
+    writes[name] = _map(program, name, iters, s.tensor, s.lhs).intersect_domain(dom)
+
+
+def _time(program: ir.Program, name: str, iters: tuple[str, ...], pos: int, phase: int,
+          depth: int, dom: isl.Set) -> isl.Map:
+    its = ", ".join(iters)
+    pad = ", 0" * (depth - len(iters))
+    text = f"{program.params} -> {{ {name}[{its}] -> [{pos}, {phase}{', ' if its else ''}" \
+           f"{its}{pad}] }}"
+    return isl.Map(text).intersect_domain(dom.set_tuple_name(name))
+
+
+def _read_map(program: ir.Program, s: ir.Stmt, r: ir.Read, dom: isl.Set) -> isl.Map | None:
+    if r.pad is not None:
+        return None  # outside the tensor a padded read is its fill, not an element
+    try:
+        index = tuple(str(from_expr(ix, frozenset(s.iters))) for ix in r.indices)
+        return _map(program, s.name, s.iters, r.tensor, index).intersect_domain(dom)
+    except (NotAffine, isl.Error):
+        return None
+
+
+def _map(program: ir.Program, name: str, iters: tuple[str, ...], tensor: str,
+         index: tuple[str, ...]) -> isl.Map:
+    body = f"{name}[{', '.join(iters)}] -> {tensor}[{', '.join(index)}]"
+    return isl.Map(f"{program.params} -> {{ {body} }}")
+
+
+def _union(maps: list[isl.Map], space: isl.Space) -> isl.UnionMap:
+    out = isl.UnionMap.empty(space)
+    for m in maps:
+        out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def maps_of(umap: isl.UnionMap) -> list[isl.Map]:
+    out: list[isl.Map] = []
+    umap.foreach_map(out.append)
+    return out
+
+
+def sets_of(uset: isl.UnionSet) -> list[isl.Set]:
+    out: list[isl.Set] = []
+    uset.foreach_set(out.append)
+    return out
