@@ -18,8 +18,9 @@ Variable               Meaning                                     Default
                        other stages' dumps.
 ``POLYOPT_PROFILE``    The machine profile ``polyopt machine       ``<cache dir>/machine/
                        --calibrate`` wrote, whose measured         <host fingerprint>.json``
-                       fields the host's machine model takes;
-                       ``none`` reads none.
+                       fields the host's machine model takes;      (the cache dir in use: the
+                       ``none`` reads none. Read as cache files    fallback when the configured
+                       are (``polyopt.trust``).                    one is refused)
 ``CC``                 The C compiler command; may carry           ``cc``
                        arguments (``"ccache gcc"``), split like
                        a shell would.
@@ -42,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from polyopt import host
+from polyopt import host, trust
 from polyopt.errors import OptionError
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -100,14 +101,22 @@ def scratch_cache(parent: Path | str | None = None) -> Iterator[Path]:
 
 def machine_profile() -> Path | None:
     """Where this host's measured machine profile is (whether or not it exists), or None
-    when ``POLYOPT_PROFILE=none`` asks for the unmeasured model."""
+    when ``POLYOPT_PROFILE=none`` asks for the unmeasured model. By default under the cache
+    root in use (:func:`polyopt.trust.choose_root`), never under one that was refused: who
+    could write there could choose the model's figures; None (with a warning) when neither
+    the cache dir nor its fallback can be used."""
     value = os.environ.get("POLYOPT_PROFILE", "").strip()
     if value.lower() == "none":
         return None
     if value:
         return Path(value).expanduser()
     name = host.fingerprint().replace(":", "-").replace("/", "-")
-    return cache_dir() / "machine" / f"{name}.json"
+    try:
+        root = trust.choose_root(cache_dir())
+    except OSError as exc:  # UntrustedLocationError included
+        trust.warn_once(f"no machine profile is read: {exc}")
+        return None
+    return root / "machine" / f"{name}.json"
 
 
 def no_cache() -> bool:

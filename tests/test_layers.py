@@ -15,11 +15,12 @@ import polyopt
 
 ROOT = Path(polyopt.__file__).parent
 
-# Lowest first. ``core``: errors, types, environment, the host's description, the frozen IR
-# (which the language front end builds) and the bundled kernels' sources.
+# Lowest first. ``core``: errors, types, environment, the host's description, the trust rule
+# for cache files (``polyopt.trust``: the machine model reads its profile under it), the frozen
+# IR (which the language front end builds) and the bundled kernels' sources.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("polyopt.errors", "polyopt.dtypes", "polyopt.config", "polyopt.host",
-              "polyopt.version", "polyopt.ir", "polyopt.kernels")),
+              "polyopt.trust", "polyopt.version", "polyopt.ir", "polyopt.kernels")),
     ("lang", ("polyopt.lang",)),
     ("poly", ("polyopt.poly",)),
     ("autodiff", ("polyopt.autodiff",)),  # derived gradients: TC source from the checked IR

@@ -18,9 +18,11 @@ processes build one key once and all get a valid object.
 
 The checksum guards against corruption, not against other users: whoever can write the
 ``.so`` can write its ``.json``. So an entry is read only when it and every directory from
-the cache root down could only have been written by the current user (:mod:`.trust`); a root
-that fails the check is refused, with a warning, for a private ``<tempdir>/polyopt-<uid>``.
-Directories are created 0700, files 0600 (objects 0700).
+the cache root down could only have been written by the current user, and it is read under
+the rule of :func:`.trust.read_trusted` (a regular file, no larger than its kind's cap, opened
+without following a symlink or blocking on a FIFO); a root that fails the check is refused,
+with a warning, for a private ``<tempdir>/polyopt-<uid>``. Directories are created 0700,
+files 0600 (objects 0700).
 """
 
 from __future__ import annotations
@@ -48,10 +50,10 @@ CACHE_FORMAT = 1
 """Bump when the layout or the key's recipe changes, so old entries are never reused."""
 
 logger = logging.getLogger("polyopt.runtime")
+warn_once = trust.warn_once
 
 _MEMORY: dict[tuple[str, str], Path] = {}
 _ROOTS: dict[tuple[str, str], Path] = {}
-_WARNED: set[str] = set()
 
 
 def cache_key(source: str, identity: str, flags: Sequence[str]) -> str:
@@ -67,38 +69,15 @@ def entry_path(cache_dir: Path, key: str, suffix: str = ".so") -> Path:
 
 
 def usable_root(configured: Path, key: str | None = None) -> Path:
-    """The cache root to use: ``configured`` when nobody else could have written to it, else
-    the private :func:`fallback_root` (with a warning, once per refusal). Creates the missing
-    directories down to the key's (mode 0700) and checks them. Raises
-    :class:`~.trust.UntrustedLocationError` when neither root can be trusted, OSError when
-    neither can be created. Remembered per process (``lookup`` checks the directories again
-    before it reads an entry from disk)."""
+    """The cache root to use (:func:`.trust.choose_root`: ``configured``, or the private
+    fallback when others could have written to it), with the directories down to the key's.
+    Remembered per process (``lookup`` checks the directories again before it reads an
+    entry from disk)."""
     memo = (str(configured), key[:2] if key else "")
     if memo not in _ROOTS:
-        _ROOTS[memo] = _choose_root(Path(configured), Path("c", key[:2]) if key else Path())
+        relative = Path("c", key[:2]) if key else Path()
+        _ROOTS[memo] = trust.choose_root(Path(configured), relative)
     return _ROOTS[memo]
-
-
-def _choose_root(configured: Path, relative: Path) -> Path:
-    root = configured.expanduser().resolve()
-    try:
-        trust.make_private_dirs(root, relative)
-        return root
-    except trust.UntrustedLocationError as exc:
-        fallback = fallback_root()
-        warn_once(f"refusing the cache dir {root}: {exc}; using {fallback} instead")
-    try:
-        trust.make_private_dirs(fallback, relative)
-    except trust.UntrustedLocationError as exc:
-        raise trust.UntrustedLocationError(f"neither the cache dir {root} nor the fallback "
-                                           f"{fallback} can be trusted ({exc})") from None
-    return fallback
-
-
-def fallback_root() -> Path:
-    """The private cache used when the configured one is refused: ``<tempdir>/polyopt-<uid>``."""
-    user = os.geteuid() if trust.enforced() else "user"
-    return Path(tempfile.gettempdir()).resolve() / f"polyopt-{user}"
 
 
 def lookup(cache_dir: Path, key: str) -> Path | None:
@@ -110,10 +89,10 @@ def lookup(cache_dir: Path, key: str) -> Path | None:
     if hit is not None:
         return hit
     so = entry_path(cache_dir, key)
-    meta = entry_path(cache_dir, key, ".json")
-    if not trusted_files(Path(cache_dir), Path("c", key[:2]), so, meta):
-        return None
-    if not _verify(so, meta, key):
+    check_tree(Path(cache_dir), Path("c", key[:2]))
+    meta = read_file(entry_path(cache_dir, key, ".json"), "metadata")
+    data = None if meta is None else read_file(so, "object")
+    if meta is None or data is None or not _verify(so, meta, data, key):
         return None
     _MEMORY[mem] = so
     return so
@@ -173,26 +152,42 @@ def clear_memory() -> None:
     _ROOTS.clear()
 
 
-def trusted_files(root: Path, relative: Path, *files: Path) -> bool:
-    """Whether ``files`` (those that exist) are regular files only we could have written.
-    Raises :class:`~.trust.UntrustedLocationError` when a directory from ``root`` down to
-    ``root / relative`` is not ours alone; warns (once) about a refused file."""
+def check_tree(root: Path, relative: Path) -> None:
+    """Raise :class:`~.trust.UntrustedLocationError` when a directory from ``root`` down to
+    ``root / relative`` is not ours alone."""
     found = trust.tree_problem(root, relative)
     if found is not None:
         raise trust.UntrustedLocationError(f"{found[0]} {found[1]}")
+
+
+def read_file(path: Path, kind: str) -> bytes | None:
+    """The bytes of the cache file ``path`` of ``kind`` (a key of :data:`.trust.CAPS`), read
+    under :func:`.trust.read_trusted`; None when it is missing or cannot be read, and when it
+    is refused (with a warning, once), so that the caller makes it again. Check the
+    directories above it first (:func:`check_tree`)."""
+    try:
+        return trust.read_trusted(path, trust.CAPS[kind])
+    except FileNotFoundError:
+        return None
+    except trust.UntrustedLocationError as exc:
+        warn_once(f"refusing the cache entry {exc}; making it again")
+    except OSError as exc:
+        logger.info("unreadable cache entry %s (%s); making it again", path, exc)
+    return None
+
+
+def trusted_files(root: Path, relative: Path, *files: Path) -> bool:
+    """Whether ``files`` (those that exist) are regular files only we could have written.
+    Raises :class:`~.trust.UntrustedLocationError` when a directory from ``root`` down to
+    ``root / relative`` is not ours alone; warns (once) about a refused file. Only looks
+    (``lstat``): read what passes with :func:`read_file`, which checks again as it reads."""
+    check_tree(root, relative)
     for path in files:
         why = trust.file_problem(path)
         if why is not None:
             warn_once(f"refusing the cache entry {path}: it {why}; rebuilding it")
             return False
     return True
-
-
-def warn_once(message: str) -> None:
-    """A warning on the runtime's logger, once per process for each message."""
-    if message not in _WARNED:
-        _WARNED.add(message)
-        logger.warning(message)
 
 
 @contextlib.contextmanager
@@ -231,14 +226,11 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o600, *, sync: bool = Tru
         raise
 
 
-def _verify(so: Path, meta_path: Path, key: str) -> bool:
-    """Whether ``so`` exists and matches its metadata; logs why a present entry is rejected."""
+def _verify(so: Path, text: bytes, data: bytes, key: str) -> bool:
+    """Whether the object ``data`` matches its metadata ``text``; logs why it does not."""
     try:
-        meta = json.loads(meta_path.read_text())
-        data = so.read_bytes()
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError) as exc:
+        meta = json.loads(text)
+    except ValueError as exc:
         logger.info("unreadable cache entry %s (%s); rebuilding", so, exc)
         return False
     good = (isinstance(meta, dict) and meta.get("format") == CACHE_FORMAT

@@ -6,7 +6,8 @@ Layout under the cache root (beside the objects of :mod:`.cache`)::
     <kind>/<key[:2]>/<key>.json   {"format", "kind", "key", "payload", "sha256"}
 
 A record is read under the same rules as an object: every directory from the root down and
-the file itself must be ours alone (:mod:`.trust`), and the checksum over the payload must
+the file itself must be ours alone, the file is read under :func:`.trust.read_trusted` (at
+most ``CAPS["record"]`` bytes, no symlink, no FIFO), and the checksum over the payload must
 hold. A record that fails either, cannot be parsed, or names another key is a miss (logged),
 so the caller redoes the work and writes it again; it is never half-trusted. Writes are
 atomic (:func:`.cache.atomic_write`), so a reader sees the old record or the new one.
@@ -34,13 +35,13 @@ def read(root: Path, kind: str, key: str) -> dict[str, Any] | None:
     """The payload stored for ``key``, or None when there is none or it cannot be trusted.
     Raises :class:`~.trust.UntrustedLocationError` when a directory above it is not ours."""
     path = record_path(root, kind, key)
-    if not cache.trusted_files(Path(root), Path(kind, key[:2]), path):
+    cache.check_tree(Path(root), Path(kind, key[:2]))
+    text = cache.read_file(path, "record")
+    if text is None:
         return None
     try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         cache.logger.info("unreadable %s record %s (%s); redoing it", kind, path, exc)
         return None
     payload = data.get("payload") if isinstance(data, dict) else None

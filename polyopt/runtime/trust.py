@@ -1,149 +1,26 @@
-"""Whether a file or directory can only have been written by the current user (or root).
-
-A cached object is code that runs as whoever loads it, and a checksum stored next to it
-proves nothing: who can replace the object can replace the checksum. So, like CPython's
-``__pycache__``, ccache and pip, polyopt trusts a cache location only when nobody else could
-have written to it: the directory and everything polyopt reads in it must be owned by the
-current user and not writable by group or others, and every directory above it owned by the
-user or root and not writable by all unless sticky (``/tmp``), since whoever can write to a
-parent can rename the directory away and put their own in its place. (Group-writable parents
-pass: with a user-private group, the umask 002 that many systems use makes ``~/.cache`` so.)
-Directories are created ``0700`` and files ``0600``; lock files are opened without following
-symlinks.
-
-The checks read the modes and owners themselves (``lstat``), so they hold for root too,
-whom the kernel's permission bits would not stop.
-"""
+"""The trust rule for what the runtime reads and writes in its cache, under the runtime's
+name: it lives in :mod:`polyopt.trust`, in the core layer, because the machine model (below
+the runtime) reads the host's profile from the cache root under the same rule."""
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import stat
-from pathlib import Path
+from polyopt.trust import (
+    CAPS,
+    UntrustedLocationError,
+    ancestors_problem,
+    choose_root,
+    dir_problem,
+    enforced,
+    fallback_root,
+    file_problem,
+    make_private_dirs,
+    open_lock,
+    opened,
+    read_trusted,
+    tree_problem,
+    warn_once,
+)
 
-from polyopt.errors import PolyoptError
-
-_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
-_ROOT_UID = 0
-
-
-class UntrustedLocationError(PolyoptError, OSError):
-    """A cache location that someone other than the current user could have written to."""
-
-
-def enforced() -> bool:
-    """Whether the platform has owners to check (POSIX); elsewhere every check passes."""
-    return hasattr(os, "geteuid")
-
-
-def dir_problem(path: Path, *, sticky_ok: bool = False) -> str | None:
-    """Why ``path`` is not a directory only we could have written to, or None when it is.
-    ``sticky_ok``: a directory writable by all but sticky (like ``/tmp``) is fine too,
-    owned by us or root, since others cannot replace what we create in it."""
-    if not enforced():
-        return None
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        return f"cannot be examined ({exc.strerror})"
-    if not stat.S_ISDIR(st.st_mode):
-        return "is a symlink" if stat.S_ISLNK(st.st_mode) else "is not a directory"
-    if sticky_ok and st.st_mode & stat.S_ISVTX and st.st_uid in (os.geteuid(), _ROOT_UID):
-        return None
-    return _owner_problem(st)
-
-
-def file_problem(path: Path) -> str | None:
-    """Why ``path`` is not a regular file only we could have written, or None when it is
-    (or when it does not exist: there is nothing to trust or distrust)."""
-    if not enforced():
-        return None
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"cannot be examined ({exc.strerror})"
-    if not stat.S_ISREG(st.st_mode):
-        return "is a symlink" if stat.S_ISLNK(st.st_mode) else "is not a regular file"
-    return _owner_problem(st)
-
-
-def ancestors_problem(path: Path) -> tuple[Path, str] | None:
-    """The first directory above ``path`` (resolved) that others could write to: one not
-    owned by us or root, or writable by all without the sticky bit."""
-    for parent in path.parents:
-        try:
-            st = os.stat(parent)
-        except OSError as exc:
-            return parent, f"cannot be examined ({exc.strerror})"
-        if st.st_uid not in (os.geteuid(), _ROOT_UID):
-            return parent, f"is owned by uid {st.st_uid}"
-        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-            return parent, "is writable by all and not sticky"
-    return None
-
-
-def tree_problem(root: Path, relative: Path = Path()) -> tuple[Path, str] | None:
-    """The first untrusted directory among ``root``'s parents, ``root`` itself (which may be
-    sticky, like ``/tmp``) and the existing levels of ``root / relative``."""
-    if not enforced():
-        return None
-    found = ancestors_problem(root)
-    if found is not None:
-        return found
-    why = dir_problem(root, sticky_ok=True)
-    if why is not None:
-        return root, why
-    path = root
-    for part in relative.parts:
-        path = path / part
-        if not os.path.lexists(path):
-            break
-        why = dir_problem(path)
-        if why is not None:
-            return path, why
-    return None
-
-
-def make_private_dirs(root: Path, relative: Path = Path()) -> Path:
-    """Create the missing levels of ``root / relative`` (and of ``root``'s parents) with mode
-    0700, then check them all; raises :class:`UntrustedLocationError` naming the first bad
-    directory, or OSError when one cannot be created."""
-    target = root / relative
-    missing = [p for p in (target, *target.parents) if not os.path.lexists(p)]
-    for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another process made it: checked below
-            os.mkdir(path, 0o700)  # the umask can only take bits away
-    found = tree_problem(root, relative)
-    if found is not None:
-        raise UntrustedLocationError(f"{found[0]} {found[1]}")
-    return target
-
-
-def open_lock(path: Path) -> int:
-    """A file descriptor of the lock file ``path``, created 0600 if missing. Never follows a
-    symlink (a planted ``<key>.lock -> ~/.bashrc`` would make us create or touch its target)
-    and refuses a file someone else owns; raises :class:`UntrustedLocationError` then."""
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UntrustedLocationError(f"lock file {path} is a symlink") from None
-        raise
-    why = _owner_problem(os.fstat(fd)) if enforced() else None
-    if why is not None:
-        os.close(fd)
-        raise UntrustedLocationError(f"lock file {path} {why}")
-    return fd
-
-
-def _owner_problem(st: os.stat_result) -> str | None:
-    if st.st_uid != os.geteuid():
-        return f"is owned by uid {st.st_uid}, not by the current user (uid {os.geteuid()})"
-    if st.st_mode & _OTHERS_WRITE:
-        return f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
-    return None
+__all__ = ["CAPS", "UntrustedLocationError", "ancestors_problem", "choose_root", "dir_problem",
+           "enforced", "fallback_root", "file_problem", "make_private_dirs", "open_lock",
+           "opened", "read_trusted", "tree_problem", "warn_once"]

@@ -4,7 +4,10 @@ The model follows BLIS (Low et al., "Analytical modeling is enough for high-perf
 TOMS 2016) and the MLIR GEMM case study (Bondhugula, arXiv 2003.00532).  A :class:`Machine`
 holds what ``polyopt.host`` reads from Linux (sysfs caches and ``/proc/cpuinfo``), the memory
 system as ``polyopt machine --calibrate`` measured it (the host's profile, :func:`measured`),
-or overridden through ``POLYOPT_MACHINE="vector_bytes=32,l2_bytes=1M"``.
+or overridden through ``POLYOPT_MACHINE="vector_bytes=32,l2_bytes=1M"``. Whatever the source,
+each field must lie within its :data:`BOUNDS` (what real machines have, with room): a model
+no machine has would only make the scheduler's searches absurdly long (a 1 GiB cache line
+once made a 64^3 matmul take 66 s to compile).
 
 GEMM blocking, :func:`gemm_blocking` (``C[MxN] += A[MxK] B[KxN]``; L = lanes = vector_bytes //
 elem_bytes; the micro-kernel broadcasts ``mr`` elements of A and loads ``v = nr/L`` vectors of B
@@ -31,18 +34,20 @@ array touched by the band contributes a ``T x T`` tile (a ``T`` strip for 1-d ba
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import math
 import os
 import platform
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polyopt import config
+from polyopt import config, trust
 from polyopt import host as hostinfo
 from polyopt.errors import OptionError
 from polyopt.host import parse_cache_size
@@ -61,6 +66,63 @@ def _size(n: int) -> str:
         if n >= scale and n % scale == 0:
             return f"{n // scale} {unit}"
     return f"{n} B"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The values one field of :class:`Machine` may take."""
+
+    low: float
+    high: float
+    doc: str
+    power_of_two: bool = False
+    above_low: bool = False  # ``low`` itself excluded (a rate or a share: > 0)
+    none: bool = False  # 0 allowed too (no such level)
+    size: bool = False  # shown as a size (KiB, MiB, GiB)
+
+    def allows(self, value: float) -> bool:
+        inside = self.low < value <= self.high if self.above_low else \
+            self.low <= value <= self.high
+        if self.power_of_two:
+            inside = inside and int(value) & (int(value) - 1) == 0
+        return inside or (self.none and value == 0)
+
+    def describe(self) -> str:
+        def show(v: float) -> str:
+            return _size(int(v)) if self.size else f"{v:g}"
+
+        text = f"> {show(self.low)} and <= {show(self.high)}" if self.above_low else \
+            f"{show(self.low)}..{show(self.high)}"
+        text = f"a power of two in {text}" if self.power_of_two else text
+        return f"0 or {text}" if self.none else text
+
+
+KIB, GIB = 1 << 10, 1 << 30
+BOUNDS: dict[str, Bound] = {
+    "vector_bytes": Bound(8, 256, "SIMD register bytes: 16 (SSE, NEON) to 256 (2048-bit "
+                          "SVE)", power_of_two=True),
+    "vector_registers": Bound(4, 128, "architectural vector registers: 16 or 32 on real cores"),
+    "fma_latency": Bound(1, 64, "cycles from an FMA to its result: 3-6 on real cores"),
+    "fma_units": Bound(1, 8, "FMA pipes a core: 1-4 on real cores"),
+    "cores": Bound(1, 4096, "cores a kernel runs on: the largest hosts have ~1000"),
+    "line_bytes": Bound(16, 1024, "cache line bytes: 64 (x86), 64-128 (Arm), 256 (A64FX)",
+                        power_of_two=True),
+    "l1d_bytes": Bound(KIB, 16 << 20, "L1d bytes: 16-192 KiB on real cores", size=True),
+    "l1d_ways": Bound(1, 64, "L1d associativity: 4-16 on real cores"),
+    "l2_bytes": Bound(KIB, GIB, "L2 bytes a core: 256 KiB-16 MiB on real cores", size=True),
+    "l3_bytes": Bound(KIB, 64 * GIB, "last-level bytes: up to ~1.1 GiB (EPYC with 3D V-Cache);"
+                      " 0: none", none=True, size=True),
+    "memory_bytes_per_cycle": Bound(0, 4096, "bytes a cycle from memory: 3-300 on real hosts",
+                                    above_low=True),
+    "core_memory_share": Bound(0, 1, "share of the memory rate one core streams alone",
+                               above_low=True),
+    "prefetch_streams": Bound(1, 1024, "streams a core's prefetchers follow: 8-32 on real "
+                              "cores; calibration tries up to 128"),
+    "untracked_share": Bound(0, 1, "share of a core's rate the streams past prefetch_streams "
+                             "get", above_low=True),
+}
+"""Every field's bounds, what real machines have with room to spare (the scheduler's
+searches grow with some of them: a cache line's elements, the registers, the streams)."""
 
 
 @dataclass(frozen=True)
@@ -111,18 +173,20 @@ class Machine:
     ``prefetch_streams`` (the default's 24-128 rows fit 0.35-0.6)."""
 
     def __post_init__(self) -> None:
+        """Each field of the right type and within its :data:`BOUNDS`; OptionError (a
+        ValueError) names the field, the value and the range otherwise."""
         for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name in REAL_FIELDS:
-                top = 1.0 if field.name.endswith("_share") else math.inf
-                if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                        or not 0 < value <= top:
-                    raise ValueError(f"Machine.{field.name} must be a number > 0"
-                                     f"{' and <= 1' if top == 1 else ''}, not {value!r}")
-                continue
-            low = 0 if field.name == "l3_bytes" else 1
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"Machine.{field.name} must be an integer >= {low}, not {value!r}")
+            name, value, bound = field.name, getattr(self, field.name), BOUNDS[field.name]
+            real = name in REAL_FIELDS
+            types = (int, float) if real else (int,)
+            if isinstance(value, bool) or not isinstance(value, types) \
+                    or (real and not math.isfinite(value)):
+                raise OptionError(f"Machine.{name} must be {'a number' if real else 'an integer'}"
+                                  f" ({bound.describe()}), "
+                                  f"not {value!r}")
+            if not bound.allows(value):
+                raise OptionError(f"Machine.{name} = {value!r} is out of range: it must be "
+                                  f"{bound.describe()} ({bound.doc})")
 
     def spec(self) -> str:
         """Every field as a ``POLYOPT_MACHINE`` string: a process given it models exactly
@@ -206,7 +270,7 @@ def _overridden(spec: str) -> Machine:
 @functools.cache
 def _hardware() -> Machine:
     read, path = unmeasured(), config.machine_profile()
-    return read if path is None or not path.exists() else measured(read, path)
+    return read if path is None else measured(read, path)
 
 
 def unmeasured() -> Machine:
@@ -218,31 +282,61 @@ def unmeasured() -> Machine:
 
 
 def measured(machine: Machine, path: Path) -> Machine:
-    """``machine`` with the measured fields of the profile at ``path`` (:func:`save_profile`).
-    A profile is data from disk: anything but a JSON object of known measured fields with
-    valid values is refused, naming the file."""
+    """``machine`` with the measured fields of the profile at ``path`` (:func:`save_profile`),
+    or ``machine`` itself when there is none. A profile is data from disk, read under the
+    trust rule of cache files (:func:`polyopt.trust.read_trusted`): one others could have
+    written, or no regular file, is ignored with a warning; anything but a JSON object of
+    known measured fields with values in their :data:`BOUNDS` is refused, naming the file."""
+    text = _profile_text(path)
+    if text is None:
+        return machine
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(text)
         fields = data["fields"]
         if not isinstance(fields, dict) or set(fields) - MEASURED:
             raise ValueError(f"fields must be some of {', '.join(sorted(MEASURED))}")
         return dataclasses.replace(machine, **fields)
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
         raise OptionError(f"machine profile {path}: {err} (remove it, or run `polyopt "
                           "machine --calibrate` again; POLYOPT_PROFILE=none ignores it)") from None
 
 
+def _profile_text(path: Path) -> bytes | None:
+    """The profile's bytes; None when it is missing, or refused (with a warning, once) as
+    a file others could have written, in a directory others could write to, not a regular
+    file or larger than ``CAPS["profile"]``."""
+    found = trust.tree_problem(path.parent)
+    if found is not None:
+        if os.path.lexists(path):
+            trust.warn_once(f"ignoring the machine profile {path}: {found[0]} {found[1]}")
+        return None
+    try:
+        return trust.read_trusted(path, trust.CAPS["profile"])
+    except FileNotFoundError:
+        return None
+    except OSError as err:  # UntrustedLocationError included
+        trust.warn_once(f"ignoring the machine profile {path}: {err}")
+        return None
+
+
 def save_profile(path: Path, fields: Mapping[str, float], readings: Mapping[str, object]) -> None:
     """Write a profile: the ``fields`` a machine takes (checked here) and the ``readings``
-    they came from, kept for a person to read."""
+    they came from, kept for a person to read. Its directory is made private (0700) and
+    checked as a cache directory is; the file is written 0600 and moved into place."""
     checked: dict[str, Any] = dict(fields)
-    dataclasses.replace(Machine(64, 32), **checked)  # a ValueError names a bad value
-    path.parent.mkdir(parents=True, exist_ok=True)
+    dataclasses.replace(Machine(64, 32), **checked)  # an OptionError names a bad value
+    trust.make_private_dirs(path.parent)
     text = json.dumps({"fingerprint": hostinfo.fingerprint(), "cpu": hostinfo.cpu_model(),
                        "fields": dict(fields), "readings": dict(readings)}, indent=1)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text + "\n")
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     forget()
 
 

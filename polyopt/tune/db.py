@@ -12,6 +12,15 @@ transaction, and a process killed mid-write leaves the last committed state. Sev
 processes (each with its own :class:`Database`) may write at once; threads share one
 connection under a lock.
 
+The file is data others could plant: the cache root may be a shared sticky directory (README,
+Security), where any user can create ``tuning.sqlite`` first. So before SQLite opens it, the
+database and its ``-wal``, ``-shm`` and ``-journal`` files must be regular files of the
+current user's that group and others cannot write, of at most ``CAPS["database"]`` bytes
+(:func:`polyopt.trust.opened`: a FIFO, which SQLite would read forever, is looked at without
+blocking); a missing database is created ``0600`` first. Anything else is a
+:class:`DatabaseError` naming the file and why, which compiling reports once (a
+``TuningWarning``) and then compiles untuned.
+
 Schema (version 1)::
 
     meta(name TEXT PRIMARY KEY, value TEXT)          -- name 'schema' holds the version
@@ -169,13 +178,13 @@ def state(path: str | Path | None = None) -> str:
     parts = [str(db)]
     for file in (db, db.with_name(f"{db.name}-wal")):
         try:
-            with open(file, "rb") as handle:
-                st, head = os.fstat(handle.fileno()), handle.read(100)
+            with trust.opened(file, trust.CAPS["database"]) as (fd, st):
+                head = os.read(fd, 100)
         except FileNotFoundError:
             parts.append("-")
             continue
-        except OSError as exc:  # a lookup would fail and warn: no warm start records that
-            return f"unreadable: {exc}"
+        except OSError as exc:  # a lookup would fail and warn (an untrusted file too): no
+            return f"unreadable: {exc}"  # warm start records that
         parts.append(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}:{head.hex()}")
     return " | ".join(parts)
 
@@ -344,8 +353,11 @@ class Database:
     def _open(self) -> sqlite3.Connection:
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _claim(self.path)
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                    check_same_thread=False)
+        except trust.UntrustedLocationError as e:
+            raise DatabaseError(f"refusing the tuning database: {e}") from None
         except (OSError, sqlite3.Error) as e:
             raise DatabaseError(f"cannot open the tuning database {self.path}: {e}") from None
         try:
@@ -368,6 +380,20 @@ class Database:
         with self._lock:
             conn = self._connection()
             return _retry(self.path, lambda: conn.execute(sql, args).fetchall())
+
+
+def _claim(path: Path) -> None:
+    """Create the database ``path`` (0600, ours) when it is missing; raise
+    :class:`~polyopt.trust.UntrustedLocationError` when it, or its WAL, shared-memory or
+    journal file, is not a file only we could have written (see the module doc)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
+    with contextlib.suppress(FileExistsError):  # another process's, or anyone's: checked
+        os.close(os.open(path, flags, 0o600))
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError), \
+                trust.opened(path.with_name(path.name + suffix), trust.CAPS["database"]):
+            pass
 
 
 def _transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
