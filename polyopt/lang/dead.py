@@ -75,7 +75,8 @@ def drop_unread(program: ir.Program, names: Collection[str], *, warn: bool = Fal
             lives[s.tensor] = live_writes(flow, s.tensor)
         live, dom = lives[s.tensor], flow.domains[s.name]
         kept = dom if live is None else dom.intersect(live.extract_set(dom.get_space()))
-        if not _sizes_positive(program).is_subset(dom.subtract(kept).params()):
+        if not dom.params().intersect(_sizes_positive(program)).is_subset(
+                dom.subtract(kept).params()):
             continue  # dead at some sizes only (adi's constants when N < 3): keep all
         if kept.is_empty():
             changed[s.name] = None
