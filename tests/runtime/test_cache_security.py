@@ -14,12 +14,21 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
-from polyopt.runtime import cache, compiler
+import polyopt
+from polyopt import config, lang, trust
+from polyopt.runtime import cache, compiler, records
 from polyopt.runtime.compiler import compile_shared, load_library
+from polyopt.schedule import machine as mm
+from polyopt.schedule.machine import Machine
+from polyopt.tune import db
+from polyopt.tune.replay import TuningWarning, tuned_schedule
 
 ADD = "int add(int a, int b) { return a + b; }\n"
 EVIL = "int add(int a, int b) { return 1000; }\n"
@@ -276,3 +285,220 @@ def test_cache_under_a_parent_of_another_user_is_refused(tmp_path: Path, tmpdir_
     parent.mkdir()
     os.chown(parent, NOBODY, NOBODY)
     assert cache.usable_root(parent / "cache") == _fallback(tmpdir_)
+
+
+# ---- every file read from a cache root passes one rule (polyopt.trust.read_trusted): a
+# regular file of ours, not writable by group or others, no larger than its kind's cap, read
+# without following a symlink or blocking. Each kind of file, each way of being bad.
+
+FOREIGN = 12345  # the issue's uid: no user of this machine
+T = TypeVar("T")
+BAD = ["fifo", "dev-zero", "foreign", "0666", "oversized"]
+BASE = Machine(64, 32)
+
+
+def _in_time(fn: Callable[[], T]) -> T:
+    """``fn()``, which must not block: run in a thread that is given 10 s (it takes ms), so
+    that a read that hangs fails the test instead of hanging the suite."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised in the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "the read blocked"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+def _spoil(path: Path, how: str, cap: int) -> str:
+    """Make the file ``path`` bad in the way ``how``; what a refusal of it says."""
+    if how == "foreign" and os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    if how == "fifo":
+        path.unlink()
+        os.mkfifo(path, 0o600)
+        return "is not a regular file (a FIFO)"
+    if how == "dev-zero":
+        path.unlink()
+        path.symlink_to("/dev/zero")
+        return "is a symlink"
+    if how == "foreign":
+        os.chown(path, FOREIGN, FOREIGN)
+        return f"is owned by uid {FOREIGN}"
+    if how == "0666":
+        os.chmod(path, 0o666)
+        return "is writable by others (mode 0666)"
+    os.truncate(path, cap + 1)  # sparse: nothing is written, and nothing must be read
+    return f"is larger than the {cap}-byte cap"
+
+
+def _object_files(root: Path) -> tuple[Path, Path, Callable[[], bool]]:
+    """An entry's object, its metadata, and whether a lookup (in a new process) uses it."""
+    key = "ab" + "0" * 62
+    cache.store(root, key, b"\x7fELF not really", "int f;", {})
+
+    def used() -> bool:
+        cache.clear_memory()
+        return cache.lookup(root, key) is not None
+    return cache.entry_path(root, key), cache.entry_path(root, key, ".json"), used
+
+
+def _cached_file(kind: str, root: Path) -> tuple[Path, Callable[[], bool]]:
+    """A valid file of ``kind`` in the cache at ``root`` and whether its reader uses it."""
+    if kind in ("object", "metadata"):
+        so, meta, used = _object_files(root)
+        return (so if kind == "object" else meta), used
+    if kind == "record":
+        key = records.key_of("a record")
+        records.write(root, "objects", key, {"object": "f" * 64})
+        return (records.record_path(root, "objects", key),
+                lambda: records.read(root, "objects", key) is not None)
+    path = config.machine_profile()
+    assert path is not None and root in path.parents
+    mm.save_profile(path, {"prefetch_streams": 40}, {})
+    return path, lambda: mm.measured(BASE, path).prefetch_streams == 40
+
+
+@pytest.mark.parametrize("how", BAD)
+@pytest.mark.parametrize("kind", ["object", "metadata", "record", "profile"])
+def test_a_bad_cache_file_is_ignored_with_a_warning(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        kind: str, how: str) -> None:
+    monkeypatch.delenv("POLYOPT_PROFILE", raising=False)
+    path, used = _cached_file(kind, cache.usable_root(cache_dir))
+    assert _in_time(used)  # the good file is read
+    why = _spoil(path, how, trust.CAPS[kind])
+    with caplog.at_level(logging.WARNING, logger="polyopt.runtime"):
+        assert not _in_time(used)
+    assert str(path) in caplog.text and why in caplog.text
+    assert len(caplog.records) == 1
+
+
+def test_read_trusted_reads_at_most_the_cap(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100)
+    assert trust.read_trusted(path, 100) == b"x" * 100
+    with pytest.raises(trust.UntrustedLocationError, match="larger than the 99-byte cap"):
+        trust.read_trusted(path, 99)
+    with pytest.raises(FileNotFoundError):
+        trust.read_trusted(tmp_path / "missing", 100)
+
+
+def test_a_device_node_is_refused_without_being_opened(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    node = tmp_path / "zero"
+    os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's numbers
+    with pytest.raises(trust.UntrustedLocationError, match="a character device"):
+        _in_time(lambda: trust.read_trusted(node, 1 << 20))
+
+
+def test_the_profile_of_a_refused_root_is_never_read(
+        cache_dir: Path, tmpdir_: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A world-writable POLYOPT_CACHE_DIR is refused for the private fallback: the profile
+    is read from, and saved to, the fallback; the one planted in the refused root is not."""
+    monkeypatch.delenv("POLYOPT_PROFILE", raising=False)
+    monkeypatch.delenv(mm.ENV_VAR, raising=False)
+    name = _in_time(config.machine_profile).name  # type: ignore[union-attr]
+    planted = cache_dir / "machine" / name
+    planted.parent.mkdir()
+    planted.write_text('{"fields": {"prefetch_streams": 40}}')
+    os.chmod(planted, 0o666)
+    if os.geteuid() == 0:
+        os.chown(planted, FOREIGN, FOREIGN)
+    os.chmod(cache_dir, 0o777)
+    mm.forget()
+    try:
+        with caplog.at_level(logging.WARNING, logger="polyopt.runtime"):
+            assert config.machine_profile() == _fallback(tmpdir_) / "machine" / name
+            assert mm.host().prefetch_streams != 40
+        assert f"refusing the cache dir {cache_dir}" in caplog.text
+        mm.save_profile(_fallback(tmpdir_) / "machine" / name, {"prefetch_streams": 41}, {})
+        assert mm.host().prefetch_streams == 41
+        assert stat.S_IMODE((_fallback(tmpdir_) / "machine" / name).stat().st_mode) == 0o600
+    finally:
+        mm.forget()
+
+
+def test_a_profile_in_a_directory_of_another_user_is_ignored(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv("POLYOPT_PROFILE", raising=False)
+    path, used = _cached_file("profile", cache.usable_root(cache_dir))
+    os.chmod(path.parent, 0o777)  # anyone could have put the file there
+    with caplog.at_level(logging.WARNING, logger="polyopt.runtime"):
+        assert not _in_time(used)
+    assert f"ignoring the machine profile {path}" in caplog.text
+    assert "writable by others" in caplog.text
+
+
+# ---- the tuning database in a shared root with the sticky bit, as the README allows:
+# anyone can create tuning.sqlite there before us.
+
+MUL = "def mul(float(N) A) -> (B) { B(i) = A(i) * 2 }"
+
+
+def _shared_database(cache_dir: Path, how: str) -> tuple[Path, str]:
+    """The default database, made and then spoiled ``how``, in a sticky world-writable root."""
+    cache_dir.mkdir()
+    os.chmod(cache_dir, 0o1777)
+    path = db.default_path()
+    assert path == cache_dir / "tuning.sqlite"
+    db.Database(path).close()
+    return path, _spoil(path, how, trust.CAPS["database"])
+
+
+@pytest.mark.parametrize("how", BAD)
+def test_a_bad_tuning_database_in_a_shared_root_is_refused(cache_dir: Path, how: str) -> None:
+    path, why = _shared_database(cache_dir, how)
+    with pytest.raises(db.DatabaseError, match="refusing the tuning database") as err:
+        _in_time(lambda: db.Database(path))
+    assert str(path) in str(err.value) and why in str(err.value)
+    state = _in_time(db.state)  # what every compile asks: a few system calls, no hang
+    assert state.startswith("unreadable") and why in state
+
+
+@pytest.mark.parametrize("how", ["fifo", "foreign"])
+def test_a_compile_beside_a_bad_tuning_database_runs_untuned(cache_dir: Path,
+                                                             how: str) -> None:
+    _shared_database(cache_dir, how)
+    definition = lang.define(MUL)
+    with pytest.warns(TuningWarning, match="refusing the tuning database"):
+        assert _in_time(lambda: tuned_schedule(definition, {"N": 8}, "c")) is None
+
+
+def test_a_fifo_as_tuning_database_does_not_hang_a_compile(cache_dir: Path) -> None:
+    """The issue's reproducer: compile asks the database's state and its best record."""
+    _shared_database(cache_dir, "fifo")
+    with pytest.warns(TuningWarning, match="is not a regular file"):
+        kernel = _in_time(lambda: polyopt.compile(MUL, sizes={"N": 8}))
+    assert "t_A[(i_i)] *" in kernel.source
+
+
+def test_another_users_sidecar_file_refuses_the_database(cache_dir: Path) -> None:
+    """SQLite would replay a planted journal or WAL into the database."""
+    cache_dir.mkdir()
+    os.chmod(cache_dir, 0o1777)
+    path = db.default_path()
+    wal = path.with_name(path.name + "-wal")
+    wal.write_bytes(b"")
+    os.chmod(wal, 0o666)
+    with pytest.raises(db.DatabaseError, match=f"{wal} is writable by others"):
+        db.Database(path)
+
+
+def test_a_new_tuning_database_is_private(cache_dir: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        db.Database(db.default_path()).close()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(db.default_path().stat().st_mode) == 0o600
