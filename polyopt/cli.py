@@ -14,7 +14,7 @@ import numpy as np
 
 from polyopt import api, config, dtypes, ir
 from polyopt.autodiff import grad
-from polyopt.bench import conv  # imports neither torch nor TVM
+from polyopt.bench import contention, conv  # import neither torch nor TVM
 from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime import probe
 from polyopt.runtime.interp import evaluate
@@ -161,10 +161,19 @@ def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     conv.add_arguments(c)
     c.set_defaults(func=_bench_conv)
+    t = kinds.add_parser("contention", help="kernels timed quiet and next to a CPU-bound "
+                         "competitor", description=contention.__doc__,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    contention.add_arguments(t)
+    t.set_defaults(func=_bench_contention)
 
 
 def _bench_conv(args: argparse.Namespace) -> int:
     return conv.run(args)
+
+
+def _bench_contention(args: argparse.Namespace) -> int:
+    return contention.run(args)
 
 
 def _tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

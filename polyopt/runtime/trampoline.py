@@ -7,7 +7,9 @@ the kernel of a 16x16 matmul runs in a fraction of a microsecond. The extension'
 ``call(kernel, dims, *buffers)`` takes the buffers through the buffer protocol (a
 C-contiguous view, or an error: never a strided array read as a flat one) and integers as
 addresses (scratch the caller keeps), releases the GIL while the kernel runs, as ctypes
-does, and returns None, or the kernel's error record when it reports one.
+does, and returns None, or the kernel's error record when it reports one. Before each
+call the governor (:mod:`.governor`) sets how many threads the kernel's parallel regions
+get: the cores other processes leave free.
 
 Built against numpy's headers (the usual case), it also has ``prepare``/``run``: a call
 bound once per kernel and shape (address, ``dims``, each input's dtype and shape, each
@@ -36,6 +38,7 @@ from types import ModuleType
 import numpy as np
 
 from polyopt.errors import CompileError
+from polyopt.runtime import governor
 from polyopt.runtime.compiler import compile_shared
 
 NAME = "_polyopt_trampoline"
@@ -47,6 +50,7 @@ SOURCE = r"""
 
 #define PO_MAX_BUFFERS @MAX@
 typedef int (*po_kernel)(void **, const long *, long *);
+@GOVERNOR@
 
 /* call(kernel_address, dims, *buffers): buffers are C-contiguous buffer objects or integer
    addresses. Returns None, or (code, a, b, c) when the kernel reports an error. */
@@ -80,9 +84,11 @@ static PyObject *po_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs
   long err[4] = {0, 0, 0, 0};
   int rc = 0;
   if (!failed) {
+    int had = po_govern();
     Py_BEGIN_ALLOW_THREADS
     rc = fn(ptrs + 1, (const long *)ptrs[0], err);
     Py_END_ALLOW_THREADS
+    po_ungovern(had);
   }
   for (Py_ssize_t i = 0; i < held; i++)
     if (views[i].obj != NULL) PyBuffer_Release(&views[i]);
@@ -229,9 +235,11 @@ static PyObject *po_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
   }
   long err[4] = {0, 0, 0, 0};
   int rc;
+  int had = po_govern();
   Py_BEGIN_ALLOW_THREADS
   rc = p->fn(ptrs, p->dims, err);
   Py_END_ALLOW_THREADS
+  po_ungovern(had);
   if (err[0] != 0 || rc != 0) {
     PyObject *r = PyObject_CallFunction(p->on_error, "((llll))", err[0] ? err[0] : (long)rc,
                                         err[1], err[2], err[3]);
@@ -253,6 +261,7 @@ static PyObject *po_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef po_methods[] = {
   {"call", (PyCFunction)(void (*)(void))po_call, METH_FASTCALL, "call a kernel"},
+  {"threads", po_threads, METH_NOARGS, "the threads the next kernel call gets"},
 #ifdef PO_NUMPY
   {"prepare", (PyCFunction)(void (*)(void))po_prepare, METH_VARARGS, "bind a call"},
   {"run", (PyCFunction)(void (*)(void))po_run, METH_FASTCALL, "run a bound call"},
@@ -267,7 +276,8 @@ PyMODINIT_FUNC PyInit_@NAME@(void) {
 #endif
   return PyModule_Create(&po_module);
 }
-""".replace("@MAX@", str(MAX_BUFFERS)).replace("@NAME@", NAME)
+""".replace("@MAX@", str(MAX_BUFFERS)).replace("@NAME@", NAME).replace("@GOVERNOR@",
+                                                                        governor.SOURCE)
 
 
 @functools.cache
@@ -277,7 +287,7 @@ def load() -> ModuleType | None:
     include = _python_include()
     if not include:
         return None
-    flags = ["-O2", "-fPIC", "-shared", f"-I{include}"]
+    flags = ["-O2", "-fPIC", "-shared", "-fopenmp", f"-I{include}"]  # omp: the governor
     # numpy's version is in the flags: the cached object is rebuilt when numpy changes.
     with_numpy = [*flags, "-DPO_NUMPY", f"-I{np.get_include()}",
                   f"-DPO_NUMPY_VERSION={np.__version__}"]
