@@ -89,6 +89,11 @@ class ScheduleError(PolyoptError):
     """A schedule that cannot be built or applied."""
 
 
+class ScheduleArgumentError(ScheduleError, TypeError):
+    """A schedule verb given arguments of the wrong number or kind (a list for a loop name,
+    a float for a factor); also a ``TypeError``, as Python raises for one."""
+
+
 class IllegalScheduleError(ScheduleError):
     """A schedule that violates a dependence; the message prints the dependence as isl text."""
 

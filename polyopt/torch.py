@@ -215,8 +215,10 @@ class Op:
         return outs
 
     def _check(self, inputs: Sequence[torch.Tensor]) -> None:
-        """Each input's dtype and rank against its declaration, with torch's names in the
-        message."""
+        """Each input's layout, dtype and rank against its declaration, with torch's names
+        in the message."""
+        for t, d in zip(inputs, self._inputs, strict=True):
+            _check_dense(t, f"def '{self.name}': input {d.name}")
         for t, (want, rank), d in zip(inputs, self._wanted, self._inputs, strict=True):
             if t.dtype == want and t.dim() == rank:
                 continue
@@ -367,13 +369,26 @@ def _fraction(v: isl.Val) -> Fraction:
 
 
 # -- zero-copy conversions -------------------------------------------------------------------
+def _check_dense(t: torch.Tensor, what: str) -> None:
+    """InputTypeError for a tensor whose elements are not in one strided buffer (sparse,
+    MKL-DNN, nested, quantized): the kernels read dense row-major memory."""
+    kind = ("sparse" if t.is_sparse or t.layout != torch.strided else "nested" if t.is_nested
+            else "quantized" if t.is_quantized else None)
+    if kind is not None:
+        fix = ".to_dense()" if kind == "sparse" else (".dequantize()" if kind == "quantized"
+                                                      else ".to_padded_tensor(0.0)")
+        raise InputTypeError(f"{what} is a {kind} tensor (layout {t.layout}, dtype {t.dtype});"
+                             f" polyopt reads plain dense tensors: pass it as {fix}")
+
+
 def _as_array(t: torch.Tensor) -> np.ndarray:
     """A numpy array on a CPU tensor's memory (a contiguous copy of a strided tensor: the
-    kernels read dense row-major buffers). numpy has no bfloat16: ml_dtypes' shares the bits."""
+    kernels read dense row-major buffers). numpy has no bfloat16: ml_dtypes' shares the bits.
+    A lazily negated or conjugated view (``x.conj()``) is made real first."""
     if t.requires_grad:
         t = t.detach()
-    if not t.is_contiguous() or t.is_neg():  # a lazily negated view is made real too
-        t = t.resolve_neg().contiguous()
+    if not t.is_contiguous() or t.is_neg() or t.is_conj():
+        t = t.resolve_conj().resolve_neg().contiguous()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     return t.numpy()
@@ -446,6 +461,8 @@ def einsum(subscripts: str, *operands: torch.Tensor) -> torch.Tensor:
     if not all(x.is_cpu for x in operands):
         devices = sorted({x.device.type for x in operands} - {"cpu"})
         raise InputTypeError(f"polyopt.torch.einsum runs on CPU tensors, not {devices[0]}")
+    for k, x in enumerate(operands):
+        _check_dense(x, f"polyopt.torch.einsum: operand {k}")
     if _plain_call(operands):  # as Op.__call__: the dispatch would add nothing but time
         return _einsum_run(subscripts, list(operands))
     return _einsum_op(subscripts, list(operands))  # type: ignore[no-any-return]

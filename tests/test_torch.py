@@ -291,6 +291,34 @@ def test_einsum_on_tensors_returns_tensors() -> None:
         polyopt.einsum("ij->ji", a, out=torch.empty(4, 3))
 
 
+def test_einsum_of_a_conjugate_view_is_the_conjugates_product() -> None:
+    """Issue 40: x.conj() (a lazily conjugated view) raised torch's RuntimeError from
+    .numpy(); its product is now the conjugate's, eager and through the operator."""
+    x = randn(3, 4, seed=1, dtype=torch.complex64)
+    y = randn(4, 5, seed=2, dtype=torch.complex64)
+    want = x.conj().resolve_conj() @ y
+    for got in (polyopt.einsum("ij,jk->ik", x.conj(), y), pt.einsum("ij,jk->ik", x.conj(), y),
+                pt.einsum("ij,jk->ik", x.conj().requires_grad_(), y)):
+        torch.testing.assert_close(got.detach(), want, rtol=1e-5, atol=1e-5)
+    real = randn(3, 4, seed=3)
+    close(pt.einsum("ij,jk->ik", real.conj(), randn(4, 5, seed=4)), real @ randn(4, 5, seed=4), 4)
+
+
+@pytest.mark.parametrize("make", [lambda t: t.to_sparse(), lambda t: t.to_sparse_csr()],
+                         ids=["coo", "csr"])
+def test_sparse_tensors_are_refused_with_what_to_pass(make: Any) -> None:
+    """Issue 40: a sparse tensor raised torch's RuntimeError (unsupported memory format)."""
+    mm = pt.op(kernels.get("matmul"))
+    a = make(randn(2, 3))
+    with pytest.raises(InputTypeError, match=r"input A is a sparse tensor \(layout "
+                                             r"torch\.sparse_.*pass it as \.to_dense\(\)"):
+        mm(a, randn(3, 2))
+    with pytest.raises(InputTypeError, match=r"einsum: operand 0 is a sparse tensor"):
+        polyopt.einsum("ij,jk->ik", a, randn(3, 2))
+    with pytest.raises(InputTypeError, match=r"operand 1 is a sparse tensor"):
+        pt.einsum("ij,jk->ik", randn(2, 3), make(randn(3, 2)).requires_grad_(False))
+
+
 def test_einsum_runs_under_torch_compile() -> None:
     a, b = randn(3, 4, seed=1), randn(5, 4, seed=2)
     for einsum in (pt.einsum, polyopt.einsum):

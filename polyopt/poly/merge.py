@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from numbers import Integral
 
 import islpy as isl
 
 from polyopt import ir
-from polyopt.errors import ScheduleError
+from polyopt.errors import ScheduleArgumentError, ScheduleError
 from polyopt.lang.affine import NotAffine, from_expr
 
 
@@ -36,9 +37,33 @@ class Merge:
     dim: int
     verb = "merge"  # the schedule step that records it
 
+    def __post_init__(self) -> None:
+        check_args("merge", (("tensor", self.tensor, str), ("dim", self.dim, int)))
+
     @property
     def args(self) -> tuple[str, int]:
         return self.tensor, self.dim
+
+
+# As the schedule verbs' checks word them (``schedule/verb_args.py``).
+_KIND_TEXT = {str: "a name (str)", int: "an int (|n| < 2**31)", bool: "a bool"}
+
+
+def check_args(verb: str, values: tuple[tuple[str, object, type], ...]) -> None:
+    """ScheduleArgumentError for a layout argument of the wrong kind (a list for a tensor
+    name, a float or a 40-digit int for a dimension): a JSON schedule's leading layout steps
+    reach ``Merge`` and ``Pack`` without the verbs' own checks. ``values``: (argument,
+    value, kind) of each."""
+    for name, value, kind in values:
+        ok = not isinstance(value, bool) and isinstance(value, Integral) and \
+            -2**31 < int(value) < 2**31 if kind is int else isinstance(value, kind)
+        if not ok:
+            text = repr(value)
+            usage = ", ".join(f"{n}: {_KIND_TEXT[k]}" for n, _, k in values)
+            raise ScheduleArgumentError(
+                f"{verb}: argument {name!r} must be {_KIND_TEXT[kind]}, not "
+                f"{type(value).__name__} {text if len(text) <= 60 else text[:60] + '...'}; "
+                f"{verb}({usage})")
 
 
 # an access: (tensor, its index per dimension as a lone iterator, or None)

@@ -39,7 +39,7 @@ from polyopt.poly.copies import (
     shifted,
     term_sum,
 )
-from polyopt.poly.merge import Merge, merge_program
+from polyopt.poly.merge import Merge, check_args, merge_program
 from polyopt.poly.subsample import subsample_program
 
 
@@ -57,6 +57,11 @@ class Pack:
     phase: bool = False
     subsample: bool = False
     verb = "pack"  # the schedule step that records it
+
+    def __post_init__(self) -> None:
+        check_args("pack", (("tensor", self.tensor, str), ("dim", self.dim, int),
+                            ("factor", self.factor, int), ("outer", self.outer, int),
+                            ("phase", self.phase, bool), ("subsample", self.subsample, bool)))
 
     @property
     def args(self) -> tuple[str, int, int, int] | tuple[str, int, int, int, bool] | tuple[

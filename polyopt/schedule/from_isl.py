@@ -78,6 +78,16 @@ def read(poly: PolyProgram, given: isl.Schedule | str) -> Given:
         raise ScheduleError(f"Schedule.from_isl takes an isl.Schedule or its text, not "
                             f"{type(given).__name__}")
     parsed = _parse(text, poly.context.get_ctx())
+    try:
+        return Given(_tree_of(poly, parsed), text)
+    except isl.Error as e:  # never a bare isl.Error out of a public call
+        raise ScheduleError(f"Schedule.from_isl: isl failed on this schedule: {e}\n  "
+                            f"{_clip(text)}") from e
+
+
+def _tree_of(poly: PolyProgram, parsed: isl.Schedule | isl.UnionMap) -> Node:
+    if isinstance(parsed, isl.Schedule):
+        _check_kinds(parsed.get_root())
     _check_params(poly, (parsed.get_map() if isinstance(parsed, isl.Schedule) else
                          parsed).get_space())
     if isinstance(parsed, isl.Schedule):
@@ -89,7 +99,35 @@ def read(poly: PolyProgram, given: isl.Schedule | str) -> Given:
     _check_once(root)
     root = fix_params(root, dict(poly.program.bound))
     _check_injective(to_isl(root, poly.domain).get_map())
-    return Given(root, text)
+    return root
+
+
+# The node kinds a loop tree holds (``schedule.tree.from_isl``); isl's others add or
+# rename instances (extension, expansion) or guard the generated code (guard).
+_KINDS = ("domain", "band", "sequence", "set", "filter", "mark", "context", "leaf")
+
+
+def _check_kinds(node: isl.ScheduleNode, path: str = "") -> None:
+    """ScheduleError naming the first node at or below ``node`` (reached by ``path``) that a
+    loop tree cannot hold: an extension, expansion or guard node, or a sequence or set child
+    that is no filter (isl's own calls fail on one, with a message that names neither)."""
+    name = _kind(node)
+    path = f"{path} > {name}" if path else name
+    if name not in _KINDS:
+        article = "an" if name[0] in "aeiou" else "a"
+        raise ScheduleError(f"Schedule.from_isl: the schedule tree has {article} {name} node "
+                            f"(at {path}); polyopt reads {', '.join(_KINDS)} nodes")
+    for i in range(node.n_children()):
+        child = node.child(i)
+        if name in ("sequence", "set") and _kind(child) != "filter":
+            raise ScheduleError(f"Schedule.from_isl: child {i} of the {name} node (at {path}) "
+                                f"is no filter node; each child of a sequence or set is a "
+                                f"filter naming the statements it runs")
+        _check_kinds(child, f"{path} {i}" if node.n_children() > 1 else path)
+
+
+def _kind(node: isl.ScheduleNode) -> str:
+    return str(node.get_type()).rsplit(".", 1)[-1]
 
 
 def _parse(text: str, ctx: isl.Context) -> isl.Schedule | isl.UnionMap:

@@ -51,6 +51,7 @@ from polyopt.schedule.tree import (
     to_isl,
     widen,
 )
+from polyopt.schedule.verb_args import checked
 
 VERBS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew", "shift",
          "reverse", "hyperplanes", "parallel", "vectorize", "unroll", "unroll_and_jam",
@@ -134,6 +135,7 @@ class Schedule:
         return replace(self, notes=(*self.notes, text))
 
     # -- verbs ---------------------------------------------------------------------------
+    @checked
     def tile(self, loops: Seq[str] | str, *sizes: int | Seq[int],
              names: Seq[Seq[str]] | None = None) -> Schedule:
         """Tile adjacent loops; one ``sizes`` argument per level, outermost level first:
@@ -148,15 +150,18 @@ class Schedule:
         return self._step("tile", lambda r: tf.tile(r, group, levels, names),
                           (loops, *sizes), proven=self._permutable(group), names=names)
 
+    @checked
     def split(self, loop: str, factor: int, names: Seq[str] | None = None) -> Schedule:
         return self._step("split", lambda r: tf.split(r, loop, factor, names),
                           (loop, factor), names=names)
 
+    @checked
     def reorder(self, *order: str) -> Schedule:
         """Reorder perfectly nested loops, listed outermost first (as TVM)."""
         return self._step("reorder", lambda r: tf.reorder(r, order), order,
                           proven=self._permutable(order))
 
+    @checked
     def interchange(self, a: str, b: str) -> Schedule:
         def swap(r: Node) -> Node:
             ch = tf.chain(r, (a, b))
@@ -164,6 +169,7 @@ class Schedule:
             return tf.reorder(r, names[::-1])
         return self._step("interchange", swap, (a, b), proven=self._permutable((a, b)))
 
+    @checked
     def fuse(self, first: str, second: str, *more: str) -> Schedule:
         """Fuse sibling loop nests' outer loops into one (named ``first``), their bodies in
         the order the nests ran: ``fuse(a, b, c)`` is ``fuse(a, b).fuse(a, c)``, checked
@@ -171,12 +177,14 @@ class Schedule:
         return self._step("fuse", lambda r: tf.fuse(r, first, second, *more),
                           (first, second, *more))
 
+    @checked
     def distribute(self, loop: str) -> Schedule:
         """Give each statement group below ``loop`` its own copy of the nest."""
         return self._step("distribute", lambda r: tf.distribute(r, loop, self.poly.domain),
                           (loop,), proven=distributable(self.root, loop, self.deps,
                                                         self.poly.domain))
 
+    @checked
     def compute_at(self, nest: str, loop: str) -> Schedule:
         """Move the top-level nest starting at loop ``nest`` into ``loop`` of another nest
         (Halide's ``compute_at``): a producer's instances run in the first iteration that
@@ -186,11 +194,13 @@ class Schedule:
         return self._step("compute_at", lambda r: tf.compute_at(
             r, nest, loop, self.deps.all, self.poly.domain), (nest, loop))
 
+    @checked
     def skew(self, outer: str, inner: str, factor: int = 1) -> Schedule:
         return self._step("skew", lambda r: tf.skew(r, outer, inner, factor),
                           (outer, inner, factor),
                           proven=factor >= 0 and self._permutable((outer, inner)))
 
+    @checked
     def shift(self, loop: str, offset: int, stmts: Seq[str] | None = None) -> Schedule:
         def fn(r: Node) -> Node:
             chosen = None if stmts is None else self._stmt_names(
@@ -198,6 +208,7 @@ class Schedule:
             return tf.shift(r, loop, offset, chosen, self.poly.domain)
         return self._step("shift", fn, (loop, offset), stmts=stmts)
 
+    @checked
     def hyperplanes(self, loops: Seq[str], rows: Seq[Seq[int]], names: Seq[str] | None = None,
                     offsets: Mapping[str, Seq[int]] | None = None) -> Schedule:
         """Replace the band ``loops`` by one loop per row, ``sum_k row[k] * loops[k]`` plus
@@ -207,9 +218,11 @@ class Schedule:
             r, loops, rows, names, pairs, self.poly.domain), (loops, rows), names=names,
             offsets=pairs)
 
+    @checked
     def reverse(self, loop: str) -> Schedule:
         return self._step("reverse", lambda r: tf.reverse(r, loop), (loop,))
 
+    @checked
     def parallel(self, loop: str) -> Schedule:
         """Run ``loop``'s iterations in parallel (OpenMP); it must carry no dependence, or
         only the accumulation (``+``, ``*``) of one statement into one element per execution
@@ -223,6 +236,7 @@ class Schedule:
             return tagcheck.tag_free(self.poly, self.deps, r, loop, Tag.PARALLEL)
         return self._step("parallel", fn, (loop,))
 
+    @checked
     def bind(self, loop: str, axis: str) -> Schedule:
         """Run ``loop``'s iterations on different CUDA blocks or threads (TVM's ``bind``):
         ``axis`` is one of ``blockIdx.x/y/z`` or ``threadIdx.x/y/z``. The loop must carry no
@@ -236,6 +250,7 @@ class Schedule:
             return tagcheck.tag_free(self.poly, self.deps, r, loop, mark)
         return self._step("bind", fn, (loop, axis))
 
+    @checked
     def gpu_tile(self, loop: str, regs: Seq[int] = (4, 4), shared: bool = True,
                  unroll: int | None = None) -> Schedule:
         """CUDA: run the tile at ``loop`` (rows, with the perfectly nested columns and one
@@ -272,6 +287,7 @@ class Schedule:
         kw: dict[str, Any] = {"shared": None if shared else False, "unroll": unroll}
         return self._step("gpu_tile", fn, (loop, (rm, rn)), **kw)
 
+    @checked
     def vectorize(self, loop: str, lanes: int | None = None) -> Schedule:
         """Vectorize the innermost ``loop``; it must carry no dependence. ``lanes`` fixes
         its width (a power of two; the C printer's ``simdlen``), else the compiler's."""
@@ -286,6 +302,7 @@ class Schedule:
             return substitute(r, lp, replace(lp, tags=kept | ({width} if width else set())))
         return self._step("vectorize", fn, (loop,), lanes=lanes)
 
+    @checked
     def unroll(self, loop: str, factor: int | None = None) -> Schedule:
         """Unroll ``loop`` fully (a constant trip count of at most 64), or split it by
         ``factor`` and unroll the inner part (``loop_i``)."""
@@ -302,6 +319,7 @@ class Schedule:
             return tf.tag(r, loop, Tag.UNROLL)
         return self._step("unroll", fn, (loop,) if factor is None else (loop, factor))
 
+    @checked
     def unroll_and_jam(self, loop: str, factor: int,
                        names: Seq[str] | None = None) -> Schedule:
         """Register tiling: split ``loop`` by ``factor``, sink the inner part below the
@@ -312,11 +330,13 @@ class Schedule:
             return tf.tag(tf.jam(r, inner), inner, Tag.UNROLL)
         return self._step("unroll_and_jam", fn, (loop, factor), names=names)
 
+    @checked
     def separate(self, loop: str) -> Schedule:
         """Generate ``loop``'s full tiles apart from its partial ones, so the full tiles'
         inner loops have constant bounds and no guards (isl's ``separate`` option)."""
         return self._step("separate", lambda r: tf.tag(r, loop, Tag.SEPARATE), (loop,))
 
+    @checked
     def pack(self, tensor: str, dim: int, factor: int, outer: int = 0,
              phase: bool = False, subsample: bool = False) -> Schedule:
         """Blocked layouts. An input is read through a copy made before everything else:
@@ -334,6 +354,7 @@ class Schedule:
         2*w)`` for a strided 1x1 convolution (``polyopt.poly.subsample``)."""
         return self.relayout([Pack(tensor, dim, factor, outer, phase, subsample)])
 
+    @checked
     def merge(self, tensor: str, dim: int) -> Schedule:
         """Loop coalescing: dimensions ``dim`` and ``dim + 1`` of ``tensor`` as one, and
         in each statement the two loops that walk them as one loop over their run
@@ -366,6 +387,7 @@ class Schedule:
         return tuple(layout_of(st.verb, st.args) for st in self.steps
                      if st.verb in LAYOUT_VERBS)
 
+    @checked
     def contract(self, tensor: str, loop: str) -> Schedule:
         """Keep local ``tensor`` as one slice per iteration of ``loop`` (a stack array in
         the generated code): every access must sit under ``loop``, index one dimension

@@ -3,12 +3,14 @@ the program becomes, and that merged kernels compute what the def says."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 import polyopt
 from polyopt import kernels, lang
-from polyopt.errors import ScheduleError
+from polyopt.errors import ScheduleArgumentError, ScheduleError
 from polyopt.poly.merge import Merge, merge_program, mergeable
 
 CONV = kernels.get("conv2d", stride=1, padding=0)
@@ -117,3 +119,28 @@ def test_the_model_decides_and_says_why() -> None:
     s = polyopt.schedule(CONV, "conv2d", sizes={**SIZES_1X1, "H": 56, "W": 56, "C": 64,
                                                 "F": 64})
     assert any(n.startswith("merge:") for n in s.notes)
+
+
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
+MM_SIZES = {"M": 4, "K": 3, "N": 5}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((["m2", "n2"], 4), r"merge: argument 'tensor' must be a name \(str\), not list "
+                        r"\['m2', 'n2'\]; merge\(tensor: a name \(str\), dim: an int"),
+    (("C", 1.5), r"argument 'dim' must be an int .*not float 1.5"),
+    (("C", None), r"argument 'dim' must be an int .*not NoneType None"),
+    (("C", 10**30), r"argument 'dim' must be an int .*not int 1000000000000000000000000000000"),
+])
+def test_merge_of_malformed_arguments_names_them(args: tuple, message: str) -> None:
+    """Issue 40: merge(["m2", "n2"], 4) raised TypeError: unhashable type: 'list', called
+    directly and replayed from hand-edited JSON alike."""
+    s = polyopt.schedule(MM, auto=False, sizes=MM_SIZES)
+    with pytest.raises(ScheduleArgumentError, match=message):
+        s.merge(*args)
+    text = json.dumps({"def": "mm", "base": "program-order",
+                       "steps": [{"verb": "merge", "args": list(args)}]})
+    with pytest.raises(ScheduleError, match=message.split(";")[0]):
+        polyopt.Schedule.from_json(text, MM, sizes=MM_SIZES)
+    with pytest.raises(ScheduleArgumentError, match="merge: argument"):
+        Merge(*args)

@@ -143,6 +143,25 @@ def test_not_a_schedule_refused() -> None:
         Schedule.from_isl(TWO, 42)  # type: ignore[arg-type]
 
 
+TWO_DOMAIN = '{ domain: "[N] -> { B_0[i] : 0 <= i < N; C_0[i] : 0 <= i < N - 1 }", child: '
+
+
+@pytest.mark.parametrize(("child", "message"), [
+    ('{ sequence: [ { extension: "[N] -> { [] -> X[] }" }, { filter: "{ B_0[i]; C_0[i] }" } '
+     '] }', r"child 0 of the sequence node \(at domain > sequence\) is no filter node"),
+    ('{ extension: "[N] -> { [] -> B_0[0] }" }',
+     r"has an extension node \(at domain > extension\); polyopt reads domain, band, "),
+    ('{ contraction: "[N] -> { B_0[i] -> B_0[i]; C_0[i] -> C_0[i] }", expansion: "[N] -> '
+     '{ B_0[i] -> B_0[i]; C_0[i] -> C_0[i] }" }', r"has an expansion node"),
+    ('{ schedule: "[{ B_0[i] -> [(i)]; C_0[i] -> [(i + 1)] }]", child: { guard: "[N] -> '
+     '{ [] : N > 2 }" } }', r"has a guard node \(at domain > band > guard\)"),
+])
+def test_node_kinds_a_loop_tree_cannot_hold_are_refused(child: str, message: str) -> None:
+    """Issue 40: an extension node raised a bare islpy.Error (isl_schedule_get_map)."""
+    with pytest.raises(ScheduleError, match=message):
+        Schedule.from_isl(TWO, TWO_DOMAIN + child + " }")
+
+
 # -- replay, verbs, compile -------------------------------------------------------------------
 
 def test_json_replay_rebuilds_the_base_from_its_text() -> None:
