@@ -347,7 +347,7 @@ def forget() -> None:
     _overridden.cache_clear()
 
 
-def configured(spec: str | Mapping[str, int] | None) -> Machine:
+def configured(spec: str | Mapping[str, float] | None) -> Machine:
     """The host's model with the overrides of a compile option: a ``POLYOPT_MACHINE``-style
     string or a mapping of field names to values."""
     if spec is None:

@@ -4,6 +4,8 @@ readings into machine fields, on synthetic readings, and one small real calibrat
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -74,3 +76,23 @@ def test_a_broken_profile_is_an_error_that_says_what_to_do(
         mm.forget()
     err = capsys.readouterr().err
     assert str(path) in err and "prefetch_streams" in err and "--calibrate" in err
+
+
+def test_the_command_line_names_the_profile_of_the_cache_root_in_use(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, cache_dir: Path) -> None:
+    """A world-writable cache dir is refused: the profile shown (and the one a calibration
+    saves) is the private fallback's, never the refused root's."""
+    private = tmp_path / "tmp"
+    private.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    monkeypatch.delenv("POLYOPT_PROFILE")
+    cache_dir.mkdir(mode=0o777)
+    os.chmod(cache_dir, 0o777)
+    mm.forget()
+    try:
+        assert main(["machine"]) == 0
+    finally:
+        mm.forget()
+    (line,) = [s for s in capsys.readouterr().out.splitlines() if s.startswith("profile:")]
+    assert line.startswith(f"profile: {private / f'polyopt-{os.geteuid()}' / 'machine'}/")

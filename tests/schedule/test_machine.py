@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ctypes.util
 import dataclasses
+import json
+import math
 import os
 import subprocess
 import sys
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from polyopt import api
 from polyopt import host as hostinfo
 from polyopt.errors import OptionError
 from polyopt.schedule import machine as mm
@@ -304,3 +307,95 @@ def test_the_host_takes_its_profile_unless_told_none(monkeypatch: pytest.MonkeyP
         assert host().prefetch_streams == Machine(64, 32).prefetch_streams
     finally:
         mm.forget()
+
+
+# ---- every field within its bounds (machine.BOUNDS), whatever the source
+OUTSIDE: dict[str, tuple[float, ...]] = {  # below, above, and between powers of two
+    "vector_bytes": (4, 512, 48),
+    "vector_registers": (3, 129),
+    "fma_latency": (0, 65),
+    "fma_units": (0, 9),
+    "cores": (0, 4097),
+    "line_bytes": (8, 2048, 96, 1 << 30),  # 1 GiB lines: a 64^3 matmul took 66 s to compile
+    "l1d_bytes": (512, 32 << 20),
+    "l1d_ways": (0, 65),
+    "l2_bytes": (512, 2 << 30),
+    "l3_bytes": (512, 1 << 40),  # 1 TiB: the scheduler ran out of memory
+    "memory_bytes_per_cycle": (0.0, 5000.0, math.inf, math.nan),
+    "core_memory_share": (0.0, 1.5),
+    "prefetch_streams": (0, 1025),
+    "untracked_share": (0.0, 1.01),
+}
+CASES = [(name, value) for name, values in OUTSIDE.items() for value in values]
+
+
+def test_every_field_has_documented_bounds_that_hold_its_default() -> None:
+    assert list(mm.BOUNDS) == [f.name for f in dataclasses.fields(Machine)] == list(OUTSIDE)
+    assert all(b.doc for b in mm.BOUNDS.values())
+    Machine(64, 32)  # every default inside
+
+
+def _spec(name: str, value: float) -> str:
+    return f"{name}={value}"
+
+
+def _shown(name: str, value: float) -> str:
+    """The value as the error shows it (the field's type, as parsed from text)."""
+    return repr(float(value)) if name in mm.REAL_FIELDS else repr(int(value))
+
+
+@pytest.mark.parametrize(("name", "value"), CASES)
+def test_a_field_out_of_bounds_is_refused_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch, name: str, value: float) -> None:
+    monkeypatch.setenv(mm.ENV_VAR, _spec(name, value))
+    with pytest.raises(OptionError) as err:
+        host()
+    message = str(err.value)
+    assert message.startswith(mm.ENV_VAR) and f"Machine.{name}" in message
+    assert _shown(name, value) in message and mm.BOUNDS[name].describe() in message
+
+
+@pytest.mark.parametrize(("name", "value"), CASES)
+def test_a_field_out_of_bounds_is_refused_from_the_options(name: str, value: float) -> None:
+    options: list[dict[str, float] | str] = [{name: value}, _spec(name, value)]
+    for option in options:
+        with pytest.raises(OptionError) as err:
+            mm.configured(option)
+        message = str(err.value)
+        assert message.startswith("option machine") and f"Machine.{name}" in message
+        assert _shown(name, value) in message and mm.BOUNDS[name].describe() in message
+
+
+@pytest.mark.parametrize(("name", "value"), [c for c in CASES if c[0] in mm.MEASURED])
+def test_a_profile_with_a_field_out_of_bounds_is_refused_naming_its_file(
+        tmp_path: Path, name: str, value: float) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"fields": {name: value}}))
+    with pytest.raises(OptionError) as err:
+        mm.measured(AVX512, path)
+    message = str(err.value)
+    assert str(path) in message and f"Machine.{name}" in message
+    assert mm.BOUNDS[name].describe() in message and "POLYOPT_PROFILE=none" in message
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    for name, bound in mm.BOUNDS.items():
+        kind = float if name in mm.REAL_FIELDS else int
+        for value in (bound.low + 0.01 if bound.above_low else bound.low, bound.high):
+            assert getattr(mm.configured({name: kind(value)}), name) == kind(value)
+    assert mm.configured({"l3_bytes": 0}).l3_bytes == 0  # no L3
+
+
+MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(i,j) +=! A(i,k) * B(k,j) }"
+
+
+@pytest.mark.parametrize("end", ["low", "high"])
+def test_a_matmul_schedules_with_every_field_at_a_bound(end: str) -> None:
+    """The class the bounds keep out: a model that makes the scheduler's searches absurd.
+    Every field at its bound at once schedules a 64^3 matmul (in some 0.1-0.4 s)."""
+    machine: dict[str, float] = {}
+    for name, bound in mm.BOUNDS.items():
+        value = bound.high if end == "high" else bound.low + 0.01 * bound.above_low
+        machine[name] = value if name in mm.REAL_FIELDS else int(value)
+    s = api.schedule(MATMUL, sizes={"M": 64, "N": 64, "K": 64}, options={"machine": machine})
+    assert s.as_json()  # a schedule, in time
