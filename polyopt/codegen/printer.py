@@ -43,6 +43,7 @@ def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> Ke
         for m in storage:  # its extent along the stored dimension is the modulus
             ctx.modulo[m.tensor] = (m.dim, m.modulus)
             ctx.values[f"{m.tensor}.{m.dim}"] = m.modulus
+            ctx.logical[f"{m.tensor}.{m.dim}"] = m.extent  # what range checks compare with
     walker = CWalker(ctx, dialect, ast.tags, ast.trips, ast.padded)
     walker.dead = zerostart.dead_inits(ast.root, pp, walker.tile_at)
     body = walker.node(ast.root, 1, in_parallel=False)

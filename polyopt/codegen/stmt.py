@@ -26,6 +26,9 @@ class KernelContext:
     gathers: list[str] = field(default_factory=list)
     contracted: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (loop, dim)
     modulo: dict[str, tuple[int, int]] = field(default_factory=dict)  # -> (dim, modulus)
+    # "T.d" -> the declared extent of a dimension stored modulo: its range checks compare
+    # with it (``values`` holds the modulus, the extent addresses use)
+    logical: dict[str, int] = field(default_factory=dict)
     helpers: dict[str, str] = field(default_factory=dict)  # C functions the body calls
     types: Types = C_TYPES
     # a register tile keeps a rolled loop inside another (filter taps): the kernel's
@@ -138,7 +141,7 @@ class StmtPrinter:
             index = self._checked(read, t, index, read.pad)
         access = f"{self.ref(t)}[{self.flat(t, index)}]"
         if read.pad is not None and self.s.guarded:
-            cond = " && ".join(f"0 <= {ix} && {ix} < {cname('extent', t.name)}_{d}"
+            cond = " && ".join(f"0 <= {ix} && {ix} < {self.checked_extent(t, d)}"
                                for d, ix in enumerate(index))
             return (f"(({cond}) ? {self.ctx.types.load(t.dtype, access)} : "
                     f"{self.ctx.types.literal(read.fill, t.dtype)})")
@@ -155,7 +158,7 @@ class StmtPrinter:
         out = []
         for d, ix in enumerate(index):
             var = f"g_{gid}_{d}_{len(self.hoisted)}"
-            ext = f"{cname('extent', t.name)}_{d}"
+            ext = self.checked_extent(t, d)
             lo, hi = ("0", ext) if pad is None else (f"-({self._size_expr(pad[d].before)})",
                                                      f"{ext} + ({self._size_expr(pad[d].after)})")
             self.hoisted += [
@@ -164,6 +167,13 @@ class StmtPrinter:
                 f"err[2] = {var}; err[3] = {d}; break; }}"]
             out.append(var)
         return out
+
+    def checked_extent(self, t: ir.Tensor, d: int) -> str:
+        """The extent an index of ``t``'s dimension ``d`` is checked against: the declared
+        one, also where storage keeps fewer planes (``schedule/storage.py``): plane ``T-1``
+        of a ``(T, N)`` local stored as ``(2, N)`` is in range, at address ``(T-1) % 2``."""
+        logical = self.ctx.logical.get(f"{t.name}.{d}")
+        return f"{logical}L" if logical is not None else f"{cname('extent', t.name)}_{d}"
 
     def _size_expr(self, text: str) -> str:
         """A padding width (isl affine text over sizes) as C, through isl's AST builder."""

@@ -87,3 +87,30 @@ def test_diagonal_recurrence_survives_the_c_compilers_vectorizer(n: int, m: int)
 
 def test_cuda_prints_no_carried_loop_guard() -> None:
     assert Dialect.carried_loop_guard and not CudaDialect.carried_loop_guard
+
+
+GATHER_RECURRENCE = """def g<T=5>(float(N) A0, int32(N) idx) -> (B) local (float(T,N) A) {
+    A(t,i) = A0(i) where t in 0:1, i in 0:N
+    A(t,i) = A(t-1, idx(i)) * 2.0 + A(t-1,i) where t in 1:T, i in 0:N
+    B(i) = A(T-1,i)
+}"""
+
+
+def test_a_gather_from_a_contracted_local_checks_the_declared_extent() -> None:
+    """Issue 40: A's 5 planes are stored as 2 (storage contraction); the range check of the
+    gather A(t-1, idx(i)) compared t-1 with 2 and raised a false BoundsError at t = 4."""
+    a0 = np.arange(6, dtype=np.float32)
+    idx = np.array([5, 4, 3, 2, 1, 0], np.int32)
+    kernel = polyopt.compile(GATHER_RECURRENCE, sizes={"N": 6})
+    assert "/* storage: A: stored modulo 2 along dim 0 (2 of 5) */" in kernel.source
+    assert "< 0 || g_0_0_0 >= 5L)" in kernel.source  # the declared extent, not e_A_0 = 2
+    np.testing.assert_allclose(kernel(a0, idx), _gather_reference(a0, idx, 5))
+    with pytest.raises(polyopt.BoundsError, match=r"A\(\(t - 1\), idx\(i\)\).*computed index 6"):
+        kernel(a0, np.array([6, 4, 3, 2, 1, 0], np.int32))  # a true positive stays one
+
+
+def _gather_reference(a0: np.ndarray, idx: np.ndarray, steps: int) -> np.ndarray:
+    a = a0.astype(np.float64)
+    for _ in range(1, steps):
+        a = a[idx] * 2.0 + a
+    return a
