@@ -12,14 +12,12 @@ transaction, and a process killed mid-write leaves the last committed state. Sev
 processes (each with its own :class:`Database`) may write at once; threads share one
 connection under a lock.
 
-The file is data others could plant: the cache root may be a shared sticky directory (README,
-Security), where any user can create ``tuning.sqlite`` first. So before SQLite opens it, the
-database and its ``-wal``, ``-shm`` and ``-journal`` files must be regular files of the
-current user's that group and others cannot write, of at most ``CAPS["database"]`` bytes
-(:func:`polyopt.trust.opened`: a FIFO, which SQLite would read forever, is looked at without
-blocking); a missing database is created ``0600`` first. Anything else is a
-:class:`DatabaseError` naming the file and why, which compiling reports once (a
-``TuningWarning``) and then compiles untuned.
+In a shared sticky cache root (README, Security) anyone can create ``tuning.sqlite`` first, so
+before SQLite opens it the database and its ``-wal``, ``-shm`` and ``-journal`` files must
+pass :func:`polyopt.trust.opened` (regular files of ours, at most ``CAPS["database"]``; a
+FIFO, which SQLite would read forever, is looked at without blocking); a missing database is
+created ``0600`` first. Else a :class:`DatabaseError` names the file and why (compiles warn
+once and run untuned).
 
 Schema (version 1)::
 
@@ -183,8 +181,8 @@ def state(path: str | Path | None = None) -> str:
         except FileNotFoundError:
             parts.append("-")
             continue
-        except OSError as exc:  # a lookup would fail and warn (an untrusted file too): no
-            return f"unreadable: {exc}"  # warm start records that
+        except OSError as exc:  # a lookup would fail and warn: no warm start records that
+            return f"unreadable: {exc}"
         parts.append(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}:{head.hex()}")
     return " | ".join(parts)
 

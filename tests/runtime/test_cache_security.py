@@ -339,22 +339,17 @@ def _spoil(path: Path, how: str, cap: int) -> str:
     return f"is larger than the {cap}-byte cap"
 
 
-def _object_files(root: Path) -> tuple[Path, Path, Callable[[], bool]]:
-    """An entry's object, its metadata, and whether a lookup (in a new process) uses it."""
-    key = "ab" + "0" * 62
-    cache.store(root, key, b"\x7fELF not really", "int f;", {})
-
-    def used() -> bool:
-        cache.clear_memory()
-        return cache.lookup(root, key) is not None
-    return cache.entry_path(root, key), cache.entry_path(root, key, ".json"), used
-
-
 def _cached_file(kind: str, root: Path) -> tuple[Path, Callable[[], bool]]:
-    """A valid file of ``kind`` in the cache at ``root`` and whether its reader uses it."""
+    """A valid file of ``kind`` in the cache at ``root`` and whether its reader (in a new
+    process: nothing remembered) uses it."""
     if kind in ("object", "metadata"):
-        so, meta, used = _object_files(root)
-        return (so if kind == "object" else meta), used
+        key = "ab" + "0" * 62
+        cache.store(root, key, b"\x7fELF not really", "int f;", {})
+
+        def used() -> bool:
+            cache.clear_memory()
+            return cache.lookup(root, key) is not None
+        return cache.entry_path(root, key, ".so" if kind == "object" else ".json"), used
     if kind == "record":
         key = records.key_of("a record")
         records.write(root, "objects", key, {"object": "f" * 64})
