@@ -182,8 +182,7 @@ class Machine:
             if isinstance(value, bool) or not isinstance(value, types) \
                     or (real and not math.isfinite(value)):
                 raise OptionError(f"Machine.{name} must be {'a number' if real else 'an integer'}"
-                                  f" ({bound.describe()}), "
-                                  f"not {value!r}")
+                                  f" ({bound.describe()}), not {value!r}")
             if not bound.allows(value):
                 raise OptionError(f"Machine.{name} = {value!r} is out of range: it must be "
                                   f"{bound.describe()} ({bound.doc})")
@@ -277,8 +276,22 @@ def unmeasured() -> Machine:
     """The host as Linux describes it (cpuinfo, sysfs), before its profile: the memory
     fields at their defaults. What a calibration starts from."""
     vector_bytes, registers = _vector_shape(platform.machine(), hostinfo.cpu_flags())
-    return Machine(vector_bytes, registers, cores=hostinfo.usable_cores(),
-                   **hostinfo.cache_sizes())
+    detected = {"cores": hostinfo.usable_cores(), **hostinfo.cache_sizes()}
+    return Machine(vector_bytes, registers, **_plausible(detected))
+
+
+def _plausible(detected: Mapping[str, int]) -> dict[str, int]:
+    """The fields read from the host that lie within their :data:`BOUNDS`; one that does not
+    (a VM's sysfs may show anything) takes its default, with a warning, so that what the host
+    says never fails every compile."""
+    kept = {}
+    for name, value in detected.items():
+        if BOUNDS[name].allows(value):
+            kept[name] = value
+        else:
+            trust.warn_once(f"the host reports {name} = {value}, not {BOUNDS[name].describe()}:"
+                            " the machine model takes the default (set it with POLYOPT_MACHINE)")
+    return kept
 
 
 def measured(machine: Machine, path: Path) -> Machine:

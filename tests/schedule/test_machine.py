@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes.util
 import dataclasses
 import json
+import logging
 import math
 import os
 import subprocess
@@ -399,3 +400,16 @@ def test_a_matmul_schedules_with_every_field_at_a_bound(end: str) -> None:
         machine[name] = value if name in mm.REAL_FIELDS else int(value)
     s = api.schedule(MATMUL, sizes={"M": 64, "N": 64, "K": 64}, options={"machine": machine})
     assert s.as_json()  # a schedule, in time
+
+
+def test_what_the_host_reports_out_of_bounds_takes_the_default(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A VM's sysfs may say anything: a lie must not fail every compile."""
+    sizes = {**hostinfo.DEFAULT_CACHES, "line_bytes": 0, "l2_bytes": 2 << 30}
+    monkeypatch.setattr(hostinfo, "cache_sizes", lambda: sizes)
+    monkeypatch.setattr(hostinfo, "usable_cores", lambda: 3)
+    with caplog.at_level(logging.WARNING, logger="polyopt.runtime"):
+        m = mm.unmeasured()
+    assert (m.line_bytes, m.l2_bytes, m.cores) == (Machine(64, 32).line_bytes,
+                                                   Machine(64, 32).l2_bytes, 3)
+    assert "line_bytes = 0" in caplog.text and "l2_bytes = 2147483648" in caplog.text
