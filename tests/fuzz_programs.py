@@ -8,8 +8,10 @@ import polyopt: it only writes TC text, drawing from a ``random.Random`` (or hyp
 Families: ``contraction`` (einsum-like, several reduction operators, triangular ranges),
 ``elementwise`` (trees of builtins, broadcast and transposed reads, a select on raw
 inputs), ``stencil`` (strided and dilated windows, pooling, explicit taps), ``conv``
-(zero- and value-padded convolutions, depthwise, an epilogue) and ``multi`` (chains of
-statements through locals, in-place updates, side outputs).
+(zero- and value-padded convolutions, depthwise, an epilogue), ``multi`` (chains of
+statements through locals, in-place updates, side outputs) and ``recurrence`` (time-stepped
+locals with value semantics, whose storage the compiler contracts to a few planes: shifted
+reads, gathers by data, per-step coefficients; time loops of one step at times).
 
 Data stays finite and small, so no NaN, inf or integer overflow reaches a comparison (those
 are other work): floats in [-1, 1] ([0.5, 1.5] for inputs of products), integers in [-3, 3].
@@ -23,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-FAMILIES = ("contraction", "elementwise", "stencil", "conv", "multi")
+FAMILIES = ("contraction", "elementwise", "stencil", "conv", "multi", "recurrence")
 LETTERS = "ijklm"
 SIZE_OF = {"i": "N", "j": "M", "k": "K", "l": "L", "m": "P"}
 NUMPY_DTYPES = {"float": np.float32, "double": np.float64, "int32": np.int32}
@@ -380,5 +382,46 @@ def _multi(rng: random.Random) -> FuzzProgram:
     return FuzzProgram("multi", src, "ml", tuple(ch.inputs), sizes)
 
 
+# -- recurrences -----------------------------------------------------------------------
+
+def _recurrence(rng: random.Random) -> FuzzProgram:
+    """Plane 0 of a ``(T, N)`` local from an input, each later plane from earlier ones
+    (reference §5.5), the output its last plane or a sum over planes. The time extent is 1
+    at times (the recurrence's piece is empty), a ``<T=..>`` parameter or the size of an
+    input of per-step coefficients; every size is bound when a pair is specialized, so
+    storage contraction keeps a few planes of the local (schedule/storage.py)."""
+    steps = 1 if rng.random() < 0.3 else rng.randint(2, 6)
+    inputs = [Input("A0", "float", ("N",))]
+    terms = ["A(t-1, i)"]
+    if rng.random() < 0.5:  # a gather by data: its range check meets the contracted planes
+        inputs.append(Input("idx", "int32", ("N",), index_of="N"))
+        terms.append(rng.choice(["A(t-1, idx(i))", "A(t - 1, idx(i))", "A0(idx(i))"]))
+    if rng.random() < 0.3:  # two steps back: a third plane stays alive
+        terms.append("A(t-2, i)")
+    coef = rng.random() < 0.3  # T is then a size (of c), not a <...> parameter
+    if coef:
+        inputs.append(Input("c", "float", ("T",)))
+        terms.append("c(t)")
+    first = "A(t,i) = A0(i) where t in 0:1, i in 0:N"
+    if "A(t-2, i)" in terms:
+        first = "A(t,i) = A0(i) where t in 0:2, i in 0:N"
+    body = [first, f"A(t,i) = ({' + '.join(terms)}) * {1 / len(terms):.4f} "
+                   f"where t in {2 if 'A(t-2, i)' in terms else 1}:T, i in 0:N"]
+    if rng.random() < 0.5:
+        body.append("B(i) = A(T-1, i)")
+    else:
+        body.append("B(i) +=! A(r_t, i)")
+    sizes = {"N": rng.randint(1, 7)}
+    if "A(t-2, i)" in terms:
+        steps = max(steps, 2)  # plane 1 comes from the input too: T >= 2 (T = 2: no step)
+    name = "rc"
+    src = _def(name, tuple(inputs), ["B"], body, ["float(T,N) A"])
+    if coef:
+        sizes["T"] = steps
+    else:
+        src = src.replace(f"def {name}(", f"def {name}<T={steps}>(", 1)
+    return FuzzProgram("recurrence", src, name, tuple(inputs), sizes)
+
+
 _BUILDERS = {"contraction": _contraction, "elementwise": _elementwise, "stencil": _stencil,
-             "conv": _conv, "multi": _multi}
+             "conv": _conv, "multi": _multi, "recurrence": _recurrence}

@@ -61,14 +61,15 @@ def modulo_storage(sched: Schedule) -> tuple[Modulo, ...]:
     if not program.value_semantics or program.sizes:
         return ()
     padded = {r.read.tensor for s in pp.stmts for r in s.reads if r.read.pad is not None}
-    candidates = [t for t in program.locals
-                  if t.name not in sliced and t.name not in padded and t.rank >= 2]
+    # a packed copy (pack) is a stream the micro-kernels read whole, not a recurrence
+    candidates = [t for t in program.locals if t.name not in sliced and t.name not in padded
+                  and t.name not in sched.buffers and t.rank >= 2]
     if not candidates:
         return ()
     before = smap.lex_lt_union_map(smap)  # a -> b: a runs before b
     out = []
     for t in candidates:
-        extent = int(t.shape[0])
+        extent = ir.extent_value(t.shape[0], {})  # a block count is text: floor((N + 3)/4)
         clashes = _clashes(pp, before.reverse(), t.name, t.rank)
         m = next((m for m in range(1, min(extent, MAX_MODULUS + 1))
                   if not any(k % m == 0 for k in clashes)

@@ -137,3 +137,17 @@ def test_stats_count_a_recurrence_s_reads_as_its_own_values() -> None:
     traffic = {t.tensor: t for t in stats.traffic}
     assert traffic["x"].read.value == 0 and traffic["x"].written.value == 50
     assert traffic["b"].read.value == 50
+
+
+def test_a_packed_copy_is_no_candidate_for_storage_modulo() -> None:
+    """Found by the recurrence fuzz family (issue 40): a packed input's block count is
+    text (floor((2 + 2)/3)), and modulo_storage's int() of it raised ValueError."""
+    src = """def rc<T=1>(float(N) A0, int32(N) idx) -> (B) local (float(T,N) A) {
+        A(t,i) = A0(i) where t in 0:1, i in 0:N
+        A(t,i) = (A(t-1, i) + A(t-1, idx(i))) * 0.5 where t in 1:T, i in 0:N
+        B(i) = A(T-1, i)
+    }"""
+    s = polyopt.schedule(src, "rc", auto=False, options={"fusion": "min"}).pack("A0", 0, 3, 0)
+    a0 = np.array([0.25, -0.5], np.float32)
+    got = polyopt.compile(src, "rc", schedule=s)(a0, np.zeros(2, np.int32))
+    np.testing.assert_allclose(got, a0)
