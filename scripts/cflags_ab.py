@@ -4,6 +4,11 @@ CPU time, alternating child processes with a kernel cache each.
 
     python3 scripts/cflags_ab.py --b=-fsplit-loops --ops mm_square,conv_3x3 --rounds 5
     python3 scripts/cflags_ab.py --b-dialect carried_loop_guard= --ops blur_3x3 --rounds 5
+    python3 scripts/cflags_ab.py --b=-O2 --ops "lib:lu:N=120,lib:jacobi_2d:N=250;T=20"
+
+An operator is a suite operator (scripts/search_vs_random.py) or ``lib:<kernel>:<sizes>``,
+a bundled kernel at sizes separated by ``;``, its inputs uniform in [1, 2) (square
+matrices plus N on the diagonal, which solvers divide by; integers in [0, 4)).
 
 prints, per operator, the median over rounds of each setting's least of 9 calls and B/A.
 """
@@ -30,9 +35,21 @@ for setting in filter(None, sys.argv[3].split(";")):
     setattr(Dialect, attr, value)
 cases = s.suite_cases(); out = {}
 for op in sys.argv[1].split(","):
-    c = cases[op]; rng = np.random.default_rng(0)
-    k = polyopt.compile(c.source, c.kernel, sizes=c.sizes, options={"tuned": False})
-    xs = [rng.standard_normal(sh).astype(np.float32) for sh in c.shapes]
+    rng = np.random.default_rng(0)
+    if op.startswith("lib:"):  # lib:<kernel>:<size>=<n>;...: a bundled kernel
+        _, name, spec = op.split(":")
+        sizes = {k: int(v) for k, v in (kv.split("=") for kv in spec.split(";"))}
+        k = polyopt.compile(polyopt.kernels.get(name), sizes=sizes, options={"tuned": False})
+        xs = [(rng.uniform(1, 2, sh) if np.dtype(t.dtype).kind == "f" else
+               rng.integers(0, 4, sh)).astype(t.dtype)
+              for t in k.program.inputs for sh in [tuple(int(d) for d in t.shape)]]
+        for x in xs:  # solvers divide by the diagonal
+            if x.ndim == 2 and x.shape[0] == x.shape[1]:
+                x += (x.shape[0] * np.eye(x.shape[0])).astype(x.dtype)
+    else:
+        c = cases[op]
+        k = polyopt.compile(c.source, c.kernel, sizes=c.sizes, options={"tuned": False})
+        xs = [rng.standard_normal(sh).astype(np.float32) for sh in c.shapes]
     k(*xs); ts = []
     for _ in range(9):
         t = time.thread_time(); k(*xs); ts.append(time.thread_time() - t)
@@ -48,7 +65,8 @@ def main() -> None:
     ap.add_argument("--a-dialect", default="", help="ATTR=VALUE[;...]: C dialect attributes "
                     "of setting A (polyopt.codegen.dialect.Dialect)")
     ap.add_argument("--b-dialect", default="", help="the same for setting B")
-    ap.add_argument("--ops", required=True, help="comma-separated suite operators")
+    ap.add_argument("--ops", required=True, help="comma-separated suite operators or "
+                    "lib:<kernel>:<size>=<n>;...")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     ops = args.ops.split(",")
@@ -61,7 +79,9 @@ def main() -> None:
                        POLYOPT_CACHE_DIR=caches[tag])
             run = subprocess.run([sys.executable, "-c", CHILD, args.ops, str(ROOT / "scripts"),
                                   dialect],
-                                 env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+                                 env=env, cwd=ROOT, capture_output=True, text=True)
+            if run.returncode != 0:
+                sys.exit(f"setting {tag}: {run.stderr.strip()[-2000:]}")
             for op, ms in json.loads(run.stdout.strip().splitlines()[-1]).items():
                 times[op][tag].append(ms)
     for op, t in times.items():

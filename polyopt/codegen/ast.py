@@ -124,3 +124,13 @@ def descendants(node: isl.AstNode) -> list[isl.AstNode]:
     for child in children(node):
         out += descendants(child)
     return out
+
+
+def holds_more_than_one_statement(loop: isl.AstNode) -> bool:
+    """Whether the body of ``for`` node ``loop`` holds a loop or two statements or more:
+    what a C compiler's vectorizer sees as a group of accesses (the shape whose dependences
+    GCC 12.2 misjudged), not one statement's recurrence."""
+    kinds = [n.get_type() for n in descendants(loop.for_get_body())]
+    return isl.ast_node_type.for_ in kinds or sum(
+        k == isl.ast_node_type.user for k in kinds) > 1
+

@@ -33,12 +33,13 @@ class Dialect:
     restrict = "restrict"
     parallel_pragma = "#pragma omp parallel for"
     simd_pragma = "#pragma omp simd"
-    # Ends the body of a loop that carries a dependence (isl's exact analysis says so): a
-    # volatile asm keeps the C compiler's loop vectorizer off the loop, whose own dependence
-    # analysis is what polyopt would otherwise trust. GCC 12.2's got diagonal recurrences
-    # wrong (S(i,j) = f(S(i-1,j-1)) over a short j: the i loop vectorized after j's
-    # complete peeling; 44 of 60 shapes wrong at -O3, 4 at -O2), a silent wrong answer;
-    # polyopt's own vector loops are ``omp simd``. runtime/miscompiles.py keeps the case.
+    # Ends the body of a loop that carries a dependence (isl's exact analysis says so) and
+    # holds more than one statement: a volatile asm keeps the C compiler's loop vectorizer
+    # off the loop, whose own dependence analysis polyopt would otherwise trust. GCC 12.2's
+    # got a diagonal recurrence wrong (S(i,j) = f(S(i-1,j-1)) over a short j: the i loop
+    # vectorized once j was peeled or written out; 44 of 60 shapes wrong at -O3, 4 at -O2),
+    # a silent wrong answer. polyopt's own vector loops are ``omp simd``.
+    # runtime/miscompiles.py keeps the case.
     carried_loop_guard = '__asm__ volatile("");'
     vector_bytes = 0  # register tiles use vectors this wide (0: plain loops)
     types: Types = C_TYPES  # bfloat16 as bits; C computes on _Float16 natively

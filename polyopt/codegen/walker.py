@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from polyopt.codegen.ast import loop_is_parallel, loop_printed
+from polyopt.codegen.ast import holds_more_than_one_statement, loop_is_parallel, loop_printed
 from polyopt.codegen.dialect import Dialect
 from polyopt.codegen.exprs import AstExprPrinter
 from polyopt.codegen.stmt import KernelContext, StmtPrinter
@@ -104,12 +104,20 @@ class AstWalker:
         body = inner if inner is not None else self.node(node.for_get_body(), depth + 1,
                                                           in_parallel or parallel)  # first:
         # its register tiles' tails size the slices
-        guard = [] if loop_is_parallel(node) or not self.dialect.carried_loop_guard else [
-            f"{pad}  {self.dialect.carried_loop_guard}  /* carries a dependence */"]
+        guard = [f"{pad}  {self.dialect.carried_loop_guard}  /* carries a dependence */"
+                 ] if self._guarded(node) else []
         out += [*self.slice_decls(loop, depth + 1), *body, *guard, f"{pad}}}"]
         if hoisted:  # the pragma must stay right above its loop
             return [f"{pad}{{", *hoisted, *out, f"{pad}}}"]
         return out
+
+    def _guarded(self, node: isl.AstNode) -> bool:
+        """Whether loop ``node`` ends in the dialect's carried-loop guard: it carries a
+        dependence and its body is more than one statement. One statement's recurrence is
+        left alone: the compiler gets those right, and the guard would cost it the
+        registers it carries values in (deriche's recurrences ran 1.6x slower)."""
+        return bool(self.dialect.carried_loop_guard) and not loop_is_parallel(node) and \
+            holds_more_than_one_statement(node)
 
     def slice_decls(self, loop: str, depth: int) -> list[str]:
         """The slices of contracted locals that this loop keeps, one per iteration."""
