@@ -34,9 +34,10 @@ import fuzz_verbs  # noqa: E402
 
 
 def run_program(seed: int, index: int, per_program: int, families: tuple[str, ...],
-                max_steps: int = 5) -> dict:
+                max_steps: int = 5, malformed: float = 0.1) -> dict:
     """Draw program ``index`` of campaign ``seed`` and check ``per_program`` schedules of
-    up to ``max_steps`` verbs."""
+    up to ``max_steps`` verbs, each with hostile arguments with probability ``malformed``
+    (it must be refused with a PolyoptError, called and replayed from JSON)."""
     rng = random.Random(f"{seed}-{index}")
     prog = fuzz_programs.draw_program(rng, rng.choice(families))
     head = {"index": index, "family": prog.family}
@@ -45,7 +46,7 @@ def run_program(seed: int, index: int, per_program: int, families: tuple[str, ..
         want = fuzz_verbs.reference(prog, inputs)
     except Exception as e:  # the generator wrote a def the front end rejects
         return {**head, "invalid": f"{type(e).__name__}: {e}", "source": prog.source}
-    outs = [fuzz_verbs.check_pair(prog, inputs, want, rng, max_steps)
+    outs = [fuzz_verbs.check_pair(prog, inputs, want, rng, max_steps, malformed)
             for _ in range(per_program)]
     return {**head, "outcomes": [dataclasses.asdict(o) for o in outs]}
 
@@ -124,7 +125,7 @@ def campaign(args: argparse.Namespace, log: Any) -> Tally:
     while pending:
         with cf.ProcessPoolExecutor(max_workers=args.jobs) as pool:
             futures = {pool.submit(run_program, args.seed, k, args.per_program, families,
-                                   args.max_steps): k for k in pending}
+                                   args.max_steps, args.malformed): k for k in pending}
             pending = []
             for fut in cf.as_completed(futures):
                 k = futures[fut]
@@ -151,7 +152,7 @@ def _isolate(args: argparse.Namespace, families: tuple[str, ...], programs: list
     with cf.ProcessPoolExecutor(max_workers=1) as pool:
         try:
             tally.add(pool.submit(run_program, args.seed, first, args.per_program,
-                                  families, args.max_steps).result())
+                                  families, args.max_steps, args.malformed).result())
         except cf.process.BrokenProcessPool:
             rng = random.Random(f"{args.seed}-{first}")
             family = fuzz_programs.draw_program(rng, rng.choice(families)).family
@@ -166,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--per-program", type=int, default=6, help="schedules per program")
     ap.add_argument("--max-steps", type=int, default=5, help="verbs drawn per schedule")
+    ap.add_argument("--malformed", type=float, default=0.1,
+                    help="chance that a verb gets hostile arguments (must be refused)")
     ap.add_argument("--families", default="", help=f"comma-separated subset of "
                     f"{','.join(fuzz_programs.FAMILIES)}")
     ap.add_argument("--out", type=Path, help="write the counts and failures as JSON")

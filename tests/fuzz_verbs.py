@@ -14,6 +14,8 @@ differs from the reference), or ``crash`` (anything else: an exception that is n
 
 from __future__ import annotations
 
+import inspect
+import json
 import random
 import warnings
 from collections.abc import Callable
@@ -29,6 +31,7 @@ from polyopt.errors import CompileError, PolyoptError, ScheduleError
 from polyopt.poly.merge import mergeable
 from polyopt.runtime.interp import evaluate
 from polyopt.schedule import Schedule
+from polyopt.schedule.schedule import VERBS as VERB_NAMES
 from polyopt.schedule.tree import Loop, Node, Sequence, loops, stmts_of, walk
 
 # Statuses that a campaign counts; only the last two are bugs.
@@ -215,6 +218,64 @@ def draw_step(s: Schedule, rng: random.Random) -> Step | None:
     return DRAWERS[verb][1](s, lps, rng)
 
 
+# -- malformed arguments -----------------------------------------------------------------
+
+# Values no verb argument takes, or takes only in range: each must be refused with a
+# PolyoptError, called directly or replayed from JSON (all of them are JSON values).
+HOSTILE: tuple[Any, ...] = (None, 1.5, -0.0, float("inf"), True, 10**30, -2**63, 2**64, 0, -1,
+                            "", "nope", "1", [], ["m"], [["i", 2]], [None], {}, {"a": 1},
+                            [1.5, 2], [[1, 0], [0, 1.5]])
+
+
+def draw_malformed(s: Schedule, rng: random.Random) -> Step:
+    """A verb with arguments drawn for ``s`` (or plain loop names), one or two of them
+    replaced by a ``HOSTILE`` value, an extra one added, or an unknown keyword."""
+    verb = rng.choice(VERB_NAMES)
+    lps = loops(s.root)
+    drawn = DRAWERS[verb][1](s, lps, rng) if verb in DRAWERS and lps else None
+    params = [p for p in inspect.signature(getattr(Schedule, verb)).parameters.values()
+              if p.name != "self"]
+    if drawn is not None and drawn[0] == verb:
+        args = list(drawn[1])
+    else:
+        names = [lp.name for lp in lps] or ["i"]
+        args = [rng.choice(names) for p in params if p.default is p.empty
+                and p.kind is p.POSITIONAL_OR_KEYWORD]
+    kw: dict[str, Any] = {}
+    for _ in range(rng.randint(1, 2)):
+        value, k = rng.choice(HOSTILE), rng.randrange(len(args) + 2)
+        if k < len(args):
+            args[k] = value
+        elif k == len(args):
+            args.append(value)
+        else:
+            kw[rng.choice([p.name for p in params] + ["colour"])] = value
+    return verb, tuple(args), kw
+
+
+def check_malformed(s: Schedule, step: Step) -> str:
+    """Empty when ``step`` is accepted or refused with a PolyoptError, both called on ``s``
+    and replayed from JSON on its def's program order; else what it raised instead."""
+    verb, args, kw = step
+    program = s.poly.program
+    text = json.dumps({"def": program.name, "base": "program-order",
+                       "steps": [{"verb": verb, "args": list(args), "kwargs": kw}]})
+    calls: tuple[tuple[str, Callable[[], Any]], ...] = (
+        ("called", lambda: getattr(s, verb)(*args, **kw)),
+        ("from JSON", lambda: Schedule.from_json(text, program.source, program.name,
+                                                 sizes=dict(program.bound) or None)))
+    for how, call in calls:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                call()
+        except PolyoptError:
+            continue
+        except Exception as e:
+            return f"{step_text(step)} {how}: {_brief(e)}"
+    return ""
+
+
 def step_text(step: Step) -> str:
     verb, args, kw = step
     parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kw.items()]
@@ -271,9 +332,9 @@ def reference(prog: FuzzProgram, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def check_pair(prog: FuzzProgram, inputs: list[np.ndarray], want: list[np.ndarray],
-               rng: random.Random, max_steps: int = 5) -> Outcome:
-    """Draw a base schedule and up to ``max_steps`` verbs for ``prog``; compile what was
-    accepted and compare it with ``want``."""
+               rng: random.Random, max_steps: int = 5, malformed: float = 0.0) -> Outcome:
+    """Draw a base schedule and up to ``max_steps`` verbs for ``prog`` (each malformed with
+    probability ``malformed``); compile what was accepted and compare it with ``want``."""
     specialized = rng.random() < 0.5
     pair = _Pair(prog, rng.choices([b for b, _ in BASES], [w for _, w in BASES])[0],
                  rng.choice(("smart", "smart", "min", "max")), specialized,
@@ -286,7 +347,7 @@ def check_pair(prog: FuzzProgram, inputs: list[np.ndarray], want: list[np.ndarra
             s = polyopt.schedule(prog.source, prog.name, auto=pair.auto, sizes=sizes,
                                  options={"fusion": pair.fusion})
         pair.base_steps = len(s.steps)
-        s = _apply_steps(s, rng, rng.randint(1, max_steps), out)
+        s = _apply_steps(s, rng, rng.randint(1, max_steps), out, malformed)
         out.reproducer = pair.reproducer(s)
         if out.verbs_tried == out.verbs_refused:
             return out
@@ -322,9 +383,21 @@ def _replays(s: Schedule, prog: FuzzProgram, sizes: dict[str, int] | None) -> bo
     return str(again) == str(s) and again.steps == s.steps
 
 
-def _apply_steps(s: Schedule, rng: random.Random, n: int, out: Outcome) -> Schedule:
-    """Draw and apply ``n`` verbs, skipping the refused ones (counted in ``out``)."""
+def _apply_steps(s: Schedule, rng: random.Random, n: int, out: Outcome,
+                 malformed: float = 0.0) -> Schedule:
+    """Draw and apply ``n`` verbs, skipping the refused ones (counted in ``out``); with
+    probability ``malformed`` a step has hostile arguments instead (``draw_malformed``):
+    it must be refused with a PolyoptError, called and from JSON."""
     for _ in range(n):
+        if malformed and rng.random() < malformed:
+            bad = draw_malformed(s, rng)
+            out.verbs_tried += 1
+            out.verbs_refused += 1
+            out.refusals["malformed"] = out.refusals.get("malformed", 0) + 1
+            crash = check_malformed(s, bad)  # s goes on unchanged: nothing to compile
+            if crash:
+                raise _VerbCrash(s, bad) from RuntimeError(crash)
+            continue
         step = draw_step(s, rng)
         if step is None:
             continue
