@@ -82,12 +82,12 @@ def _cached(cfg: config.Config, key: str, report_key: str) -> tuple[bytes, str] 
     them (see :mod:`.trust`); None otherwise."""
     try:
         root = cache.usable_root(cfg.cache_dir, key)
-        cubin = cache.entry_path(root, key, ".cubin")
-        log = cache.entry_path(root, report_key, ".log")
-        if (cubin.is_file() and log.is_file()
-                and cache.trusted_files(root, Path("c", key[:2]), cubin)
-                and cache.trusted_files(root, Path("c", report_key[:2]), log)):
-            return cubin.read_bytes(), log.read_text()
+        cache.check_tree(root, Path("c", key[:2]))
+        cache.check_tree(root, Path("c", report_key[:2]))
+        data = cache.read_file(cache.entry_path(root, key, ".cubin"), "object")
+        log = cache.read_file(cache.entry_path(root, report_key, ".log"), "metadata")
+        if data is not None and log is not None:
+            return data, log.decode(errors="replace")
     except OSError:  # an unusable or untrusted cache: compile afresh
         return None
     return None

@@ -23,7 +23,7 @@ import pytest
 
 import polyopt
 from polyopt import config, lang, trust
-from polyopt.runtime import cache, compiler, records
+from polyopt.runtime import cache, compiler, nvcc, records
 from polyopt.runtime.compiler import compile_shared, load_library
 from polyopt.schedule import machine as mm
 from polyopt.schedule.machine import Machine
@@ -339,6 +339,9 @@ def _spoil(path: Path, how: str, cap: int) -> str:
     return f"is larger than the {cap}-byte cap"
 
 
+_CAP_OF = {"cubin": "object", "ptxas log": "metadata"}  # the caps nvcc's files read under
+
+
 def _cached_file(kind: str, root: Path) -> tuple[Path, Callable[[], bool]]:
     """A valid file of ``kind`` in the cache at ``root`` and whether its reader (in a new
     process: nothing remembered) uses it."""
@@ -350,6 +353,15 @@ def _cached_file(kind: str, root: Path) -> tuple[Path, Callable[[], bool]]:
             cache.clear_memory()
             return cache.lookup(root, key) is not None
         return cache.entry_path(root, key, ".so" if kind == "object" else ".json"), used
+    if kind in ("cubin", "ptxas log"):
+        key, report = "cd" + "0" * 62, "ef" + "0" * 62
+        trust.make_private_dirs(root, Path("c", "cd"))
+        trust.make_private_dirs(root, Path("c", "ef"))
+        cache.atomic_write(cache.entry_path(root, key, ".cubin"), b"not really a cubin")
+        cache.atomic_write(cache.entry_path(root, report, ".log"), b"ptxas info")
+        return (cache.entry_path(root, key, ".cubin") if kind == "cubin" else
+                cache.entry_path(root, report, ".log"),
+                lambda: nvcc._cached(config.current(), key, report) is not None)
     if kind == "record":
         key = records.key_of("a record")
         records.write(root, "objects", key, {"object": "f" * 64})
@@ -362,14 +374,15 @@ def _cached_file(kind: str, root: Path) -> tuple[Path, Callable[[], bool]]:
 
 
 @pytest.mark.parametrize("how", BAD)
-@pytest.mark.parametrize("kind", ["object", "metadata", "record", "profile"])
+@pytest.mark.parametrize("kind", ["object", "metadata", "record", "profile", "cubin",
+                                  "ptxas log"])
 def test_a_bad_cache_file_is_ignored_with_a_warning(
         cache_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         kind: str, how: str) -> None:
     monkeypatch.delenv("POLYOPT_PROFILE", raising=False)
     path, used = _cached_file(kind, cache.usable_root(cache_dir))
     assert _in_time(used)  # the good file is read
-    why = _spoil(path, how, trust.CAPS[kind])
+    why = _spoil(path, how, trust.CAPS[_CAP_OF.get(kind, kind)])
     with caplog.at_level(logging.WARNING, logger="polyopt.runtime"):
         assert not _in_time(used)
     assert str(path) in caplog.text and why in caplog.text
