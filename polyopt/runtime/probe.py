@@ -18,7 +18,11 @@ its frequency does. What is measured, and the rule that turns it into a field:
   that, with every count below, read at 0.8 or more of the rate of 4-8 rows;
 * ``untracked_share``: fitted (median) to the counts past ``prefetch_streams``,
   ``rate = base / (p/n + (1 - p/n) / share)`` (``schedule/streams.share``); not set when
-  no count was past it.
+  no count was past it;
+* ``fork_join_cycles``: an empty parallel region 0.1 ms after the last (a kernel called in
+  a loop), the median of 100, on more than one core; the readings keep it 1 and 10 ms after
+  too, when the threads sleep (on a VM whose idle vCPUs are descheduled, waking them cost
+  2.5e7 cycles here).
 """
 
 from __future__ import annotations
@@ -67,6 +71,18 @@ float *buffer(long n) {
   return a;
 }
 void release(float *a) { free(a); }
+static volatile long counters[1024];
+/* Seconds of one empty parallel region (each thread bumps its own counter), `gap`
+   seconds after the last: its threads then wait as a kernel's meet them between calls. */
+double region_after(double gap) {
+  struct timespec pause = {(time_t)gap, (long)((gap - (double)(time_t)gap) * 1e9)};
+  nanosleep(&pause, NULL);
+  int threads = omp_get_max_threads();
+  double t = now();
+  #pragma omp parallel for schedule(static)
+  for (int i = 0; i < threads; i++) counters[(i * 16) % 1024] += 1;
+  return now() - t;
+}
 /* Seconds of the fastest of `rounds` passes, each reading the first `n` floats of `a`
    `reps` times on `threads` threads (0: all), each thread its own part. */
 double read(const float *a, long n, long reps, int rounds, int threads) {
@@ -126,6 +142,9 @@ SHARE_STREAMS = 8
 BASE_ROWS = (4, 6, 8)
 KEEP_RATE = 0.8  # a row count "still reads at the rate of a few" down to this share of it
 L3_GAIN = 1.5  # a last level that reads less than this much faster than memory is no level
+FORK_GAP_S = 1e-4  # a fork this long after the last: a kernel called in a loop
+FORK_WAKE_GAPS_S = (1e-3, 1e-2)  # and after these (readings): its threads asleep
+FORK_CALLS = 100
 
 
 class ProbeError(PolyoptError):
@@ -157,6 +176,8 @@ class _Lib:
         lib = load_library(SOURCE.replace("VB", str(machine.vector_bytes))
                            .replace("ADD", f'"{add}"'))
         lib.add_chain.restype = lib.read.restype = lib.rows.restype = ctypes.c_double
+        lib.region_after.restype = ctypes.c_double
+        lib.region_after.argtypes = [ctypes.c_double]
         lib.add_chain.argtypes = [ctypes.c_long]
         lib.buffer.restype = ctypes.c_void_p
         lib.buffer.argtypes = [ctypes.c_long]
@@ -183,6 +204,11 @@ class _Lib:
         ld = 4096 // 4 * 64 + line  # 256 KiB and a line: no two rows share an L2 set
         n = self.floats // (rows * ld) * (rows * ld)
         return n * 4 / self.lib.rows(self.buf, n, rows, ld, line, ROUNDS, threads)
+
+    def fork_join(self, gap: float = FORK_GAP_S) -> float:
+        """Seconds of a parallel region's fork and join, ``gap`` seconds after the last
+        (the median of ``FORK_CALLS``)."""
+        return statistics.median(self.lib.region_after(gap) for _ in range(FORK_CALLS))
 
     def close(self) -> None:
         if self.buf:
@@ -220,6 +246,9 @@ def calibrate(machine: Machine, say: Callable[[str], None] = lambda _: None,
         say("one core reading rows together: " + ", ".join(f"{n} {r:.3f}"
                                                            for n, r in rows.items())
             + " lines/cycle")
+        forks = {gap: probe.fork_join(gap) / cycle for gap in (FORK_GAP_S, *FORK_WAKE_GAPS_S)}
+        say("a parallel region after the last by " + ", ".join(
+            f"{gap * 1e3:g} ms: {c:.3g}" for gap, c in forks.items()) + " cycles")
     finally:
         probe.close()
     fields: dict[str, float | int] = {"memory_bytes_per_cycle": round(memory, 3),
@@ -227,13 +256,16 @@ def calibrate(machine: Machine, say: Callable[[str], None] = lambda _: None,
     last = last_level_bytes(reads, memory)
     if last is not None:
         fields["l3_bytes"] = last
+    if machine.cores > 1:
+        fields["fork_join_cycles"] = round(forks[FORK_GAP_S])
     followed, untracked = prefetched_streams(rows)
     fields["prefetch_streams"] = followed
     if untracked is not None:
         fields["untracked_share"] = untracked
     readings = {"cycle_ns": round(cycle * 1e9, 4), "load_average": round(load, 2),
                 "read_bytes_per_cycle_by_mib": {b >> 20: round(r, 2) for b, r in reads.items()},
-                "rows_lines_per_cycle": {n: round(r, 4) for n, r in rows.items()}}
+                "rows_lines_per_cycle": {n: round(r, 4) for n, r in rows.items()},
+                "fork_join_cycles_by_gap_ms": {g * 1e3: round(c) for g, c in forks.items()}}
     return Calibration(fields, readings)
 
 

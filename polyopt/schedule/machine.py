@@ -55,9 +55,10 @@ from polyopt.host import parse_cache_size
 ENV_VAR = "POLYOPT_MACHINE"
 # Fields a machine profile may set (``polyopt machine --calibrate``).
 MEASURED = frozenset({"l3_bytes", "memory_bytes_per_cycle", "core_memory_share",
-                      "prefetch_streams", "untracked_share"})
+                      "prefetch_streams", "untracked_share", "fork_join_cycles"})
 # Fields that take a real number (the rest take integers, sizes such as ``1M`` included).
-REAL_FIELDS = frozenset({"memory_bytes_per_cycle", "core_memory_share", "untracked_share"})
+REAL_FIELDS = frozenset({"memory_bytes_per_cycle", "core_memory_share", "untracked_share",
+                         "fork_join_cycles"})
 ELEM_BYTES = (1, 2, 4, 8, 16)  # 16: long double (numpy longdouble), 16 bytes on x86-64
 
 
@@ -120,6 +121,8 @@ BOUNDS: dict[str, Bound] = {
                               "cores; calibration tries up to 128"),
     "untracked_share": Bound(0, 1, "share of a core's rate the streams past prefetch_streams "
                              "get", above_low=True),
+    "fork_join_cycles": Bound(0, 1e9, "cycles of a parallel region's fork and join: 3e3-1e5 "
+                              "on real hosts, up to 2e7 with a VM's idle vCPUs", above_low=True),
 }
 """Every field's bounds, what real machines have with room to spare (the scheduler's
 searches grow with some of them: a cache line's elements, the registers, the streams)."""
@@ -171,6 +174,17 @@ class Machine:
     """The share of a core's streaming rate the lines of streams beyond
     ``prefetch_streams`` get, the followed ones at the full rate: fitted to the rows past
     ``prefetch_streams`` (the default's 24-128 rows fit 0.35-0.6)."""
+    fork_join_cycles: float = 15000.0
+    """Cycles of one OpenMP parallel region's fork and join, which decides which nests run
+    in parallel (``CpuPolicy.parallel_pays``): calibration times an empty region 0.1 ms
+    after the last (a kernel called in a loop; the median of 100; the Intel VM of the
+    twenty-first round: 3900 cycles, and 2.5e7 after 1 ms, its idle vCPUs descheduled,
+    which no fork price makes up for). ``python3 scripts/bench_fork_join.py`` times it
+    after other gaps: on the 2-core AMD VM (3.5 GHz) about 3000 cycles back to back,
+    4000-6000 after 0.01-0.1 ms of sleep and 8800-10200 after 1 ms, 3e5 after 10 ms under
+    ``OMP_PROC_BIND=spread`` and 2e7 unbound (this host's vCPUs descheduled). The default
+    sits above the 1 ms row; it is where the ``--quick`` 30x20x25 matmul of
+    ``scripts/bench_ops.py`` ran 4x slower in parallel."""
 
     def __post_init__(self) -> None:
         """Each field of the right type and within its :data:`BOUNDS`; OptionError (a

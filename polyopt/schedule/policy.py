@@ -304,18 +304,6 @@ class CpuPolicy:
     blur of 2050^2 walked by columns at ~200 ms; measured 236 ms (``scripts/bench_nests.py
     --cases blur``, main before the model)."""
 
-    fork_join_cycles: float = 15000.0
-    """Cycles of one OpenMP parallel region's fork and join. It decides which nests run in
-    parallel (``parallel_pays``). ``python3 scripts/bench_fork_join.py`` measures it on the
-    host; on the 2-core VM (3.5 GHz by its add chain): about 3000 cycles back to back,
-    4000-6000 after 0.01-0.1 ms of sleep and 8800-10200 after 1 ms (threads spinning, then
-    just asleep), 3e5 after 10 ms under ``OMP_PROC_BIND=spread`` and 2e7 unbound (threads
-    asleep, this host's vCPUs descheduled). Not derived: the cost depends on how long
-    before the call the threads last ran, which the compiler cannot know; 15000 sits above
-    a kernel called in a loop with other work between calls (the 1 ms row), and it is where
-    the ``--quick`` 30x20x25 matmul of ``scripts/bench_ops.py`` ran 4x slower in
-    parallel."""
-
     order_min_gain: float = 1.5
     """The model changes a nest's loop order (or distributes a fused nest, or strip-mines
     it) only when it predicts at least this speedup over the pipeline's order: it is coarse
@@ -462,6 +450,12 @@ class CpuPolicy:
                f"// (2 * slope {slope}), at most {steps} steps / {self.machine.cores} cores, "
                f"{count} tiles of the steps")
         return TimeTile(height, width, cut, why)
+
+    @property
+    def fork_join_cycles(self) -> float:
+        """The machine's fork and join (``Machine.fork_join_cycles``, which calibration
+        measures)."""
+        return self.machine.fork_join_cycles
 
     def parallel_pays(self, serial_cycles: float) -> bool:
         """Whether a nest the model predicts at ``serial_cycles`` on one core gains from a

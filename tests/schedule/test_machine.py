@@ -326,6 +326,7 @@ OUTSIDE: dict[str, tuple[float, ...]] = {  # below, above, and between powers of
     "core_memory_share": (0.0, 1.5),
     "prefetch_streams": (0, 1025),
     "untracked_share": (0.0, 1.01),
+    "fork_join_cycles": (0.0, 2e9, math.inf),
 }
 CASES = [(name, value) for name, values in OUTSIDE.items() for value in values]
 

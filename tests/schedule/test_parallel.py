@@ -63,7 +63,8 @@ def test_parallel_pays_is_the_saving_against_a_fork_and_join() -> None:
     fork = policy.fork_join_cycles
     assert policy.parallel_pays(fork * 4 / 3 * 1.01)  # 3/4 of it saved: just over
     assert not policy.parallel_pays(fork * 4 / 3 * 0.99)
-    dearer = dataclasses.replace(policy, fork_join_cycles=10 * fork)
+    dearer = dataclasses.replace(policy, machine=dataclasses.replace(
+        policy.machine, fork_join_cycles=10 * fork))
     assert not dearer.parallel_pays(fork * 4 / 3 * 1.01)
     one = cpu_policy(Machine(vector_bytes=64, vector_registers=32, cores=1))
     assert not one.parallel_pays(1e12)
