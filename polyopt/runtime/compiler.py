@@ -1,7 +1,9 @@
 """Compile generated C into shared objects with the system compiler, cached, and load them.
 
 ``compile_shared`` returns the path of a cached ``.so``; ``load_library`` also ``dlopen``s it
-through ctypes and keeps the handle alive for the life of the process. Compiles run in a
+through ctypes, once while it is in use: the library is closed (``dlclose``) when its last
+user (a kernel, a ctypes function of it) is collected, so a long-lived process that drops
+its kernels drops their mappings too. Compiles run in a
 private temp dir (never the working directory) with ``LC_ALL=C`` so logs are predictable.
 Uncached objects live in a per-process temp dir removed at exit; ``load_library`` unlinks
 them once loaded (the mapping stays valid).
@@ -17,6 +19,7 @@ whose compiler is unchanged loads a cached object without running anything.
 
 from __future__ import annotations
 
+import _ctypes
 import contextlib
 import ctypes
 import ctypes.util
@@ -29,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +63,12 @@ _REQUIRED = ("-fPIC", "-shared")
 _NATIVE = "-march=native"
 _HEX_KEY = re.compile(r"[0-9a-f]{64}")
 
-_LIBS: dict[tuple[str, str], ctypes.CDLL] = {}
-_UNCACHED_LIBS: list[ctypes.CDLL] = []
+# The libraries loaded and in use, by (cache dir, key): weak, since their users hold them
+# (a kernel its library, a ctypes function the library it came from), and each one's
+# finalizer closes it (``_load``). Uncached ones only for ``loaded_count``.
+_LIBS: weakref.WeakValueDictionary[tuple[str, str], ctypes.CDLL] = \
+    weakref.WeakValueDictionary()
+_UNCACHED_LIBS: weakref.WeakSet[ctypes.CDLL] = weakref.WeakSet()
 _NO_NATIVE: set[str] = set()
 
 
@@ -103,8 +111,9 @@ def load_library(source: str, *, flags: Sequence[str] | None = None,
         return lib
     job = _prepare(source, flags, link_flags, cfg)
     mem = (str(job.cfg.cache_dir), job.key)
-    if not job.cfg.no_cache and mem in _LIBS:
-        return _LIBS[mem]
+    lib = None if job.cfg.no_cache else _LIBS.get(mem)
+    if lib is not None:
+        return lib
     path, root = _compile(job, source)
     try:
         lib = _load(path, root)
@@ -121,7 +130,7 @@ def load_library(source: str, *, flags: Sequence[str] | None = None,
             raise CompileError(f"cannot load the freshly compiled object {path}", str(exc2),
                                saved) from exc2
     if job.cfg.no_cache:
-        _UNCACHED_LIBS.append(lib)
+        _UNCACHED_LIBS.add(lib)
     else:
         _LIBS[mem] = lib
         _note_object(cfg, source, flags, link_flags, job.key, root)
@@ -132,21 +141,34 @@ def _load_known(cfg: config.Config, key: str, path: Path, root: Path) -> ctypes.
     """The library of a verified cached object, loaded once per process; None when it does
     not load (the full path rebuilds it)."""
     mem = (str(cfg.cache_dir), key)
-    if mem not in _LIBS:
+    lib = _LIBS.get(mem)
+    if lib is None:
         with contextlib.suppress(OSError):
-            _LIBS[mem] = _load(path, root)
-    return _LIBS.get(mem)
+            lib = _LIBS[mem] = _load(path, root)
+    return lib
+
+
+def loaded_count() -> int:
+    """How many libraries ``load_library`` loaded are still in use (open)."""
+    return len(_LIBS) + len(_UNCACHED_LIBS)
 
 
 def _load(path: Path, root: Path | None) -> ctypes.CDLL:
-    """``dlopen`` the object; an uncached one (``root`` None) is unlinked once loaded, since
-    nothing will load it again and the mapping keeps its inode alive."""
+    """``dlopen`` the object, to be ``dlclose``d when the library object is collected; an
+    uncached one (``root`` None) is unlinked once loaded, since nothing will load it again
+    and the mapping keeps its inode alive."""
     try:
-        return ctypes.CDLL(str(path))
+        lib = ctypes.CDLL(str(path))
     finally:
         if root is None:
             with contextlib.suppress(OSError):
                 path.unlink()
+    close = getattr(_ctypes, "dlclose", None)  # POSIX; Windows keeps its libraries
+    if close is not None:
+        # Collected means unused: every function of it and every kernel holds the object.
+        # Not at exit: the process's end unmaps it anyway, after threads that may still run.
+        weakref.finalize(lib, close, lib._handle).atexit = False
+    return lib
 
 
 def compiler_identity(cc: str | Sequence[str]) -> str:
