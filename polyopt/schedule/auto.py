@@ -15,12 +15,26 @@ When it runs out:
 
 Reductions over many small extents no longer need the fallback: their chains are built
 uncoalesced (``poly/deps.py``), and 8 reduction indices schedule in 80k operations.
+
+The budget does not stop everything: isl counts no operations in the pivots of its integer
+programs (``isl_tab_basic_set_non_trivial_lexmin``), holds the GIL there, and no scheduler
+option bounds them (2-D recurrences reading planes t-1 and t-3 ran for hours with the
+coefficients bounded by 1..8, the constant terms by 4..32, or the other options that keep
+isl's schedules). So the defs where that was seen, recurrences, and large ones, whose
+integer programs take seconds, are scheduled in a forked child (``_in_child``: 7 ms a call)
+under a wall-clock limit derived from the budget (``limit_seconds``); past it, or at Ctrl-C,
+the child is killed. Other defs are scheduled in-process at no cost.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
+import signal
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -37,9 +51,16 @@ from polyopt.schedule.tree import Leaf, Loop, Node, from_isl, name_loops, nest_o
 
 FUSION = ("min", "smart", "max")
 
+# Defs of this many statements are scheduled in a child too: their integer programs grow.
+ISOLATED_STMTS = 16
+# The wall-clock limit's rate: isl's scheduler did 0.6-2M operations a second on chains of
+# 160 and 320 statements (policy.Caps.scheduler_work), 50k at 2000; a fifth of the middle.
+OPERATIONS_PER_SECOND = 200_000
+MIN_SECONDS = 5.0
+
 
 class _OutOfBudget(Exception):
-    pass
+    """isl's scheduler gave up (str: why, for the warning)."""
 
 
 def operations_budget(n_stmts: int, caps: Caps | None = None) -> int:
@@ -60,17 +81,18 @@ def compute_schedule(pp: PolyProgram, deps: Deps, *, fusion: str = "smart") -> S
     budget = operations_budget(len(pp.stmts))
     try:
         with _isl_options(ctx, fusion, budget):
-            tree = _isl_schedule(pp, deps, coincidence=True)
-            if tree is None:  # isl can fail to carry some dependences with coincidence asked
-                tree = _isl_schedule(pp, deps, coincidence=False)
-    except _OutOfBudget:
+            if isolated(pp):
+                tree = _in_child(lambda: _isl_tree(pp, deps), ctx, limit_seconds(budget))
+            else:
+                tree = _isl_tree(pp, deps)
+    except _OutOfBudget as e:
         direct = single_nest(pp, deps)
         if direct is not None:  # one statement: the nest isl gives it, up to loop order
             return replace(direct, fusion=fusion)
-        warnings.warn(f"isl's scheduler ran out of its budget ({budget} operations) on def "
-                      f"'{pp.program.name}' ({len(pp.stmts)} statements): its base schedule "
-                      f"is program order (one nest per statement, which the CPU pipeline "
-                      f"fuses where legal)", PolyoptWarning, stacklevel=2)
+        warnings.warn(f"isl's scheduler {e} on def '{pp.program.name}' ({len(pp.stmts)} "
+                      f"statements): its base schedule is program order (one nest per "
+                      f"statement, which the CPU pipeline fuses where legal)", PolyoptWarning,
+                      stacklevel=2)
         out = replace(program_order(pp, deps), fusion=fusion)
         check_legal(out.map, deps)  # legal by construction (the dependences follow it)
         return out
@@ -111,6 +133,90 @@ def _isl_options(ctx: isl.Context, fusion: str, budget: int) -> Iterator[None]:
         ctx.set_schedule_serialize_sccs(serialize)
 
 
+def _isl_tree(pp: PolyProgram, deps: Deps) -> isl.Schedule | None:
+    tree = _isl_schedule(pp, deps, coincidence=True)
+    if tree is None:  # isl can fail to carry some dependences with coincidence asked
+        tree = _isl_schedule(pp, deps, coincidence=False)
+    return tree
+
+
+def isolated(pp: PolyProgram) -> bool:
+    """Is ``pp`` scheduled in a child process (a recurrence, or a large def)?"""
+    return hasattr(os, "fork") and (pp.program.value_semantics
+                                    or len(pp.stmts) >= ISOLATED_STMTS)
+
+
+def limit_seconds(budget: int) -> float:
+    """The wall-clock limit of a scheduler run in a child, from its operation budget."""
+    return max(MIN_SECONDS, budget / OPERATIONS_PER_SECOND)
+
+
+def _in_child(work: Callable[[], isl.Schedule | None], ctx: isl.Context,
+              seconds: float) -> isl.Schedule | None:
+    """``work()`` run in a forked child that sends back isl's text of its schedule; the
+    child is killed past ``seconds`` (``_OutOfBudget``) or when the wait is interrupted
+    (Ctrl-C: ``KeyboardInterrupt`` within the wait's 0.1 s)."""
+    read, write = os.pipe()
+    with warnings.catch_warnings():  # Python 3.12 warns of a fork with threads: the child
+        warnings.simplefilter("ignore", DeprecationWarning)  # only runs isl and exits
+        pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        _child(work, write)
+    os.close(write)
+    try:
+        data = _read_until(read, time.monotonic() + seconds)
+    finally:
+        os.close(read)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    if data is None:
+        raise _OutOfBudget(f"did not finish within {seconds:.0f} s (its integer programs "
+                           f"count no operations)")
+    kind, text = data[:1], data[1:].decode()
+    if kind == b"S":
+        return isl.Schedule.read_from_str(ctx, text)
+    if kind == b"B":
+        raise _OutOfBudget(text)
+    if kind == b"N":
+        return None
+    return work()  # the child failed otherwise: here the same failure raises
+
+
+def _child(work: Callable[[], isl.Schedule | None], fd: int) -> None:
+    """The child's whole life: run ``work``, write the answer to ``fd``, exit."""
+    out = b"E"
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
+        tree = work()
+        out = b"N" if tree is None else b"S" + tree.to_str().encode()
+    except _OutOfBudget as e:
+        out = b"B" + str(e).encode()
+    finally:  # anything else sends "E" (the parent reruns the work to raise it)
+        with contextlib.suppress(OSError):
+            view = memoryview(out)
+            while view:
+                view = view[os.write(fd, view):]
+        os._exit(0)
+
+
+def _read_until(fd: int, deadline: float) -> bytes | None:
+    """Everything written to ``fd`` until its end, or None past ``deadline``."""
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], min(left, 0.1))
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
 def _isl_schedule(pp: PolyProgram, deps: Deps, *, coincidence: bool) -> isl.Schedule | None:
     try:  # the budget counts the constraints' setup too
         sc = isl.ScheduleConstraints.on_domain(pp.domain).set_context(pp.context)
@@ -120,7 +226,8 @@ def _isl_schedule(pp: PolyProgram, deps: Deps, *, coincidence: bool) -> isl.Sche
         return sc.compute_schedule()
     except isl.Error as e:
         if "maximal number of operations exceeded" in str(e):
-            raise _OutOfBudget from e
+            budget = pp.context.get_ctx().get_max_operations()
+            raise _OutOfBudget(f"ran out of its budget ({budget} operations)") from e
         return None
 
 

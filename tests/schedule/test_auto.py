@@ -4,6 +4,7 @@ scheduler calls and isl operations, never by timing."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import warnings
@@ -14,6 +15,8 @@ import pytest
 
 import polyopt
 from polyopt.errors import PolyoptWarning
+from polyopt.lang import build_program
+from polyopt.runtime.interp import evaluate
 from polyopt.schedule import auto
 from polyopt.schedule.policy import CAPS
 
@@ -138,3 +141,89 @@ def test_bounded_coefficients_keep_the_scheduler_from_running_away() -> None:
     assert done.stdout.split() == ["isl"]
     s = polyopt.schedule(PADDED_1D, auto="isl", sizes={"C": 2, "F": 3, "KH": 2, "H": 6})
     assert s.poly.context.get_ctx().get_schedule_max_coefficient() == -1  # polyopt's own
+
+
+# 2-D recurrences reading planes t-1..t-3 that isl's scheduler never finished (hours, Ctrl-C
+# ignored), past the budget and any coefficient or constant-term bound: seeds 38 and 299
+# of 700 random ones (about 1 in 70 ran away; issue 40).
+RECURRENCE = """def rec<T={T}>(float(3,N,M) A0) -> (B) local (float(T,N,M) A) {{
+    A(t,i,j) = A0(t,i,j) where t in 0:3, i in 0:N, j in 0:M
+    A(t,i,j) = 0.25 where t in 3:T, i in 0:{lo}, j in 0:M
+    A(t,i,j) = 0.25 where t in 3:T, i in N-2:N, j in 0:M
+    A(t,i,j) = 0.25 where t in 3:T, i in {lo}:N-2, j in 0:2
+    {right}A(t,i,j) = {taps} where t in 3:T, i in {lo}:N-2, j in 2:M-{hi}
+    B(i,j) = A(T-1,i,j)
+}}"""
+RUNAWAYS = [
+    (RECURRENCE.format(T=6, lo=2, hi=0, right="", taps=(
+        "0.259*A(t-1,i+2,j-1) + 0.286*A(t-2,i-2,j-2) + 0.178*A(t-2,i+1,j) + 0.221*A(t-3,i,j)")),
+     {"N": 7, "M": 8}),
+    (RECURRENCE.format(T=9, lo=1, hi=2, right="A(t,i,j) = 0.25 where t in 3:T, i in 1:N-2, "
+                       "j in M-2:M\n    ", taps=(
+                           "0.112*A(t-2,i,j+2) + 0.231*A(t-2,i+2,j+2) + "
+                           "0.122*A(t-3,i-1,j-2)")),
+     {"N": 9, "M": 9}),
+]
+
+
+@pytest.mark.parametrize(("source", "sizes"), RUNAWAYS)
+def test_a_runaway_scheduler_is_abandoned(source: str, sizes: dict[str, int],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler runs in a child killed past its limit (1 s here, 20 s by default), and
+    the def compiles in program order, right."""
+    monkeypatch.setattr(auto, "MIN_SECONDS", 1.0)
+    monkeypatch.setattr(auto, "OPERATIONS_PER_SECOND", 10**12)
+    with pytest.warns(PolyoptWarning, match="did not finish within 1 s"):
+        kernel = polyopt.compile(source, sizes=sizes)
+    a0 = np.random.default_rng(0).random((3, sizes["N"], sizes["M"])).astype(np.float32)
+    (want,) = evaluate(build_program(source, sizes=sizes), [a0], {})
+    np.testing.assert_allclose(kernel(a0), want, rtol=1e-5)
+
+
+def test_only_recurrences_and_large_defs_pay_for_a_child(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork costs about 7 ms: the einsum-like defs stay in-process; a recurrence's
+    schedule from the child is the one computed in-process."""
+    forks = []
+    real = auto._in_child
+    monkeypatch.setattr(auto, "_in_child", lambda *a: forks.append(1) or real(*a))
+    polyopt.schedule(EIGHT, auto="isl", sizes=EIGHT_SIZES)
+    polyopt.schedule(chain(8), auto="isl", sizes={"N": 64})
+    assert forks == []
+    jacobi = ("def j<T=6>(float(N) A0) -> (B) local (float(T,N) A) {\n"
+              "  A(t,i) = A0(i) where t in 0:1, i in 0:N\n"
+              "  A(t,i) = A(t-1,i) where t in 1:T, i in 0:1\n"
+              "  A(t,i) = A(t-1,i) where t in 1:T, i in N-1:N\n"
+              "  A(t,i) = (A(t-1,i-1) + A(t-1,i+1)) / 2.0 where t in 1:T, i in 1:N-1\n"
+              "  B(i) = A(T-1,i)\n}")
+    forked = polyopt.schedule(jacobi, auto="isl", sizes={"N": 30})
+    assert forks == [1]
+    monkeypatch.setattr(auto, "isolated", lambda pp: False)
+    here = polyopt.schedule(jacobi, auto="isl", sizes={"N": 30})
+    assert forked.map.is_equal(here.map)
+    assert str(forked.root) == str(here.root)
+
+
+def test_ctrl_c_interrupts_a_runaway_scheduler() -> None:
+    """SIGINT while the scheduler runs (in its child, past isl's reach) raises
+    KeyboardInterrupt in the compiling process at once, not after the 20 s limit."""
+    source, sizes = RUNAWAYS[0]
+    code = ("import sys, polyopt\n"
+            "from polyopt.schedule import auto\n"
+            "real = auto._in_child\n"
+            "def announced(*a):\n"
+            "    print('scheduling', flush=True)\n"
+            "    return real(*a)\n"
+            "auto._in_child = announced\n"
+            f"polyopt.compile({source!r}, sizes={sizes!r})\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "scheduling"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=15)  # under the limit: the interrupt ended it
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    assert "KeyboardInterrupt" in err
