@@ -11,7 +11,9 @@ inputs), ``stencil`` (strided and dilated windows, pooling, explicit taps), ``co
 (zero- and value-padded convolutions, depthwise, an epilogue), ``multi`` (chains of
 statements through locals, in-place updates, side outputs) and ``recurrence`` (time-stepped
 locals with value semantics, whose storage the compiler contracts to a few planes: shifted
-reads, gathers by data, per-step coefficients; time loops of one step at times).
+reads, gathers by data, per-step coefficients; time loops of one step at times) and
+``sweep`` (2-D recurrences over a declared output at extents a C compiler peels whole,
+where GCC 12.2's vectorizer got a diagonal dependence wrong).
 
 Data stays finite and small, so no NaN, inf or integer overflow reaches a comparison (those
 are other work): floats in [-1, 1] ([0.5, 1.5] for inputs of products), integers in [-3, 3].
@@ -25,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-FAMILIES = ("contraction", "elementwise", "stencil", "conv", "multi", "recurrence")
+FAMILIES = ("contraction", "elementwise", "stencil", "conv", "multi", "recurrence", "sweep")
 LETTERS = "ijklm"
 SIZE_OF = {"i": "N", "j": "M", "k": "K", "l": "L", "m": "P"}
 NUMPY_DTYPES = {"float": np.float32, "double": np.float64, "int32": np.int32}
@@ -423,5 +425,30 @@ def _recurrence(rng: random.Random) -> FuzzProgram:
     return FuzzProgram("recurrence", src, name, tuple(inputs), sizes)
 
 
+# Neighbours an element of a sweep may read, (rows, columns) back: each computed before it.
+_SWEEP_OFFSETS = ((1, 1), (1, 0), (0, 1), (1, -1), (2, 1), (1, 2), (2, -1))
+
+
+def _sweep(rng: random.Random) -> FuzzProgram:
+    """A 2-D recurrence over a declared output, its borders from an input and each inner
+    element from one to three neighbours computed before it (``S(i,j) = c * S(i-1,j-1)``
+    and the like), at extents of 2-17: a C compiler peels such loops completely and may then
+    vectorize the loop that carries the dependence (GCC 12.2 did, wrongly: the class that
+    ``codegen.dialect.Dialect.carried_loop_guard`` keeps it from)."""
+    offsets = rng.sample(_SWEEP_OFFSETS, rng.randint(1, 3))
+    top = max(a for a, _ in offsets)
+    left, right = max(0, *(b for _, b in offsets)), max(0, *(-b for _, b in offsets))
+    n, m = rng.randint(top + 1, 17), rng.randint(left + right + 1, 17)
+    coef = [round(rng.uniform(0.2, 0.9) / len(offsets), 3) for _ in offsets]
+    terms = " + ".join(f"{c} * S(i-{a}, j{-b:+d})" for c, (a, b) in zip(coef, offsets, strict=True))
+    body = [*([f"S(i,j) = B(i,j) where i in 0:{top}, j in 0:M"] if top else []),
+            *([f"S(i,j) = B(i,j) where i in {top}:N, j in 0:{left}"] if left else []),
+            *([f"S(i,j) = B(i,j) where i in {top}:N, j in M-{right}:M"] if right else []),
+            f"S(i,j) = {terms} + 0.1 * B(i,j) where i in {top}:N, j in {left}:M-{right}"]
+    inputs = (Input("B", "float", ("N", "M")),)
+    src = _def("sw", inputs, ["float(N,M) S"], body)
+    return FuzzProgram("sweep", src, "sw", inputs, {"N": n, "M": m})
+
+
 _BUILDERS = {"contraction": _contraction, "elementwise": _elementwise, "stencil": _stencil,
-             "conv": _conv, "multi": _multi, "recurrence": _recurrence}
+             "conv": _conv, "multi": _multi, "recurrence": _recurrence, "sweep": _sweep}
