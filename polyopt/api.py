@@ -89,6 +89,12 @@ def schedule(source: str, name: str | None = None, *, auto: bool | str = True,
 
 schedule_package.function = schedule  # type: ignore[attr-defined]  # polyopt.schedule(...)
 
+# What a Kernel keeps per shape, so that a long-lived one called at ever-new shapes stays
+# within bounds (issue 40); past a bound the oldest entry goes (a later call remakes it).
+MAX_PLANS = 64  # call plans, by input shapes (each holds its variant's kernel)
+MAX_VARIANTS = 16  # specialized variants, by sizes: each a compiled library, loaded
+MAX_SCRATCH = 4  # scratch buffer sets per thread, by shape
+
 
 class Kernel:
     """A compiled definition. Call it with numpy arrays in signature order."""
@@ -280,9 +286,7 @@ class Kernel:
             bound = kernel.bind(dims, [(want, a.shape) for (want, _), a in
                                        zip(self._wanted, arrays, strict=True)], outs)
         plan = _CallPlan(sizes, signature, kernel, outs, dims_arg, scratch, host, bound)
-        if len(self._plans) >= 64:  # a long-lived kernel may see many shapes
-            self._plans.clear()
-        self._plans[tuple(a.shape for a in arrays)] = plan
+        _bounded_put(self._plans, tuple(a.shape for a in arrays), plan, MAX_PLANS)
         return plan
 
     def _locals(self, plan: _CallPlan) -> tuple[list[np.ndarray], tuple[int, ...]]:
@@ -294,13 +298,11 @@ class Kernel:
         cache = self._scratch.__dict__.setdefault("buffers", {})
         key = (id(plan.program), plan.locals)
         if key not in cache:
-            if len(cache) >= 4:  # a few shapes at a time; a long-lived kernel may see many
-                cache.clear()
             # Zeroed once: packed copies never write their blocks' padding, which register
             # tiles on partial blocks read (and discard).
             zeros = guarded_zeros if config.guard_scratch() else aligned_zeros
             arrays = [zeros(shape, dtype) for shape, dtype in plan.locals]
-            cache[key] = arrays, tuple(a.ctypes.data for a in arrays)
+            _bounded_put(cache, key, (arrays, tuple(a.ctypes.data for a in arrays)), MAX_SCRATCH)
         return cache[key]  # type: ignore[no-any-return]
 
     def _variant(self, sizes: dict[str, int]) -> tuple[Compiled, Any]:
@@ -320,7 +322,10 @@ class Kernel:
                         compiled, _ = lower_or_load(
                             program, self._options,
                             lambda: self._schedule_arg or self._tuned(sizes), self._asked())
-                self._variants[key] = (compiled, _load(compiled.source, self._options))
+                # An evicted variant's library closes once no plan holds its kernel.
+                _bounded_put(self._variants, key, (compiled, _load(compiled.source,
+                                                                   self._options)),
+                             MAX_VARIANTS)
             return self._variants[key]
 
     def _tuned(self, sizes: Mapping[str, int]) -> Schedule | None:
@@ -403,6 +408,14 @@ def bind_sizes(def_name: str, decls: Sequence[syntax.TensorDecl], fixed: Mapping
             sizes[dim.name] = extent
             where.setdefault(dim.name, here)
     return sizes
+
+
+def _bounded_put(cache: dict[Any, Any], key: Any, value: Any, most: int) -> None:
+    """``cache[key] = value``, the oldest entries dropped to keep at most ``most``."""
+    cache.pop(key, None)
+    for old in list(cache)[:max(0, len(cache) - most + 1)]:  # a copy: threads may share it
+        cache.pop(old, None)
+    cache[key] = value
 
 
 def _load(source: KernelSource, options: Mapping[str, Any]) -> Any:
