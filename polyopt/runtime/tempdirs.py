@@ -27,7 +27,7 @@ try:
 except ImportError:  # pragma: no cover - non-POSIX: directories are removed on exit only
     _HAVE_FLOCK = False
 
-PREFIXES = ("polyopt-cc-", "polyopt-nocache-", "polyopt-nvcc-")
+PREFIXES = ("polyopt-cc-", "polyopt-nocache-", "polyopt-nvcc-", "polyopt-selftest-")
 _LOCK = ".polyopt-lock"
 _GRACE_S = 60.0
 """A lock file younger than this may not be locked yet (it is locked right after creation)."""

@@ -59,14 +59,16 @@ def test_rows_must_determine_the_band() -> None:
 @pytest.mark.parametrize("rows,kwargs,match", [
     (((0, 1, 0),), {}, r"row 0 must hold 2 integers"),
     (((0, 0), (1, 0)), {}, r"row 0 is zero"),
-    (((True, 0), (0, 1)), {}, r"row 0 must hold 2 integers"),
+    (((True, 0), (0, 1)), {}, r"'rows' must be a list or tuple of rows, each a list or tuple of "
+                               r"ints, not tuple \(\(True, 0\)"),
     ((), {}, r"non-empty integer matrix"),
     (((1, 0), (0, 1)), {"names": ("a",)}, r"one loop name per row \(2\)"),
     (((1, 0), (0, 1)), {"names": ("a", "t")}, r"loop name 't' is already used"),
     (((1, 0), (0, 1)), {"offsets": {"Zz_0": (0, 1)}}, r"not one of the band's: Bt_3, At_2"),
     (((1, 0), (0, 1)), {"offsets": {"At_2": (1,)}}, r"offsets of At_2 must be 2 integers"),
     (((1, 0), (0, 1)), {"offsets": 5}, r"offsets must map statement names to one integer"),
-    (((1, 0), (0, 1)), {"offsets": [("At_2", 1)]}, r"offsets must map statement names"),
+    (((1, 0), (0, 1)), {"offsets": [("At_2", 1)]}, r"'offsets' must be a dict from statement "
+                                                    r"names"),
 ])
 def test_misuse(rows: tuple, kwargs: dict, match: str) -> None:
     with pytest.raises(ScheduleError, match=match):

@@ -28,7 +28,7 @@ def test_dependences_carry_distance_vectors_over_shared_iterators() -> None:
 
 
 def test_symbolic_distances_and_unshared_statements() -> None:
-    src = "def f(float(N) X) -> (Y, Z) { Y(i) = X(i)\n Z(j) = Y(j) + 1.0 }"
+    src = "def f(float(N) X) -> (Y, Z) { Y(i) = 2.0 * X(i)\n Z(j) = Y(j) + 1.0 }"
     sched = polyopt.schedule(src, "f", auto=False)
     (e,) = [e for e in show.dep_edges(sched) if e.kind == "flow"]
     assert e.shared == () and "Y_0[i] -> Z_0[j = i]" in e.label()
