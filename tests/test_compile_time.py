@@ -4,6 +4,10 @@ give what the per-statement ones gave. Speed itself is measured by
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from dataclasses import replace
+
 import islpy as isl
 import numpy as np
 import pytest
@@ -13,8 +17,9 @@ from polyopt import kernels as library
 from polyopt.lang import build_program, define
 from polyopt.poly import build_poly
 from polyopt.poly import deps as dep_module
+from polyopt.schedule import legality, tree
 from polyopt.schedule import transform as tf
-from polyopt.schedule.tree import filter_map, stmts_of
+from polyopt.schedule.tree import Loop, Sequence, filter_domain, filter_map, path_to, stmts_of
 
 pytestmark = pytest.mark.cc
 
@@ -105,3 +110,133 @@ def test_filter_map_keeps_the_statements_asked() -> None:
         s.poly.context))
     assert some.is_equal(want)
     assert set(stmts_of(tf.find(s.root, s.loops[0]))) == {"O0_0"}
+
+
+# -- many statements: the work per step is counted, never timed (issue 40) -------------------
+
+def updates(n: int) -> str:
+    """``B(i) = A(i) + 0; B(i) = B(i) + 1; ...``: every statement writes (and all but the
+    first read) one element, so the output and anti dependences join every pair of them
+    (the issue's 160 overwrites of one output, kept live by the reads)."""
+    body = ["B(i) = A(i) + 0", *(f"B(i) = B(i) + {k}" for k in range(1, n))]
+    return "def upd(float(N) A) -> (B) {\n" + "\n".join(body) + "\n}"
+
+
+def pieces(n: int) -> str:
+    """One declared output written piecewise, ten elements a statement, each piece reading
+    the first (a read of ``B`` before all its writes: value semantics)."""
+    body = ["B(i) = A(i) where i in 0:10", *(
+        f"B(i) = A(i) + B(i - {10 * k}) where i in {10 * k}:{10 * k + 10}" for k in range(1, n))]
+    return (f"def pieces(float({10 * n}) A) -> (float({10 * n}) B) {{\n" + "\n".join(body)
+            + "\n}")
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[int]:
+    """Count the calls of ``owner.name`` (a module's function: its own recursive calls
+    too, since they go through the module's global)."""
+    calls = [0]
+    original = getattr(owner, name)
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls[0] += 1
+        return original(*args, **kwargs)
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def _pairwise_distributable(root: tree.Node, loop: str, s: polyopt.Schedule) -> bool:
+    """``legality.distributable`` as it was: each pair of children, each dependence."""
+    lp = tf.find(root, loop)
+    assert isinstance(lp.child, Sequence)
+    at = [n for n in path_to(root, lp)[:-1] if isinstance(n, Loop)]
+    kids = [filter_domain(s.poly.domain, stmts_of(k)) for k in lp.child.children]
+    for later, sink in enumerate(kids):
+        for source in kids[later + 1:]:
+            for _kind, dep in s.deps.named():
+                d = dep.intersect_domain(source).intersect_range(sink)
+                for outer in at:
+                    d = d.eq_at_multi_union_pw_aff(
+                        isl.MultiUnionPwAff.from_union_pw_aff(outer.expr))
+                if not d.is_empty():
+                    return False
+    return True
+
+
+@pytest.mark.parametrize("src", [updates(12), chain(12), SOFTMAX, independent(6)],
+                         ids=["updates", "chain", "softmax", "independent"])
+def test_distributable_over_the_maps_once_is_the_pairwise_check(src: str) -> None:
+    """On the fused nests, and on each with its statements' order reversed (a tree no
+    step would make: every dependence then runs backward)."""
+    s = polyopt.schedule(src, auto=False, sizes={"N": 8, "M": 8} if "M" in src else {"N": 8})
+    with contextlib.suppress(polyopt.PolyoptError):
+        s = s.fuse(*s.loops)
+    seen = 0
+    for lp in tree.loops(s.root):
+        if not isinstance(lp.child, Sequence):
+            continue
+        back = tree.substitute(s.root, lp, replace(
+            lp, child=Sequence(tuple(reversed(lp.child.children)))))
+        for root in (s.root, back):
+            seen += 1
+            assert legality.distributable(root, lp.name, s.deps, s.poly.domain) \
+                == _pairwise_distributable(root, lp.name, s)
+    assert seen or src == SOFTMAX
+
+
+def test_distributing_160_statements_checks_each_dependence_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pair of children per check was cubic in the statements (54 s for 160 writes of one
+    output); now each kind of dependence is restricted once."""
+    s = polyopt.schedule(updates(160), auto=False, sizes={"N": 8})
+    s = s.fuse(*s.loops)
+    calls = _counting(monkeypatch, isl.UnionMap, "intersect_domain")
+    # Every dependence runs forward in the sequence: distribution is proven legal.
+    assert legality.distributable(s.root, s.loops[0], s.deps, s.poly.domain)
+    assert calls[0] <= 3
+
+
+@pytest.mark.parametrize("n", [160, 400])
+def test_tag_checks_walk_only_the_nests_a_step_changed(n: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pieces``: one nest per piece, each vectorized. A check of every tagged loop's outer
+    loops per step walked the whole tree per loop (cubic in the nests: 66 s of 85 for 500);
+    now a path costs its depth."""
+    calls = _counting(monkeypatch, tree, "path_to")
+    s = polyopt.schedule(pieces(n))
+    assert len(tree.loops(s.root)) >= n
+    assert calls[0] <= 8 * n
+
+
+@pytest.mark.parametrize("n", [160, 400])
+def test_a_chain_of_locals_asks_isl_about_each_locals_users_only(
+        n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each local's flow check in program order takes its users' times only (2 maps), and a
+    loop's iterator is looked up, not scanned for: the whole order per local (56 s for
+    2000) and a scan of a loop's pieces per statement (8 s) were quadratic."""
+    ordered: list[int] = []
+    original = isl.UnionAccessInfo.set_schedule_map
+
+    def counted(info: isl.UnionAccessInfo, order: isl.UnionMap) -> isl.UnionAccessInfo:
+        ordered.append(order.n_map())
+        return original(info, order)
+    monkeypatch.setattr(isl.UnionAccessInfo, "set_schedule_map", counted)
+    scanned: list[int] = []
+    pieces_of = tree.pieces
+
+    def scan(upa: isl.UnionPwAff) -> list[isl.PwAff]:
+        out = pieces_of(upa)
+        scanned.append(len(out))
+        return out
+    monkeypatch.setattr(tree, "pieces", scan)
+    s = polyopt.schedule(chain(n), "chain", sizes={"N": 64})
+    assert len(s.contractions) == n - 1
+    assert sum(ordered) <= 8 * n
+    assert sum(scanned) <= 8 * n
+
+
+@pytest.mark.parametrize("shape", [updates, pieces, chain])
+def test_the_issue_shapes_schedule_at_160(shape: Callable[[int], str]) -> None:
+    """The three shapes of ``scripts/compile_time.py`` (``updates160``, ``pieces160``,
+    ``chain160``) give a schedule; their time is the script's to measure."""
+    s = polyopt.schedule(shape(160), sizes={"N": 64} if shape is not pieces else None)
+    assert s.loops

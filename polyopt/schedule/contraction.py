@@ -65,8 +65,12 @@ def contracted_dim(loop: Loop, poly: PolyProgram, tensor: str, order: isl.UnionM
 def _sourced(poly: PolyProgram, tensor: str) -> bool:
     """Does every read of local ``tensor`` see a write before it in program order?"""
     writes, reads = _accesses(poly, tensor)
+    # The users' times alone: the whole program's order cost isl a pass over every
+    # statement per local (56 s of 95 for a chain of 2000 locals).
+    users = {m.get_tuple_name(isl.dim_type.in_) for m in _maps(writes.union(reads))}
+    order = filter_map(poly.program_order, users)
     info = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
-    flow = info.set_schedule_map(poly.program_order).compute_flow()
+    flow = info.set_schedule_map(order).compute_flow()
     return bool(flow.get_may_no_source().is_empty())
 
 
