@@ -34,7 +34,8 @@ class Dialect:
     parallel_pragma = "#pragma omp parallel for"
     simd_pragma = "#pragma omp simd"
     # Ends the body of a loop that carries a dependence (isl's exact analysis says so) and
-    # holds more than one statement: a volatile asm keeps the C compiler's loop vectorizer
+    # is a group of statements once short loops are peeled (``ast.straight_line_group``):
+    # a volatile asm keeps the C compiler's loop vectorizer
     # off the loop, whose own dependence analysis polyopt would otherwise trust. GCC 12.2's
     # got a diagonal recurrence wrong (S(i,j) = f(S(i-1,j-1)) over a short j: the i loop
     # vectorized once j was peeled or written out; 44 of 60 shapes wrong at -O3, 4 at -O2),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from polyopt.codegen.ast import holds_more_than_one_statement, loop_is_parallel, loop_printed
+from polyopt.codegen.ast import loop_is_parallel, loop_printed, straight_line_group
 from polyopt.codegen.dialect import Dialect
 from polyopt.codegen.exprs import AstExprPrinter
 from polyopt.codegen.stmt import KernelContext, StmtPrinter
@@ -113,11 +113,12 @@ class AstWalker:
 
     def _guarded(self, node: isl.AstNode) -> bool:
         """Whether loop ``node`` ends in the dialect's carried-loop guard: it carries a
-        dependence and its body is more than one statement. One statement's recurrence is
-        left alone: the compiler gets those right, and the guard would cost it the
-        registers it carries values in (deriche's recurrences ran 1.6x slower)."""
+        dependence and its body is, to the C compiler, a group of statements. Other loops
+        are left alone, since the guard costs what it keeps the compiler from: deriche's
+        one-statement recurrences ran 1.6x slower guarded, lu's loop around variable
+        loops 1.05x."""
         return bool(self.dialect.carried_loop_guard) and not loop_is_parallel(node) and \
-            holds_more_than_one_statement(node)
+            straight_line_group(node)
 
     def slice_decls(self, loop: str, depth: int) -> list[str]:
         """The slices of contracted locals that this loop keeps, one per iteration."""
