@@ -12,6 +12,12 @@ Cases:
 - chain160, chain2000: ``T1(i) = A(i) * 2; T2(i) = T1(i) + 2; ...; O(i) = T159(i) * 3``,
   a chain of elementwise statements through locals;
 - indep160, indep2000: ``O0(i) = A(i) * 1; O1(i) = A(i) * 2; ...``, independent outputs;
+- overwrite160, overwrite2000: ``B(i) = A(i) + 0; B(i) = A(i) + 1; ...``, one output written
+  by every statement (issue 40; dead-statement elimination keeps the last);
+- updates160, updates2000: ``B(i) = A(i) + 0; B(i) = B(i) + 1; ...``, the same kept live
+  (every pair of statements has an output and an anti dependence);
+- pieces160, pieces2000: ``B(i) = A(i) + B(i - 10k) where i in 10k:10k+10``, one declared
+  output written piecewise (value semantics), a nest per piece;
 - bcast: ``O(i,j,k) = A(i,k) where j in 0:131072`` at I=64, K=131072, lowered only (the
   output would be 4 PB): a 3-D broadcast whose inner copy the transpose printer examines.
 
@@ -51,6 +57,23 @@ def independent(n: int) -> str:
     return f"def indep(float(N) A) -> ({outs}) {{\n" + "\n".join(body) + "\n}"
 
 
+def overwrite(n: int) -> str:
+    body = [f"B(i) = A(i) + {k}" for k in range(n)]
+    return "def overwrite(float(N) A) -> (B) {\n" + "\n".join(body) + "\n}"
+
+
+def updates(n: int) -> str:
+    body = ["B(i) = A(i) + 0", *(f"B(i) = B(i) + {k}" for k in range(1, n))]
+    return "def upd(float(N) A) -> (B) {\n" + "\n".join(body) + "\n}"
+
+
+def pieces(n: int) -> str:
+    body = ["B(i) = A(i) where i in 0:10", *(
+        f"B(i) = A(i) + B(i - {10 * k}) where i in {10 * k}:{10 * k + 10}" for k in range(1, n))]
+    return (f"def pieces(float({10 * n}) A) -> (float({10 * n}) B) {{\n" + "\n".join(body)
+            + "\n}")
+
+
 BCAST = "def bcast(float(I,K) A) -> (O) { O(i,j,k) = A(i,k) where j in 0:131072 }"
 
 
@@ -74,18 +97,34 @@ def _einsum(n: int) -> Callable[[], tuple[float, float]]:
 def _many(source: Callable[[int], str], n: int) -> Callable[[], tuple[float, float]]:
     def run() -> tuple[float, float]:
         import polyopt
-        a = np.random.default_rng(0).random(64).astype(np.float32)
+        size = 10 * n if source is pieces else 64
+        a = np.random.default_rng(0).random(size).astype(np.float32)
         t0 = time.perf_counter()
-        kernel = polyopt.compile(source(n), sizes={"N": 64})
+        kernel = polyopt.compile(source(n), sizes={} if source is pieces else {"N": size})
         kernel.lowered()
         lowered = time.perf_counter() - t0
         out = kernel(a)  # reuses the lowering: the C compiler, then the call
         total = time.perf_counter() - t0
         first = out if isinstance(out, np.ndarray) else out[0]
-        want = _chain_value(a, n) if source is chain else a * 1
-        assert np.allclose(first, want, rtol=1e-5), "wrong result"
+        assert np.allclose(first, _want(source, a, n), rtol=1e-5), "wrong result"
         return lowered, total
     return run
+
+
+def _want(source: Callable[[int], str], a: np.ndarray, n: int) -> np.ndarray:
+    if source is chain:
+        return _chain_value(a, n)
+    if source is overwrite:
+        return a + np.float32(n - 1)
+    if source is updates:  # summed in the program's order, in float32
+        t = a.astype(np.float32)
+        for k in range(1, n):
+            t = t + np.float32(k)
+        return t
+    if source is pieces:
+        first = np.tile(a[:10], n)
+        return np.where(np.arange(10 * n) < 10, a, a + first)
+    return a * 1
 
 
 def _chain_value(a: np.ndarray, n: int) -> np.ndarray:
@@ -106,6 +145,7 @@ CASES: dict[str, Callable[[], tuple[float, float]]] = {
     "einsum7": _einsum(7), "einsum8": _einsum(8),
     "chain160": _many(chain, 160), "indep160": _many(independent, 160),
     "chain2000": _many(chain, 2000), "indep2000": _many(independent, 2000),
+    **{f"{f.__name__}{n}": _many(f, n) for f in (overwrite, updates, pieces) for n in (160, 2000)},
     "bcast": _bcast,
 }
 
@@ -160,11 +200,11 @@ def main() -> None:
         run_one(args.one, args.memory_gb)
         return
     repos = args.repo or [ROOT]
-    print(f"{'case':<10} {'checkout':<28} {'lower s':>8} {'total s':>8} {'peak MB':>8}  status")
+    print(f"{'case':<13} {'checkout':<28} {'lower s':>8} {'total s':>8} {'peak MB':>8}  status")
     for case in args.cases.split(","):
         for repo in repos:
             r = measure(case, repo, args.timeout, args.memory_gb)
-            print(f"{case:<10} {str(repo)[-28:]:<28} {_cell(r.get('lower'), '8.2f')} "
+            print(f"{case:<13} {str(repo)[-28:]:<28} {_cell(r.get('lower'), '8.2f')} "
                   f"{_cell(r.get('total'), '8.2f')} {_cell(r.get('peak'), '8.0f')}  "
                   f"{r['status']}", flush=True)
 
