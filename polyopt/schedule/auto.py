@@ -29,6 +29,7 @@ the child is killed. Other defs are scheduled in-process at no cost.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import signal
@@ -57,6 +58,7 @@ ISOLATED_STMTS = 16
 # 160 and 320 statements (policy.Caps.scheduler_work), 50k at 2000; a fifth of the middle.
 OPERATIONS_PER_SECOND = 200_000
 MIN_SECONDS = 5.0
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class _OutOfBudget(Exception):
@@ -181,7 +183,10 @@ def _in_child(work: Callable[[], isl.Schedule | None], ctx: isl.Context,
         raise _OutOfBudget(text)
     if kind == b"N":
         return None
-    return work()  # the child failed otherwise: here the same failure raises
+    if kind == b"E":
+        return work()  # the child raised: here the same failure raises
+    # killed without an answer (a signal, memory): never rerun here, where nothing ends it
+    raise _OutOfBudget("ended without an answer (its process was killed)")
 
 
 def _child(work: Callable[[], isl.Schedule | None], fd: int) -> None:
@@ -189,6 +194,7 @@ def _child(work: Callable[[], isl.Schedule | None], fd: int) -> None:
     out = b"E"
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
+        _die_with_parent()
         tree = work()
         out = b"N" if tree is None else b"S" + tree.to_str().encode()
     except _OutOfBudget as e:
@@ -199,6 +205,15 @@ def _child(work: Callable[[], isl.Schedule | None], fd: int) -> None:
             while view:
                 view = view[os.write(fd, view):]
         os._exit(0)
+
+
+def _die_with_parent() -> None:
+    """Have the kernel kill this child when its parent dies (Linux's ``PR_SET_PDEATHSIG``):
+    a parent killed outright (SIGKILL, a test's timeout) must not leave isl running."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # the parent died before the request took
+        os._exit(1)
 
 
 def _read_until(fd: int, deadline: float) -> bytes | None:

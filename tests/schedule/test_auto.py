@@ -7,8 +7,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -227,3 +229,51 @@ def test_ctrl_c_interrupts_a_runaway_scheduler() -> None:
         proc.kill()
     assert proc.returncode != 0
     assert "KeyboardInterrupt" in err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_compile_leaves_no_scheduler_running() -> None:
+    """The scheduler's child dies with its parent: a compile killed outright (SIGKILL, a
+    test's timeout) must not leave isl running on a core."""
+    source, sizes = RUNAWAYS[0]
+    code = ("import sys, polyopt\n"
+            "from polyopt.schedule import auto\n"
+            "real = auto._in_child\n"
+            "def announced(*a):\n"
+            "    print('scheduling', flush=True)\n"
+            "    return real(*a)\n"
+            "auto._in_child = announced\n"
+            f"polyopt.compile({source!r}, sizes={sizes!r})\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "scheduling"
+        deadline = time.monotonic() + 10
+        children: list[int] = []
+        while not children and time.monotonic() < deadline:
+            children = _children(proc.pid)
+            time.sleep(0.05)
+        assert children, "no scheduler child"
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{c}").exists() and
+                                              _state(c) != "Z" for c in children):
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{c}").exists() and _state(c) != "Z" for c in children)
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        found += [int(c) for c in task.read_text().split()]
+    return found
+
+
+def _state(pid: int) -> str:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "Z"
+    return text[text.rindex(")") + 2]
