@@ -128,7 +128,7 @@ def _level(deps: Deps, domain: isl.UnionSet, stmts: tuple[str, ...],
     def make() -> isl.UnionMap:
         dom = filter_domain(domain, stmts)
         if not outer:
-            return deps.all.intersect_domain(dom).intersect_range(dom)
+            return _among(deps, stmts).intersect_domain(dom).intersect_range(dom)
         dep = _level(deps, domain, stmts, outer[:-1])
         # Compared at the dependences' ends only: the pairs of instances with equal loop
         # values are quadratic in the statements below the loop (6.8 s of 11 for 160 fused
@@ -138,6 +138,27 @@ def _level(deps: Deps, domain: isl.UnionSet, stmts: tuple[str, ...],
 
 
 _LEVELS: Memo[isl.UnionMap] = Memo(1024)
+
+
+def _among(deps: Deps, stmts: tuple[str, ...]) -> isl.UnionMap:
+    """The maps of ``deps.all`` between statements of ``stmts``, found through an index by
+    source statement: restricting the whole union per nest was quadratic in the nests
+    (4.6 s for 1000)."""
+    index = _BY_SOURCE.get((deps,), None, lambda: _by_source(deps.all))
+    inside = dict.fromkeys(stmts)  # in order: the union's maps come in the same order
+    found = [isl.UnionMap.from_map(m) for s in inside for m in index.get(s, ())
+             if _end(m, isl.dim_type.out) in inside]
+    return union_all(found, isl.UnionMap.empty(deps.all.get_space()))
+
+
+def _by_source(umap: isl.UnionMap) -> dict[str, list[isl.Map]]:
+    out: dict[str, list[isl.Map]] = {}
+    for m in _maps(umap):
+        out.setdefault(_end(m, isl.dim_type.in_), []).append(m)
+    return out
+
+
+_BY_SOURCE: Memo[dict[str, list[isl.Map]]] = Memo(16)
 
 
 def _at(loop: Loop, dom: isl.UnionSet) -> isl.MultiUnionPwAff:

@@ -25,6 +25,7 @@ from polyopt.schedule.tree import (
     Sequence,
     filter_domain,
     loops,
+    loops_by_name,
     path_to,
     restrict,
     sequence,
@@ -35,24 +36,11 @@ from polyopt.schedule.tree import (
 MAX_FULL_UNROLL = CAPS.max_full_unroll
 
 
-# id(root) -> (root, its loops by name, the first of each name): trees never change, and
-# a scan of the tree per look-up made passes over every nest quadratic in the statements.
-# The root is kept so that its id stays its own.
-_FOUND: dict[int, tuple[Node, dict[str, Loop]]] = {}
-
-
 def find(root: Node, name: str) -> Loop:
     """The loop called ``name``; the error lists the valid names."""
-    hit = _FOUND.get(id(root))
-    if hit is None or hit[0] is not root:
-        if len(_FOUND) >= 64:
-            _FOUND.clear()
-        index: dict[str, Loop] = {}
-        for lp in loops(root):
-            index.setdefault(lp.name, lp)
-        hit = _FOUND[id(root)] = (root, index)
-    if name in hit[1]:
-        return hit[1][name]
+    index = loops_by_name(root)
+    if name in index:
+        return index[name]
     valid = ", ".join(lp.name for lp in loops(root)) or "(none: the schedule has no loops)"
     raise ScheduleError(f"no loop named {name!r}; loops: {valid}")
 

@@ -132,30 +132,67 @@ def substitute(root: Node, old: Node, new: Node) -> Node:
 
 
 def _holding(node: Node, target: Node) -> list[Node]:
-    """The children of ``node`` whose subtrees hold ``target``: a sequence's children are
-    asked their nodes, remembered, so a path to one nest of 2000 does not walk the others
-    (each step walked the whole tree several times: quadratic in the nests)."""
+    """The child of ``node`` whose subtree holds ``target`` (none or one: each statement
+    sits in one leaf, so no node sits in two places). A sequence's children are indexed by
+    the ids of their nodes, once per sequence, so a path to one nest of 2000 does not walk
+    the others (each step walked the whole tree several times: quadratic in the nests)."""
     if isinstance(node, Loop):
         return [node.child]
     if isinstance(node, Sequence):
-        want, nodes = id(target), _NODES
-        return [c for c in node.children if c is target or want in (
-            hit[1] if (hit := nodes.get(id(c))) is not None and hit[0] is c else _ids_below(c))]
+        hit = _CHILD.get(id(node))
+        if hit is None or hit[0] is not node:
+            if len(_CHILD) >= 64:
+                _CHILD.clear()
+            index: dict[int, int] = {}
+            for k in range(len(node.children) - 1, -1, -1):  # the first child wins
+                index.update(dict.fromkeys(_ids_below(node.children[k]), k))
+            hit = _CHILD[id(node)] = (node, index)
+        at = hit[1].get(id(target))
+        return [] if at is None else [node.children[at]]
     return []
 
 
-# id(node) -> (node, the ids of the nodes below it); the node is kept, and with it every
+# id(node) -> (node, the ids of the nodes below it, itself included); id(sequence) -> (it,
+# each id below it -> its child holding that node). The node is kept, and with it every
 # node below, so that those ids stay their own.
 _NODES: dict[int, tuple[Node, frozenset[int]]] = {}
+_CHILD: dict[int, tuple[Sequence, dict[int, int]]] = {}
 
 
 def _ids_below(node: Node) -> frozenset[int]:
     hit = _NODES.get(id(node))
     if hit is None or hit[0] is not node:
+        if isinstance(node, Loop):
+            ids = _ids_below(node.child) | {id(node)}
+        elif isinstance(node, Sequence):
+            ids = frozenset({id(node)}).union(*(_ids_below(c) for c in node.children))
+        else:
+            ids = frozenset({id(node)})
         if len(_NODES) >= 1 << 15:
             _NODES.clear()
-        hit = _NODES[id(node)] = (node, frozenset(id(n) for n in walk(node)))
+        hit = _NODES[id(node)] = (node, ids)
     return hit[1]
+
+
+def loops_by_name(node: Node) -> dict[str, Loop]:
+    """The loops below ``node`` (itself included) by name, the first of each name in tree
+    order; remembered per node, so a new tree indexes only the nodes a step made (a walk
+    of the whole tree per step was quadratic in the nests: 15 s for 1000). Do not mutate."""
+    hit = _NAMED.get(id(node))
+    if hit is None or hit[0] is not node:
+        index: dict[str, Loop] = {}
+        if isinstance(node, Loop):
+            index = {**loops_by_name(node.child), node.name: node}
+        elif isinstance(node, Sequence):
+            for c in reversed(node.children):  # the first of each name wins
+                index.update(loops_by_name(c))
+        if len(_NAMED) >= 1 << 15:
+            _NAMED.clear()
+        hit = _NAMED[id(node)] = (node, index)
+    return hit[1]
+
+
+_NAMED: dict[int, tuple[Node, dict[str, Loop]]] = {}
 
 
 def _flatten(children: tuple[Node, ...]) -> tuple[Node, ...]:
