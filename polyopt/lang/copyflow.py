@@ -35,7 +35,7 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.lang.dead import drop_unread
-from polyopt.lang.flow import Access, Flow, dataflow, maps_of
+from polyopt.lang.flow import Access, Flow, balanced_union, dataflow, maps_of
 
 _IN = isl.dim_type.in_
 _PARAM = isl.dim_type.param
@@ -74,10 +74,11 @@ def _redirected(flow: Flow, copies: set[str], copied: set[str]
                 ) -> dict[str, dict[int, ir.Read]]:
     """By statement name and read number: the reads that see through copies."""
     doms = _union_sets([flow.domains[c] for c in copies])
+    frozen = frozenset(copies)
     sources: dict[Access, isl.UnionMap] = {}
     for a in flow.reads:
         if a.relation is not None and a.read.tensor in copied:
-            src = flow.source([a.relation], a.read.tensor).intersect_range(doms)
+            src = flow.source([a.relation], a.read.tensor, among=frozen).intersect_range(doms)
             if not src.is_empty():
                 sources[a] = src
     start = _chain_starts(flow, copies, doms, sources)
@@ -239,14 +240,10 @@ def _text(dom: isl.Set) -> str:
 
 
 def _union_sets(sets: list[isl.Set]) -> isl.UnionSet:
-    out = isl.UnionSet.empty(sets[0].get_space().params())
-    for s in sets:
-        out = out.union(isl.UnionSet.from_set(s))
-    return out
+    return balanced_union([isl.UnionSet.from_set(s) for s in sets],
+                          isl.UnionSet.empty(sets[0].get_space().params()))
 
 
 def _union_maps(maps: list[isl.Map] | list[isl.UnionMap], like: isl.UnionSet) -> isl.UnionMap:
-    out = isl.UnionMap.empty(like.get_space())
-    for m in maps:
-        out = out.union(m if isinstance(m, isl.UnionMap) else isl.UnionMap.from_map(m))
-    return out
+    return balanced_union([m if isinstance(m, isl.UnionMap) else isl.UnionMap.from_map(m)
+                           for m in maps], isl.UnionMap.empty(like.get_space()))
