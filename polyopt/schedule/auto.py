@@ -159,12 +159,20 @@ def _in_child(work: Callable[[], isl.Schedule | None], ctx: isl.Context,
     child is killed past ``seconds`` (``_OutOfBudget``) or when the wait is interrupted
     (Ctrl-C: ``KeyboardInterrupt`` within the wait's 0.1 s)."""
     read, write = os.pipe()
-    with warnings.catch_warnings():  # Python 3.12 warns of a fork with threads: the child
-        warnings.simplefilter("ignore", DeprecationWarning)  # only runs isl and exits
-        pid = os.fork()
+    # SIGINT waits until the fork is done: arriving in the at-fork handlers (logging's), its
+    # KeyboardInterrupt was swallowed ("Exception ignored") and the wait ran to its limit.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        with warnings.catch_warnings():  # Python 3.12 warns of a fork with threads: the
+            warnings.simplefilter("ignore", DeprecationWarning)  # child only runs isl, exits
+            pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        raise
     if pid == 0:
         os.close(read)
-        _child(work, write)
+        _child(work, write, mask)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     os.close(write)
     try:
         data = _read_until(read, time.monotonic() + seconds)
@@ -189,11 +197,12 @@ def _in_child(work: Callable[[], isl.Schedule | None], ctx: isl.Context,
     raise _OutOfBudget("ended without an answer (its process was killed)")
 
 
-def _child(work: Callable[[], isl.Schedule | None], fd: int) -> None:
+def _child(work: Callable[[], isl.Schedule | None], fd: int, mask: set[int]) -> None:
     """The child's whole life: run ``work``, write the answer to ``fd``, exit."""
     out = b"E"
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _die_with_parent()
         tree = work()
         out = b"N" if tree is None else b"S" + tree.to_str().encode()
