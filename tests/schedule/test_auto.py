@@ -206,11 +206,11 @@ def test_only_recurrences_and_large_defs_pay_for_a_child(
     assert str(forked.root) == str(here.root)
 
 
-def test_ctrl_c_interrupts_a_runaway_scheduler() -> None:
-    """SIGINT while the scheduler runs (in its child, past isl's reach) raises
-    KeyboardInterrupt in the compiling process at once, not after the 20 s limit."""
+def _runaway_compile() -> str:
+    """A program compiling a runaway recurrence that prints "scheduling" as the scheduler's
+    child is about to start."""
     source, sizes = RUNAWAYS[0]
-    code = ("import sys, polyopt\n"
+    return ("import sys, polyopt\n"
             "from polyopt.schedule import auto\n"
             "real = auto._in_child\n"
             "def announced(*a):\n"
@@ -218,6 +218,12 @@ def test_ctrl_c_interrupts_a_runaway_scheduler() -> None:
             "    return real(*a)\n"
             "auto._in_child = announced\n"
             f"polyopt.compile({source!r}, sizes={sizes!r})\n")
+
+
+def test_ctrl_c_interrupts_a_runaway_scheduler() -> None:
+    """SIGINT while the scheduler runs (in its child, past isl's reach) raises
+    KeyboardInterrupt in the compiling process at once, not after the 20 s limit."""
+    code = _runaway_compile()
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -235,15 +241,7 @@ def test_ctrl_c_interrupts_a_runaway_scheduler() -> None:
 def test_a_killed_compile_leaves_no_scheduler_running() -> None:
     """The scheduler's child dies with its parent: a compile killed outright (SIGKILL, a
     test's timeout) must not leave isl running on a core."""
-    source, sizes = RUNAWAYS[0]
-    code = ("import sys, polyopt\n"
-            "from polyopt.schedule import auto\n"
-            "real = auto._in_child\n"
-            "def announced(*a):\n"
-            "    print('scheduling', flush=True)\n"
-            "    return real(*a)\n"
-            "auto._in_child = announced\n"
-            f"polyopt.compile({source!r}, sizes={sizes!r})\n")
+    code = _runaway_compile()
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
