@@ -22,7 +22,7 @@ The checks read the modes and owners themselves (``lstat``, ``fstat``), so they 
 root too, whom the kernel's permission bits would not stop.
 
 This module is in the core layer, below the machine model, which reads the host's profile
-under the same rule; :mod:`polyopt.runtime.trust` gives the runtime the same names.
+under the same rule; the runtime's cache uses it too.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.lang.dead import drop_unread
-from polyopt.lang.flow import Access, Flow, balanced_union, dataflow, maps_of
+from polyopt.lang.flow import Access, Flow, dataflow, maps_of, union_all
 
 _IN = isl.dim_type.in_
 _PARAM = isl.dim_type.param
@@ -240,10 +240,10 @@ def _text(dom: isl.Set) -> str:
 
 
 def _union_sets(sets: list[isl.Set]) -> isl.UnionSet:
-    return balanced_union([isl.UnionSet.from_set(s) for s in sets],
+    return union_all([isl.UnionSet.from_set(s) for s in sets],
                           isl.UnionSet.empty(sets[0].get_space().params()))
 
 
 def _union_maps(maps: list[isl.Map] | list[isl.UnionMap], like: isl.UnionSet) -> isl.UnionMap:
-    return balanced_union([m if isinstance(m, isl.UnionMap) else isl.UnionMap.from_map(m)
+    return union_all([m if isinstance(m, isl.UnionMap) else isl.UnionMap.from_map(m)
                            for m in maps], isl.UnionMap.empty(like.get_space()))

@@ -41,7 +41,8 @@ class Flow:
     writes: dict[str, isl.Map]  # likewise: instance -> element
     reads: tuple[Access, ...]
     order: isl.UnionMap = field(repr=False)  # the text's sequential order (no value semantics)
-    _written: dict[str, isl.UnionMap] = field(default_factory=dict, repr=False)  # writes_of
+    _written: dict[tuple[str, frozenset[str] | None], isl.UnionMap] = field(
+        default_factory=dict, repr=False)  # writes_of's, by tensor and statements
 
     def writers(self, tensor: str) -> list[str]:
         """The names (fills included) of the instances that write ``tensor``."""
@@ -50,7 +51,7 @@ class Flow:
     def writes_of(self, tensor: str, among: frozenset[str] | None = None) -> isl.UnionMap:
         """Every instance's write of ``tensor`` (of the statements ``among`` only, if given),
         made once: each read's source asks."""
-        key = tensor if among is None else f"{tensor} {sorted(among)}"
+        key = (tensor, among)
         got = self._written.get(key)
         if got is None:
             names = [n for n in self.writers(tensor) if among is None or n in among]
@@ -142,17 +143,19 @@ def _map(program: ir.Program, name: str, iters: tuple[str, ...], tensor: str,
 
 
 def _union(maps: list[isl.Map], space: isl.Space) -> isl.UnionMap:
-    """The union of ``maps``, pairwise (one map at a time copies the growing union each
-    time: 4 s for 500 statements' writes, asked once per read)."""
-    return balanced_union([isl.UnionMap.from_map(m) for m in maps], isl.UnionMap.empty(space))
+    return union_all([isl.UnionMap.from_map(m) for m in maps], isl.UnionMap.empty(space))
 
 
-def balanced_union(parts: list[T], empty: T) -> T:
-    """``empty`` united with every part, in pairs (a tree of unions: n log n, not n^2)."""
+def union_all(parts: list[T], empty: T) -> T:
+    """The union of ``parts`` (``empty`` when there are none), pairwise: one at a time,
+    each union copies the whole so far (quadratic in the parts: 4 s for 500 statements'
+    writes, asked once per read)."""
+    if not parts:
+        return empty
     while len(parts) > 1:
-        parts = [a.union(b) for a, b in zip(parts[::2], parts[1::2], strict=False)] + \
-            parts[len(parts) - len(parts) % 2:]
-    return parts[0] if parts else empty
+        parts = [parts[i].union(parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
 
 
 def maps_of(umap: isl.UnionMap) -> list[isl.Map]:

@@ -20,8 +20,10 @@ from functools import cached_property
 import islpy as isl
 
 from polyopt.errors import LanguageError, PolyoptError
+from polyopt.lang.flow import maps_of as _maps
+from polyopt.lang.flow import union_all
 from polyopt.lang.recurrence import sample_element
-from polyopt.poly.model import PolyProgram, PolyStmt, union_all
+from polyopt.poly.model import PolyProgram, PolyStmt
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,12 +197,6 @@ def by_array(umap: isl.UnionMap | None) -> dict[str, isl.UnionMap]:
         groups.setdefault(m.get_tuple_name(isl.dim_type.out), []).append(
             isl.UnionMap.from_map(m))
     return {a: union_all(g, isl.UnionMap.empty(umap.get_space())) for a, g in groups.items()}
-
-
-def _maps(umap: isl.UnionMap) -> list[isl.Map]:
-    out: list[isl.Map] = []
-    umap.foreach_map(out.append)
-    return out
 
 
 def _flow(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.UnionMap | None,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar
 
 import islpy as isl
 
@@ -122,20 +121,6 @@ class PolyProgram:
             lines.append(f"  write: {s.write}")
             lines += [f"  read:  {r.relation}" for r in s.reads]
         return "\n".join(lines)
-
-
-U = TypeVar("U", isl.UnionSet, isl.UnionMap)
-
-
-def union_all(parts: list[U], empty: U) -> U:
-    """The union of ``parts`` (``empty`` when there are none), pairwise: one at a time,
-    each union copies the whole so far (quadratic in the parts)."""
-    if not parts:
-        return empty
-    while len(parts) > 1:
-        parts = [parts[i].union(parts[i + 1]) if i + 1 < len(parts) else parts[i]
-                 for i in range(0, len(parts), 2)]
-    return parts[0]
 
 
 def _lead(its: str) -> str:

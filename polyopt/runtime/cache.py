@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from polyopt.runtime import trust
+from polyopt import trust
 
 try:
     import fcntl

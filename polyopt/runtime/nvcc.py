@@ -16,9 +16,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from polyopt import config
+from polyopt import config, trust
 from polyopt.errors import CompileError
-from polyopt.runtime import cache, tempdirs, trust
+from polyopt.runtime import cache, tempdirs
 
 DEFAULT_ARCH = "sm_90"
 FLAGS = ("-std=c++17", "-O3", "-Xptxas", "-v", "--cubin")

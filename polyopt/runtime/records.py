@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from polyopt.runtime import cache, trust
+from polyopt import trust
+from polyopt.runtime import cache
 
 RECORD_FORMAT = 1
 """Bump when a record's envelope changes, so old records are never reused."""

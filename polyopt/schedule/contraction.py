@@ -17,6 +17,7 @@ import islpy as isl
 
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
+from polyopt.lang.flow import maps_of as _maps
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedule.policy import CAPS
 from polyopt.schedule.tree import Loop, expr_of, filter_domain, filter_map, stmt_set
@@ -101,12 +102,6 @@ def _users(poly: PolyProgram) -> dict[str, list[PolyStmt]]:
         names = {s.write.get_tuple_name(isl.dim_type.out), *(r.read.tensor for r in s.reads)}
         for name in names:
             out.setdefault(name, []).append(s)
-    return out
-
-
-def _maps(umap: isl.UnionMap) -> list[isl.Map]:
-    out: list[isl.Map] = []
-    umap.foreach_map(out.append)
     return out
 
 

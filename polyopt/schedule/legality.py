@@ -9,8 +9,9 @@ from __future__ import annotations
 import islpy as isl
 
 from polyopt.errors import IllegalScheduleError
+from polyopt.lang.flow import maps_of as _maps
+from polyopt.lang.flow import union_all
 from polyopt.poly.deps import Deps
-from polyopt.poly.model import union_all
 from polyopt.schedule.memo import Memo
 from polyopt.schedule.policy import CAPS
 from polyopt.schedule.tree import Loop, Node, Sequence, filter_domain, loops, path_to, stmts_of
@@ -225,12 +226,6 @@ def distributable(root: Node, loop: str, deps: Deps, domain: isl.UnionSet) -> bo
 
 def _end(m: isl.Map, end: isl.dim_type) -> str:
     return str(m.get_tuple_name(end))
-
-
-def _maps(umap: isl.UnionMap) -> list[isl.Map]:
-    out: list[isl.Map] = []
-    umap.foreach_map(out.append)
-    return out
 
 
 def _at_equal(dep: isl.UnionMap, outer: list[Loop]) -> isl.UnionMap:

@@ -34,9 +34,10 @@ from typing import Any
 import islpy as isl
 
 from polyopt import dtypes, ir
+from polyopt.lang.flow import union_all
 from polyopt.poly.count import Count, scaled, total, try_count
 from polyopt.poly.deps import by_array
-from polyopt.poly.model import PolyProgram, union_all
+from polyopt.poly.model import PolyProgram
 from polyopt.schedule.machine import Machine
 from polyopt.schedule.marks import Bind, Tag, listed
 from polyopt.schedule.roofline import Roofline, roofline

@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from polyopt import ir
+from polyopt.lang.flow import union_all
 from polyopt.poly.deps import Deps
-from polyopt.poly.model import PolyProgram, union_all
+from polyopt.poly.model import PolyProgram
 from polyopt.schedule.legality import carried
 from polyopt.schedule.marks import Tag
 from polyopt.schedule.schedule import Schedule

@@ -26,7 +26,7 @@ import islpy as isl
 
 from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
-from polyopt.poly.model import union_all
+from polyopt.lang.flow import union_all
 from polyopt.schedule.marks import NO_MARKS, Marks, Tag, listed, loop_mark, marked_name
 
 

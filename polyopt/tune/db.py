@@ -45,9 +45,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from polyopt import config
+from polyopt import config, trust
 from polyopt.errors import OptionError, PolyoptError
-from polyopt.runtime import cache, trust
+from polyopt.runtime import cache
 from polyopt.tune.key import Key, Shapes, shape_distance, shapes_of
 
 SCHEMA_VERSION = 1
@@ -158,7 +158,7 @@ _SELECT = f"SELECT id, {_COLUMNS} FROM records"
 
 def default_path() -> Path:
     """``tuning.sqlite`` in polyopt's cache dir (``POLYOPT_CACHE_DIR`` or the user's), or in
-    the private fallback when others could write to that dir (see :mod:`polyopt.runtime.trust`)."""
+    the private fallback when others could write to that dir (see :mod:`polyopt.trust`)."""
     try:
         return cache.usable_root(config.cache_dir()) / "tuning.sqlite"
     except trust.UntrustedLocationError:
