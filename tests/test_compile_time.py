@@ -15,6 +15,7 @@ import pytest
 import polyopt
 from polyopt import kernels as library
 from polyopt.lang import build_program, define
+from polyopt.lang.flow import compute_flow
 from polyopt.poly import build_poly
 from polyopt.poly import deps as dep_module
 from polyopt.schedule import legality, tree
@@ -32,6 +33,14 @@ def chain(n: int) -> str:
     return f"def chain(float(N) A) -> (O) local ({locals_}) {{\n" + "\n".join(body) + "\n}"
 
 
+def updates(n: int) -> str:
+    """``B(i) = A(i) + 0; B(i) = B(i) + 1; ...``: every statement writes (and all but the
+    first read) one element: every pair of them conflicts (the issue's 160 overwrites of one
+    output, kept live by the reads)."""
+    body = ["B(i) = A(i) + 0", *(f"B(i) = B(i) + {k}" for k in range(1, n))]
+    return "def upd(float(N) A) -> (B) {\n" + "\n".join(body) + "\n}"
+
+
 def independent(n: int) -> str:
     outs = ", ".join(f"O{k}" for k in range(n))
     body = [f"O{k}(i) = A(i) * {k + 1}" for k in range(n)]
@@ -47,7 +56,8 @@ SOFTMAX = """def softmax(float(N,M) X) -> (Y) local (mx, E, s) {
 
 
 def _programs() -> dict[str, str]:
-    out = {"chain": chain(12), "independent": independent(12), "softmax": SOFTMAX}
+    out = {"chain": chain(12), "independent": independent(12), "softmax": SOFTMAX,
+           "updates": updates(12)}
     out |= {name: library.source(name) for name in library.names()}
     return out
 
@@ -62,11 +72,37 @@ def test_dataflow_one_array_at_a_time_equals_all_at_once(src: str) -> None:
     except polyopt.PolyoptError:
         pytest.skip("needs sizes")
     order = pp.program_order
-    for sink, must, may in ((pp.reads, pp.writes, None), (pp.writes, None, pp.reads),
-                            (pp.writes, None, pp.writes)):
-        whole = dep_module._flow(sink, must, may, order)
-        split = dep_module._flow_by_array(sink, must, may, order)
+    for sink, must, may, kill in ((pp.reads, pp.writes, None, None),
+                                  (pp.writes, None, pp.reads, pp.writes),
+                                  (pp.writes, pp.writes, None, None)):
+        whole = dep_module._flow(sink, must, may, order, kill)
+        split = dep_module._flow_by_array(sink, must, may, order, kill=kill)
         assert split.is_equal(whole)
+
+
+@pytest.mark.parametrize("src", list(_programs().values()), ids=list(_programs()))
+@pytest.mark.parametrize("width, reach", [(1, 1), (3, 2)])
+def test_dataflow_in_windows_equals_all_at_once(src: str, width: int, reach: int) -> None:
+    """``flow.compute_flow`` analyses a few statements' sinks at a time against the sources
+    just before them, then the sinks left without a must source against all: isl's
+    answer for the whole program, must and may dependences alike."""
+    name = define(src).name if src.count("def ") == 1 else None
+    try:
+        pp = build_poly(build_program(src, name))
+    except polyopt.PolyoptError:
+        pytest.skip("needs sizes")
+    order = pp.program_order
+    for sink, must, may, kill in ((pp.reads, pp.writes, None, None),
+                                  (pp.writes, None, pp.reads, pp.writes),
+                                  (pp.writes, pp.writes, None, None)):
+        info = isl.UnionAccessInfo.from_sink(sink)
+        info = info.set_must_source(must) if must is not None else info
+        info = info.set_may_source(may) if may is not None else info
+        info = info.set_kill(kill) if kill is not None else info
+        whole = info.set_schedule_map(order).compute_flow()
+        got = compute_flow(sink, must, may, kill, order, width=width, reach=reach)
+        assert got[0].is_equal(whole.get_must_dependence())
+        assert got[1].is_equal(whole.get_may_dependence())
 
 
 def test_a_long_chain_fuses_into_one_loop_with_every_local_contracted() -> None:
@@ -113,14 +149,6 @@ def test_filter_map_keeps_the_statements_asked() -> None:
 
 
 # -- many statements: the work per step is counted, never timed (issue 40) -------------------
-
-def updates(n: int) -> str:
-    """``B(i) = A(i) + 0; B(i) = B(i) + 1; ...``: every statement writes (and all but the
-    first read) one element, so the output and anti dependences join every pair of them
-    (the issue's 160 overwrites of one output, kept live by the reads)."""
-    body = ["B(i) = A(i) + 0", *(f"B(i) = B(i) + {k}" for k in range(1, n))]
-    return "def upd(float(N) A) -> (B) {\n" + "\n".join(body) + "\n}"
-
 
 def pieces(n: int) -> str:
     """One declared output written piecewise, ten elements a statement, each piece reading

@@ -72,10 +72,9 @@ class Flow:
         sink = _union(sinks, self.space)
         if self.program.value_semantics or sink.is_empty():
             return sink.apply_range(self.writes_of(tensor, among).reverse())
-        writes = self.writes_of(tensor)
-        info = isl.UnionAccessInfo.from_sink(sink).set_must_source(writes)
         order = self.order if after is None else self.order.union(after)
-        return info.set_schedule_map(order).compute_flow().get_must_dependence().reverse()
+        must, _ = compute_flow(sink, self.writes_of(tensor), None, None, order)
+        return must.reverse()
 
 
 def dataflow(program: ir.Program) -> Flow | None:
@@ -140,6 +139,105 @@ def _map(program: ir.Program, name: str, iters: tuple[str, ...], tensor: str,
          index: tuple[str, ...]) -> isl.Map:
     body = f"{name}[{', '.join(iters)}] -> {tensor}[{', '.join(index)}]"
     return isl.Map(f"{program.params} -> {{ {body} }}")
+
+
+# How many statements (text order) one analysis of ``compute_flow`` takes as sinks, and how
+# many before them it first searches for their sources: isl's analysis of one array over n
+# statements is quadratic in n (4 s for 1000 statements updating one array; 2 s in windows).
+SINKS_PER_WINDOW = 32
+REACH = 32
+
+
+def compute_flow(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.UnionMap | None,
+                 kill: isl.UnionMap | None, order: isl.UnionMap, width: int = SINKS_PER_WINDOW,
+                 reach: int = REACH) -> tuple[isl.UnionMap, isl.UnionMap]:
+    """(must, may) dependences, source -> sink, as isl's ``compute_flow`` finds them under
+    ``order``, a sequence of statements (its first output is the statement's position).
+
+    Found in windows: the sinks of ``width`` consecutive statements, against the sources of
+    those and the ``reach`` before them. Where each sink has a must source or kill in its
+    window, the window's answer is the whole program's (every source outside it comes
+    earlier than that one); the sinks without one are analysed again with every source
+    before them (isl: ``get_may_no_source``)."""
+    where = _positions(order)
+    roles = {"sink": sink, "must": must, "may": may, "kill": kill}
+    placed = {k: _by_position(m, where) for k, m in roles.items() if m is not None}
+    if where is None or len(set(where.values())) <= width + reach or None in placed.values():
+        got = _flow(sink, must, may, kill, order)
+        return got[0], got[1]
+    groups = {k: g for k, g in placed.items() if g is not None}
+    times = _by_position(order, where) or {}
+    empty = isl.UnionMap.empty(sink.get_space())
+
+    Window = tuple[isl.UnionMap | None, isl.UnionMap | None, isl.UnionMap | None, isl.UnionMap]
+
+    def window(lo: int, hi: int) -> Window:
+        """must, may, kill and the order of the statements at positions lo..hi-1."""
+        must, may, kill = (_gather(groups[k], lo, hi, empty) if k in groups else None
+                           for k in ("must", "may", "kill"))
+        return must, may, kill, _gather(times, lo, hi, empty)
+
+    musts, mays, left = [], [], []
+    for block in sorted({pos // width for pos in groups["sink"]}):
+        first, end = block * width, (block + 1) * width
+        got = _flow(_gather(groups["sink"], first, end, empty), *window(first - reach, end))
+        musts.append(got[0])
+        mays.append(got[1])
+        if first - reach > 0:  # sources before the window: not yet searched
+            left.append(got[2])
+    rest = union_all(left, empty)
+    if not rest.is_empty():
+        end = max(where[m.get_tuple_name(isl.dim_type.in_)] for m in maps_of(rest)) + 1
+        got = _flow(rest, *window(0, end))
+        musts.append(got[0])
+        mays.append(got[1])
+    return union_all(musts, empty), union_all(mays, empty)
+
+
+def _flow(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.UnionMap | None,
+          kill: isl.UnionMap | None,
+          order: isl.UnionMap) -> tuple[isl.UnionMap, isl.UnionMap, isl.UnionMap]:
+    info = isl.UnionAccessInfo.from_sink(sink)
+    if must is not None:
+        info = info.set_must_source(must)
+    if may is not None:
+        info = info.set_may_source(may)
+    if kill is not None:
+        info = info.set_kill(kill)
+    got = info.set_schedule_map(order).compute_flow()
+    return got.get_must_dependence(), got.get_may_dependence(), got.get_may_no_source()
+
+
+def _positions(order: isl.UnionMap) -> dict[str, int] | None:
+    """Each statement's position in ``order`` (its first output); None where one has no
+    fixed position."""
+    out = {}
+    for m in maps_of(order):
+        val = m.range().plain_get_val_if_fixed(_SET, 0)
+        if not val.is_int():
+            return None
+        out[m.get_tuple_name(isl.dim_type.in_)] = val.to_python()
+    return out
+
+
+def _by_position(umap: isl.UnionMap,
+                 where: dict[str, int] | None) -> dict[int, list[isl.Map]] | None:
+    """The maps of ``umap`` by their statement's position; None for a statement ``where``
+    does not place."""
+    out: dict[int, list[isl.Map]] = {}
+    for m in maps_of(umap):
+        pos = (where or {}).get(m.get_tuple_name(isl.dim_type.in_))
+        if pos is None:
+            return None
+        out.setdefault(pos, []).append(m)
+    return out
+
+
+def _gather(groups: dict[int, list[isl.Map]], lo: int, hi: int,
+            empty: isl.UnionMap) -> isl.UnionMap:
+    """The maps of ``groups`` at positions lo..hi-1, as one union."""
+    return union_all([isl.UnionMap.from_map(m) for pos in range(max(lo, 0), hi)
+                      for m in groups.get(pos, [])], empty)
 
 
 def _union(maps: list[isl.Map], space: isl.Space) -> isl.UnionMap:

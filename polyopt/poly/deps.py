@@ -20,8 +20,8 @@ from functools import cached_property
 import islpy as isl
 
 from polyopt.errors import LanguageError, PolyoptError
+from polyopt.lang.flow import compute_flow, union_all
 from polyopt.lang.flow import maps_of as _maps
-from polyopt.lang.flow import union_all
 from polyopt.lang.recurrence import sample_element
 from polyopt.poly.model import PolyProgram, PolyStmt
 
@@ -64,8 +64,13 @@ def compute_deps(pp: PolyProgram) -> Deps:
     try:
         order = pp.program_order
         flow = _flow_by_array(pp.reads, must=pp.writes, may=None, order=order, apart=apart)
-        anti = _flow_by_array(pp.writes, must=None, may=pp.reads, order=order, apart=apart)
-        output = _flow_by_array(pp.writes, must=None, may=pp.writes, order=order, apart=apart)
+        # Memory-based, but each only up to the next write of the element: the later ones
+        # follow through the output dependences (each write's on the one before it), so a
+        # schedule respecting these respects all. Every pair was 12,700 maps for 160
+        # statements updating one array, and 9.6 s of their compile.
+        anti = _flow_by_array(pp.writes, must=None, may=pp.reads, order=order, apart=apart,
+                              kill=pp.writes)
+        output = _flow_by_array(pp.writes, must=pp.writes, may=None, order=order, apart=apart)
     except isl.Error as e:
         raise PolyoptError(f"isl dependence analysis failed for '{pp.program.name}': {e}") from e
     ctx = pp.context
@@ -136,7 +141,8 @@ def _chain(s: PolyStmt, same: isl.UnionMap) -> isl.UnionMap:
 
 
 def _flow_by_array(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.UnionMap | None,
-                   order: isl.UnionMap, apart: frozenset[str] = frozenset()) -> isl.UnionMap:
+                   order: isl.UnionMap, apart: frozenset[str] = frozenset(),
+                   kill: isl.UnionMap | None = None) -> isl.UnionMap:
     """``_flow`` one array at a time: a dependence joins accesses to one array, and isl's
     analysis of all of them at once took 3.9 s for a chain of 2000 statements through
     locals (1.1 s so). Each statement writes one array, so each pair of statements
@@ -147,7 +153,7 @@ def _flow_by_array(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.Union
     statements before a chain reach every instance of it that they reach the first of
     (its instances run together in program order, so nothing else writes in between):
     the same dependences once ``_unorder_reductions`` widens them over the chain."""
-    sinks, musts, mays = (by_array(m) for m in (sink, must, may))
+    sinks, musts, mays, kills = (by_array(m) for m in (sink, must, may, kill))
     times: dict[str, isl.Map] = {}
     order.foreach_map(lambda m: times.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
     out: list[isl.UnionMap] = []
@@ -155,13 +161,14 @@ def _flow_by_array(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.Union
         if array not in musts and array not in mays:
             continue
         for into, skip in _sink_groups(whole, apart):
-            sources = [_without(m.get(array), skip) for m in (musts, mays)]
+            sources = [_without(m.get(array), skip) for m in (musts, mays, kills)]
             parts = [p for p in (into, *sources) if p is not None]
             users = {m.get_tuple_name(isl.dim_type.in_) for p in parts for m in _maps(p)}
             mine = union_all([isl.UnionMap.from_map(times[u]) for u in sorted(users)],
                              isl.UnionMap.empty(order.get_space()))
             out.append(_flow(into, sources[0] if must is not None else None,
-                             sources[1] if may is not None else None, mine))
+                             sources[1] if may is not None else None, mine,
+                             sources[2] if kill is not None else None))
     return union_all(out, isl.UnionMap.empty(sink.get_space()))
 
 
@@ -200,13 +207,8 @@ def by_array(umap: isl.UnionMap | None) -> dict[str, isl.UnionMap]:
 
 
 def _flow(sink: isl.UnionMap, must: isl.UnionMap | None, may: isl.UnionMap | None,
-          order: isl.UnionMap) -> isl.UnionMap:
-    info = isl.UnionAccessInfo.from_sink(sink)
-    if must is not None:
-        info = info.set_must_source(must)
-    if may is not None:
-        info = info.set_may_source(may)
-    return info.set_schedule_map(order).compute_flow().get_may_dependence()
+          order: isl.UnionMap, kill: isl.UnionMap | None = None) -> isl.UnionMap:
+    return compute_flow(sink, must, may, kill, order)[1]
 
 
 # ------------------------------------------------------------------ value semantics (§5.5)

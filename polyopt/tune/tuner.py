@@ -237,6 +237,13 @@ def best_record(key: Key, db: str | Database | None = None) -> Record | None:
             database.close()
 
 
+def has_database(db: str | Database | None = None) -> bool:
+    """Is there a database for ``best_record`` to read (default: the user's)?"""
+    if isinstance(db, Database):
+        return True
+    return Path(default_path() if db is None else db).exists()
+
+
 def _database(db: str | Database | bool | None, create: bool = True) -> Database | None:
     if db is False:
         return None
