@@ -20,16 +20,17 @@ The budget does not stop everything: isl counts no operations in the pivots of i
 programs (``isl_tab_basic_set_non_trivial_lexmin``), holds the GIL there, and no scheduler
 option bounds them (2-D recurrences reading planes t-1 and t-3 ran for hours with the
 coefficients bounded by 1..8, the constant terms by 4..32, or the other options that keep
-isl's schedules). So the defs where that was seen, recurrences, and large ones, whose
-integer programs take seconds, are scheduled in a forked child (``_in_child``: 7 ms a call)
-under a wall-clock limit derived from the budget (``limit_seconds``); past it, or at Ctrl-C,
-the child is killed. Other defs are scheduled in-process at no cost.
+isl's schedules). So every def with a dependence is scheduled in a forked child
+(``_in_child``: about 10 ms a call, more in a process with a large heap) under a wall-clock
+limit derived from the budget (``limit_seconds``); past it, or at Ctrl-C, the child is
+killed. A def without dependences has no such integer program and stays in-process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import select
 import signal
@@ -52,8 +53,6 @@ from polyopt.schedule.tree import Leaf, Loop, Node, from_isl, name_loops, nest_o
 
 FUSION = ("min", "smart", "max")
 
-# Defs of this many statements are scheduled in a child too: their integer programs grow.
-ISOLATED_STMTS = 16
 # The wall-clock limit's rate: isl's scheduler did 0.6-2M operations a second on chains of
 # 160 and 320 statements (policy.Caps.scheduler_work), 50k at 2000; a fifth of the middle.
 OPERATIONS_PER_SECOND = 200_000
@@ -81,9 +80,10 @@ def compute_schedule(pp: PolyProgram, deps: Deps, *, fusion: str = "smart") -> S
         return program_order(pp, deps)
     ctx = pp.context.get_ctx()
     budget = operations_budget(len(pp.stmts))
+    apart = isolated(deps)  # outside the budget, which counts the scheduler alone
     try:
         with _isl_options(ctx, fusion, budget):
-            if isolated(pp):
+            if apart:
                 tree = _in_child(lambda: _isl_tree(pp, deps), ctx, limit_seconds(budget))
             else:
                 tree = _isl_tree(pp, deps)
@@ -142,10 +142,11 @@ def _isl_tree(pp: PolyProgram, deps: Deps) -> isl.Schedule | None:
     return tree
 
 
-def isolated(pp: PolyProgram) -> bool:
-    """Is ``pp`` scheduled in a child process (a recurrence, or a large def)?"""
-    return hasattr(os, "fork") and (pp.program.value_semantics
-                                    or len(pp.stmts) >= ISOLATED_STMTS)
+def isolated(deps: Deps) -> bool:
+    """Is a def with dependences ``deps`` scheduled in a child process? Every def with a
+    dependence, where the system can fork: the integer programs that isl counts no
+    operations in are Farkas' lemma's on dependences, so without one there are none."""
+    return hasattr(os, "fork") and not deps.all.is_empty()
 
 
 def limit_seconds(budget: int) -> float:
@@ -180,7 +181,8 @@ def _in_child(work: Callable[[], isl.Schedule | None], ctx: isl.Context,
         os.close(read)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        _EXITING.add(pid)
+        _reap()
     if data is None:
         raise _OutOfBudget(f"did not finish within {seconds:.0f} s (its integer programs "
                            f"count no operations)")
@@ -197,9 +199,26 @@ def _in_child(work: Callable[[], isl.Schedule | None], ctx: isl.Context,
     raise _OutOfBudget("ended without an answer (its process was killed)")
 
 
+# Children killed or done whose exit has not been collected: unmapping a copy of a large
+# heap takes the kernel milliseconds that no compile needs to wait for.
+_EXITING: set[int] = set()
+
+
+def _reap() -> None:
+    """Collect the children in ``_EXITING`` that have exited (never blocks)."""
+    for pid in list(_EXITING):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # collected elsewhere (a SIGCHLD handler)
+            done = pid
+        if done:
+            _EXITING.discard(pid)
+
+
 def _child(work: Callable[[], isl.Schedule | None], fd: int, mask: set[int]) -> None:
     """The child's whole life: run ``work``, write the answer to ``fd``, exit."""
     out = b"E"
+    gc.disable()  # a collection would walk (and so copy) every page of the parent's heap
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it at once
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -213,6 +232,7 @@ def _child(work: Callable[[], isl.Schedule | None], fd: int, mask: set[int]) -> 
             view = memoryview(out)
             while view:
                 view = view[os.write(fd, view):]
+            os.close(fd)  # the answer is whole now, not after the exit unmaps the heap
         os._exit(0)
 
 

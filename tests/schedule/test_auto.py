@@ -182,16 +182,19 @@ def test_a_runaway_scheduler_is_abandoned(source: str, sizes: dict[str, int],
     np.testing.assert_allclose(kernel(a0), want, rtol=1e-5)
 
 
-def test_only_recurrences_and_large_defs_pay_for_a_child(
+def test_every_def_with_a_dependence_is_scheduled_in_a_child(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fork costs about 7 ms: the einsum-like defs stay in-process; a recurrence's
-    schedule from the child is the one computed in-process."""
+    """isl's uncounted integer programs are on dependences: a def without any stays
+    in-process; any other def is scheduled in a child, whose schedule is the one computed
+    in-process."""
     forks = []
     real = auto._in_child
     monkeypatch.setattr(auto, "_in_child", lambda *a: forks.append(1) or real(*a))
-    polyopt.schedule(EIGHT, auto="isl", sizes=EIGHT_SIZES)
-    polyopt.schedule(chain(8), auto="isl", sizes={"N": 64})
+    polyopt.schedule("def r(float(N) A) -> (B) { B(i) = max(A(i), 0.0) }", auto="isl",
+                     sizes={"N": 64})
     assert forks == []
+    polyopt.schedule(chain(8), auto="isl", sizes={"N": 64})
+    assert forks == [1]
     jacobi = ("def j<T=6>(float(N) A0) -> (B) local (float(T,N) A) {\n"
               "  A(t,i) = A0(i) where t in 0:1, i in 0:N\n"
               "  A(t,i) = A(t-1,i) where t in 1:T, i in 0:1\n"
@@ -199,8 +202,8 @@ def test_only_recurrences_and_large_defs_pay_for_a_child(
               "  A(t,i) = (A(t-1,i-1) + A(t-1,i+1)) / 2.0 where t in 1:T, i in 1:N-1\n"
               "  B(i) = A(T-1,i)\n}")
     forked = polyopt.schedule(jacobi, auto="isl", sizes={"N": 30})
-    assert forks == [1]
-    monkeypatch.setattr(auto, "isolated", lambda pp: False)
+    assert forks == [1, 1]
+    monkeypatch.setattr(auto, "isolated", lambda deps: False)
     here = polyopt.schedule(jacobi, auto="isl", sizes={"N": 30})
     assert forked.map.is_equal(here.map)
     assert str(forked.root) == str(here.root)
