@@ -18,6 +18,7 @@ from polyopt.lang.cse import eliminate_common
 from polyopt.lang.dead import drop_dead
 from polyopt.lang.infer import Interval, constraints, infer
 from polyopt.lang.parser import parse, stack_room
+from polyopt.lang.piecewise import split_pieces
 from polyopt.lang.recurrence import check_single_assignment, sizes_at
 from polyopt.lang.sema import CheckedDef, CheckedStmt, check_def
 from polyopt.lang.widen import widen_reductions
@@ -70,7 +71,7 @@ def build_program(source: str | Definition, name: str | None = None,
 def _build(definition: Definition, sizes: tuple[tuple[str, int], ...]) -> ir.Program:
     with _guard(definition.source):
         checked = check_def(definition.syntax, definition.source, dict(sizes) or None)
-        program = _assemble(checked)
+        program = split_pieces(_assemble(checked))
         check_single_assignment(program)
         program = eliminate_common(drop_dead(see_through_copies(program)))
         return widen_reductions(program)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import islpy as isl
 import pytest
 from lang_helpers import build
 
@@ -47,8 +48,13 @@ def test_precedence():
     p = build("def f(float(N) A) -> (B) { B(i) = A(i) > 0 || A(i) < 1 && !(A(i) == 2) }")
     assert str(p.stmts[0].rhs) == "((A(i) > 0) || ((A(i) < 1) && (!(A(i) == 2))))"
     assert p.outputs[0].dtype == "bool"
+    # ``?:`` nests to the right; on affine conditions it is cut into pieces (lang/piecewise)
     p = build("def f(float(N) A) -> (B) { B(i) = i < 1 ? 1.0 : i < 2 ? 2.0 : 3.0 where i in 0:N }")
-    assert str(p.stmts[0].rhs) == "((i < 1) ? 1.0 : ((i < 2) ? 2.0 : 3.0))"
+    want = [("1.0", "i = 0 < N"), ("2.0", "i = 1 < N"), ("3.0", "2 <= i < N")]
+    assert len(p.stmts) == len(want)
+    for s, (rhs, where) in zip(p.stmts, want, strict=True):
+        assert str(s.rhs) == rhs
+        assert isl.Set(s.domain).is_equal(isl.Set(f"[N] -> {{ {s.name}[i] : {where} }}")), s
 
 
 def test_positions_of_expressions():

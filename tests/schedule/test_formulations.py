@@ -1,9 +1,7 @@
 """Equivalent formulations of the bundled stencils (tests/stencil_formulations.py, issue 40)
 compute the bundled values and compile to the same storage and time tiling: the copies of
-the ``previous`` and ``staged`` forms are seen through (``lang.copyflow``).
-
-(A single piecewise statement is not among them: a select reads both its arms at every
-instance, so the stencil arm would read outside the planes at the edges.)"""
+the ``previous`` and ``staged`` forms are seen through (``lang.copyflow``), and the
+``piecewise`` form's statements are cut into their arms (``lang.piecewise``)."""
 
 from __future__ import annotations
 
