@@ -22,21 +22,22 @@ from polyopt import config, ir, lang
 from polyopt.codegen import Ast, KernelSource, build_ast, render
 from polyopt.codegen.cuda import render_cuda
 from polyopt.codegen.dialect import dialect_for
+from polyopt.costmodel.machine import configured
+from polyopt.costmodel.memory import check_scratch
 from polyopt.errors import OptionError, PolyoptError, ScheduleError
+from polyopt.pipeline import FUSION, compute_schedule
+from polyopt.pipeline.blocked import blocked_layout, layout_notes, own_layout, plan_layout
+from polyopt.pipeline.cpu import faster_layout, faster_merge, optimize
+from polyopt.pipeline.gpu import GpuMapping, map_to_gpu
+from polyopt.pipeline.knobs import Knobs
 from polyopt.poly import Deps, PolyProgram, analyze, check_bounds, model_of
 from polyopt.poly.merge import Merge, merge_all
 from polyopt.poly.relayout import LAYOUT_VERBS, Layout, layout_of, relayout, rewrites_stmts
 from polyopt.runtime import warm
 from polyopt.runtime.warm import Compiled, Signature
-from polyopt.schedule import FUSION, Schedule, Step, check_legal, compute_schedule, program_order
-from polyopt.schedule.blocked import blocked_layout, layout_notes, own_layout, plan_layout
-from polyopt.schedule.cpu import faster_layout, faster_merge, optimize
-from polyopt.schedule.gpu import GpuMapping, map_to_gpu
-from polyopt.schedule.knobs import Knobs
-from polyopt.schedule.machine import configured
-from polyopt.schedule.memory import check_scratch
-from polyopt.schedule.schedule import register_json_loader
-from polyopt.schedule.storage import modulo_storage, stored
+from polyopt.schedules import Schedule, Step, check_legal, program_order
+from polyopt.schedules.schedule import register_json_loader
+from polyopt.schedules.storage import modulo_storage, stored
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
@@ -44,10 +45,10 @@ OPTIONS: dict[str, str] = {
     "cflags": "extra C compiler flags, a list of strings",
     "tuned": "use the tuning database's best schedule for these shapes when it has one "
              "(default True; see polyopt.tune)",
-    "knobs": "CPU pipeline decisions to fix (polyopt.schedule.knobs): mr, nr, kc (register "
+    "knobs": "CPU pipeline decisions to fix (polyopt.pipeline.knobs): mr, nr, kc (register "
              "and reduction tiles), pack, block (NCHW16c convolutions), cache_tile, order, "
              "vector, parallel, split_k (loop order, vector and parallel loops)",
-    "gpu": "CUDA mapping options (polyopt.schedule.gpu.GpuMapping): 'block' (threads per "
+    "gpu": "CUDA mapping options (polyopt.pipeline.gpu.GpuMapping): 'block' (threads per "
            "block, x first, default (32, 8)), 'tiles' (register-tile contractions, default "
            "True), 'tile' (rows, columns, reduction), 'regs' (rows, columns per thread), "
            "'shared' (stage tile operands in shared memory, default True), 'unroll' (the "

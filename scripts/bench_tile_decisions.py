@@ -40,13 +40,13 @@ import numpy as np
 import polyopt
 from polyopt import driver, ir, kernels, lang
 from polyopt.bench import layers, peers
-from polyopt.schedule import cost
-from polyopt.schedule.fusion import nests
-from polyopt.schedule.machine import host
-from polyopt.schedule.marks import Tag
-from polyopt.schedule.order import no_slower
-from polyopt.schedule.policy import cpu_policy
-from polyopt.schedule.tree import Loop
+from polyopt.costmodel import cost
+from polyopt.costmodel.machine import host
+from polyopt.costmodel.policy import cpu_policy
+from polyopt.pipeline.fusion import nests
+from polyopt.pipeline.order import no_slower
+from polyopt.schedules.marks import Tag
+from polyopt.schedules.tree import Loop
 
 
 @dataclass(frozen=True)

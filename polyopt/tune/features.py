@@ -27,7 +27,7 @@ exact). The features:
 - whether the output is blocked by channels, and the row tile over the rows.
 
 The CPU cost model's prediction (``Predicted``): log2 of the cycles
-``polyopt.schedule.cost.estimate`` predicts for the configuration's schedule, summed over
+``polyopt.costmodel.cost.estimate`` predicts for the configuration's schedule, summed over
 its top-level nests; the model the pipeline decides with is thus one input of the tuner's.
 
 CUDA: threads per block, the block tile's shared-memory bytes over the limit, registers per
@@ -45,20 +45,20 @@ from collections.abc import Mapping
 import islpy as isl
 
 from polyopt import ir, lang
+from polyopt.costmodel.cost import estimate, printing
+from polyopt.costmodel.gpu_policy import GpuModel, gpu_policy
+from polyopt.costmodel.machine import Machine, host
+from polyopt.costmodel.policy import cpu_policy
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
+from polyopt.pipeline.blocked import plan_blocking
+from polyopt.pipeline.fusion import nests
+from polyopt.pipeline.knobs import REGISTER_KNOBS
+from polyopt.pipeline.register_tile import row_block
 from polyopt.poly import build_poly
 from polyopt.poly.model import PolyProgram, PolyStmt
-from polyopt.schedule.blocked import plan_blocking
-from polyopt.schedule.cost import estimate, printing
-from polyopt.schedule.fusion import nests
-from polyopt.schedule.gpu_policy import GpuModel, gpu_policy
-from polyopt.schedule.knobs import REGISTER_KNOBS
-from polyopt.schedule.machine import Machine, host
-from polyopt.schedule.marks import Tag
-from polyopt.schedule.policy import cpu_policy
-from polyopt.schedule.register_tile import row_block
-from polyopt.schedule.tree import Loop
+from polyopt.schedules.marks import Tag
+from polyopt.schedules.tree import Loop
 from polyopt.tune.space import Config
 
 N_FEATURES = 11

@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyopt import ir, lang
+from polyopt.costmodel.gpu_policy import GPU_POLICY, GpuPolicy
+from polyopt.costmodel.lanes import candidates
+from polyopt.costmodel.machine import Machine, host
+from polyopt.costmodel.policy import CpuPolicy, cpu_policy
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
+from polyopt.pipeline.knobs import REGISTER_KNOBS
 from polyopt.poly.merge import mergeable
-from polyopt.schedule.gpu_policy import GPU_POLICY, GpuPolicy
-from polyopt.schedule.knobs import REGISTER_KNOBS
-from polyopt.schedule.lanes import candidates
-from polyopt.schedule.machine import Machine, host
-from polyopt.schedule.policy import CpuPolicy, cpu_policy
 
 Config = dict[str, Any]
 
