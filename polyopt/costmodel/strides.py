@@ -1,10 +1,15 @@
-"""Where an access moves along a loop: the accesses of a statement and their stride class
-along the next iteration of one loop (the cost model's first ingredient, ``costmodel/cost``).
+"""Where an access moves: the one stride analysis every decision asks.
 
-The stride class is the access relation composed with "the next iteration of that loop, the
-other loops of the statement's path fixed", whose deltas are one vector (``invariant`` if
-zero, ``unit`` if one element in row-major order, else ``strided``) or several (``gather``:
-a data-dependent index).
+- On a schedule (``stride``): an access's stride class along the next iteration of one loop
+  (the cost model's first ingredient, ``costmodel/cost``), exact after any transformation:
+  the access relation composed with "the next iteration of that loop, the other loops of
+  the statement's path fixed", whose deltas are one vector (``invariant`` if zero, ``unit``
+  if one element in row-major order, else ``strided``) or several (``gather``: a
+  data-dependent index).
+- Its fast path on the IR, where no schedule exists yet (``index_use``): where an iterator
+  appears in an access's indices, and its coefficient in the last (stride-1) one. The CPU
+  pipeline's layout and register-tile choices, the CUDA mapping and the tuner's space and
+  features read it.
 """
 
 from __future__ import annotations
@@ -165,3 +170,43 @@ def iterator_bytes(poly: PolyProgram, tensor: str, indices: tuple[ir.Expr, ...],
             return None
         gap += coeff.get(it, 0) * math.prod(ext[d + 1:])
     return abs(gap) * elem_bytes(poly, tensor)
+
+
+@dataclass(frozen=True)
+class IndexUse:
+    """Where iterator ``it`` appears in an access's indices (``index_use``)."""
+
+    rank: int | None  # dimensions before the last of the nearest index using it; None: unused
+    alone: bool  # the last index is ``it`` itself: unit stride along it
+    coefficient: int | None  # its coefficient in the last index; None: that is not affine
+
+    @property
+    def last(self) -> bool:
+        """Does the last (stride-1) index use ``it``?"""
+        return self.rank == 0
+
+
+def index_use(indices: tuple[ir.Expr, ...], it: str) -> IndexUse:
+    """Where iterator ``it`` appears in ``indices`` (an access's, outermost first)."""
+    ranks = [len(indices) - 1 - d for d, ix in enumerate(indices) if _uses(ix, it)]
+    if not indices:
+        return IndexUse(None, False, 0)
+    last = indices[-1]
+    alone = isinstance(last, ir.Var) and last.name == it
+    return IndexUse(min(ranks, default=None), alone, _coefficient(last, it))
+
+
+def _uses(e: ir.Expr, it: str) -> bool:
+    return any(isinstance(v, ir.Var) and v.kind == "index" and v.name == it for v in e.walk())
+
+
+def _coefficient(e: ir.Expr, it: str) -> int | None:
+    """The coefficient of ``it`` in affine ``e`` (inside a floor it counts as none, as in
+    isl's form of the access; a min or max has no one coefficient)."""
+    try:
+        lin = affine.from_expr(e, frozenset({it}))
+    except affine.NotAffine:
+        return None
+    if any(isinstance(atom, affine.MinMax) for atom, _ in lin.terms):
+        return None
+    return sum(c for atom, c in lin.terms if atom == it)

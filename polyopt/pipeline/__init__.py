@@ -1,6 +1,8 @@
 """The automatic schedules: isl's scheduler, then the CPU or the CUDA pipeline.
 
 - ``auto``: isl's scheduler under a limit (``compute_schedule``), the base of both pipelines;
+- ``search``: the CPU pipeline's outer search (a def lowered in each layout, merged or not,
+  the cost model keeping the fastest), and ``laid_out``, every candidate's base;
 - ``cpu``: the CPU pipeline (fusion, layouts, tiles, vectors, threads), with ``fusion``,
   ``order`` (loop orders from the cost model), ``register_tile`` (GotoBLAS nests),
   ``blocked`` (blocked layouts), ``parallel``, ``timetile`` and ``diamond`` (time tiles of

@@ -22,6 +22,7 @@ import islpy as isl
 from polyopt import ir
 from polyopt.costmodel.machine import Machine
 from polyopt.costmodel.policy import CpuPolicy, cpu_policy
+from polyopt.costmodel.strides import index_use
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.poly import model_of
@@ -304,13 +305,8 @@ def _unit_stride(s: PolyStmt) -> bool:
 
 def _stride(s: PolyStmt, r: ReadAccess) -> int | None:
     """How far read ``r``'s last index moves per step of the output's last index (None:
-    not one affine piece)."""
-    pos = s.iters.index(s.stmt.lhs[-1])
-    last = isl.PwMultiAff.from_map(r.relation).get_at(r.relation.dim(isl.dim_type.out) - 1)
-    if last.n_piece() != 1:
-        return None
-    coefficient = last.get_pieces()[0][1].get_coefficient_val(isl.dim_type.in_, pos)
-    return int(coefficient.to_python()) if coefficient.is_int() else None
+    not affine)."""
+    return index_use(r.read.indices, s.stmt.lhs[-1]).coefficient
 
 
 def _strides(program: ir.Program, s: PolyStmt, policy: CpuPolicy) -> dict[str, int]:

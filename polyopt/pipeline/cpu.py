@@ -42,6 +42,7 @@ from polyopt.costmodel.cost import scalar_reason, vector_width
 from polyopt.costmodel.machine import Machine, host
 from polyopt.costmodel.policy import CpuPolicy, cpu_policy
 from polyopt.costmodel.strides import iterator_bytes
+from polyopt.costmodel.verdict import compare
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.pipeline.fusion import fuse_outer, fuse_tiled, is_contraction, nests
@@ -50,7 +51,6 @@ from polyopt.pipeline.order import (
     choose_distribution,
     choose_order,
     nests_estimate,
-    no_slower,
     schedule_estimate,
 )
 from polyopt.pipeline.parallel import parallelize
@@ -86,7 +86,7 @@ def faster_layout(blocked: Schedule, own: Schedule, machine: Machine | None = No
                   ) -> Schedule:
     """Of a def's schedule with outputs in channel blocks and the one in its own layout,
     the one the cost model predicts faster (every nest, its copies included, at its
-    parallel loop; ``order.no_slower``: from cache when both fit the last level), both
+    parallel loop; ``verdict.compare``: from cache when both fit the last level), both
     predictions noted; a tie keeps the def's own layout, which copies nothing. Where the
     model does not apply (an extent unknown), the channel blocks stand."""
     policy = cpu_policy(machine or host())
@@ -98,16 +98,16 @@ def faster_layout(blocked: Schedule, own: Schedule, machine: Machine | None = No
     if a is None or b is None:
         return blocked.note(f"layout: {blocks}: the cost model does not apply (an extent is "
                             "not known)")
-    faster, tb, ta = no_slower(b, a)
-    if faster:
-        return own.note(f"layout: the def's own, predicted {tb}; {blocks}: {ta}")
-    return blocked.note(f"layout: {blocks}: predicted {ta}; the def's own: {tb}")
+    v = compare(b, a)
+    if v.first_no_slower:
+        return own.note(f"layout: the def's own, predicted {v.first}; {blocks}: {v.second}")
+    return blocked.note(f"layout: {blocks}: predicted {v.second}; the def's own: {v.first}")
 
 
 def faster_merge(merged: Schedule, plain: Schedule, machine: Machine | None = None
                  ) -> Schedule:
     """Of a def's schedule with loops merged (``Schedule.merge``) and the one without, the
-    one the cost model predicts faster (``order.no_slower``), both predictions noted; a
+    one the cost model predicts faster (``verdict.compare``), both predictions noted; a
     tie, or no prediction, keeps the loops as written."""
     policy = cpu_policy(machine or host())
     a, b = schedule_estimate(merged, policy), schedule_estimate(plain, policy)
@@ -115,10 +115,10 @@ def faster_merge(merged: Schedule, plain: Schedule, machine: Machine | None = No
                      for st in merged.steps if st.verb == "merge")
     if a is None or b is None:
         return plain.note(f"merge: not {what}: the cost model does not apply")
-    faster, tb, ta = no_slower(b, a)
-    if faster:
-        return plain.note(f"merge: not {what}: predicted {tb}; merged: {ta}")
-    return merged.note(f"merge: {what} as one: predicted {ta}; as written: {tb}")
+    v = compare(b, a)
+    if v.first_no_slower:
+        return plain.note(f"merge: not {what}: predicted {v.first}; merged: {v.second}")
+    return merged.note(f"merge: {what} as one: predicted {v.second}; as written: {v.first}")
 
 
 def contract_locals(schedule: Schedule) -> Schedule:
@@ -172,7 +172,7 @@ def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
 def _faster(schedule: Schedule, tiled: Schedule, top: str, policy: CpuPolicy,
             knobs: Knobs) -> Schedule:
     """The register-tiled nest ``tiled`` or the plain one (``_plain_nest``), whichever the
-    cost model predicts faster (packing included; ``order.no_slower``), with both
+    cost model predicts faster (packing included; ``verdict.compare``), with both
     predictions noted. The tile
     must be predicted faster: on a tie the plain nest, the simpler code, stands (a sum over
     the outer axis, 16x256x512 from cache: both 3.3e5 cycles predicted, the register tile
@@ -185,11 +185,11 @@ def _faster(schedule: Schedule, tiled: Schedule, top: str, policy: CpuPolicy,
     if a is None or b is None:
         return tiled.note(f"{top}: register tile: the cost model does not apply (an extent "
                           "is not known)")
-    faster, tb, ta = no_slower(b, a)
-    if faster:
-        return plain.note(f"{top}: no register tile: the plain nest is predicted {tb}, the "
-                          f"register tile {ta}")
-    return tiled.note(f"{top}: register tile: predicted {ta}, the plain nest {tb}")
+    v = compare(b, a)
+    if v.first_no_slower:
+        return plain.note(f"{top}: no register tile: the plain nest is predicted {v.first}, "
+                          f"the register tile {v.second}")
+    return tiled.note(f"{top}: register tile: predicted {v.second}, the plain nest {v.first}")
 
 
 def _plain_nest(schedule: Schedule, top: str, policy: CpuPolicy, knobs: Knobs) -> Schedule:

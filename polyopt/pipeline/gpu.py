@@ -23,7 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from polyopt import ir
 from polyopt.costmodel.gpu_policy import GPU_POLICY, GpuPolicy
+from polyopt.costmodel.strides import index_use
 from polyopt.errors import OptionError, ScheduleError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedules import transform as tf
@@ -230,13 +232,15 @@ def _parallel_band(sched: Schedule, top: str) -> list[str]:
 
 
 def _stride_one(sched: Schedule, band: list[str]) -> str:
-    """The band loop that walks the last dimension of the first statement's target."""
+    """The band loop that walks the last dimension of the first statement's target (its
+    write's unit stride, ``strides.index_use``)."""
     first = tf.find(sched.root, band[0])
     stmt = sched.poly.stmt(stmts_of(first)[0]).stmt
-    if stmt.lhs:
-        for name in band:
-            if raw_iterator(tf.find(sched.root, name).expr, stmt.name) == stmt.lhs[-1]:
-                return name
+    write = tuple(ir.Var("int64", name, "index") for name in stmt.lhs)
+    for name in band:
+        it = raw_iterator(tf.find(sched.root, name).expr, stmt.name)
+        if it is not None and index_use(write, it).alone:
+            return name
     return band[-1]
 
 

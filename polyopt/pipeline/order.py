@@ -18,12 +18,12 @@ the predicted cycles of the chosen and the next-best candidate.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from polyopt.costmodel.cost import Estimate, estimate, free_loop, printing
 from polyopt.costmodel.policy import CpuPolicy
+from polyopt.costmodel.verdict import clear_gain
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.pipeline.fusion import loop_free, nests
@@ -74,23 +74,11 @@ def candidates(schedule: Schedule, chain: list[Loop], policy: CpuPolicy) -> list
         out.append(Plan(order, None, est))
         out += _strips(schedule, root, order, est, policy, outer)
     # Ties (a stream bound by memory) go to the fewer cycles of the cores' own work (their
-    # cache and TLB traffic: ``Estimate.core``), then to the less arithmetic (``gains``),
-    # then to the longer strip: longer runs per row suit the prefetcher, and fewer strips
-    # mean fewer loop overheads.
+    # cache and TLB traffic: ``Estimate.core``), then to the less arithmetic, then to the
+    # longer strip: longer runs per row suit the prefetcher, and fewer strips mean fewer loop
+    # overheads.
     return sorted(out, key=lambda p: (p.estimate.cycles, p.estimate.core, p.estimate.compute,
                                       -(p.strip[1] if p.strip else 0)))
-
-
-def gains(new: Estimate, old: Estimate, policy: CpuPolicy) -> bool:
-    """Is ``new`` worth a change from ``old``: ``order_min_gain`` fewer cycles, or no more
-    cycles and ``order_min_gain`` less arithmetic? The second for nests the roofline calls
-    bound by memory: it counts their data as coming from memory each call, while a kernel
-    called on data already in cache (an operator after another, a benchmark's repeats) runs
-    at the speed of its arithmetic (UNet's 2x2 max pool of 8 MB: the same cycles either way,
-    but 6.4x the compute with the window innermost)."""
-    if new.cycles * policy.order_min_gain <= old.cycles:
-        return True
-    return new.cycles <= old.cycles and new.compute * policy.order_min_gain <= old.compute
 
 
 def _strips(schedule: Schedule, root: Node, order: tuple[str, ...], est: Estimate,
@@ -150,7 +138,7 @@ def choose_order(schedule: Schedule, chain: list[Loop], policy: CpuPolicy,
     for k, plan in enumerate(plans):
         if plan.estimate.cycles > base.estimate.cycles:
             break
-        if not gains(plan.estimate, base.estimate, policy):
+        if clear_gain(plan.estimate, base.estimate, policy.order_min_gain).order >= 0:
             continue
         try:
             out = _apply(schedule, plan)
@@ -192,7 +180,7 @@ def choose_distribution(schedule: Schedule, top: Loop,
                         policy: CpuPolicy) -> tuple[Schedule, list[str]] | None:
     """Distribute the nest ``top`` (a chain over a sequence of nests) at the loop of its
     chain where its nests, each in its best order, are predicted fastest, when that
-    ``gains`` over the fused nest: the schedule and the new nests' top loops. None
+    ``verdict.clear_gain`` over the fused nest: the schedule and the new nests' top loops. None
     otherwise, or when the nest holds more than ``Caps.model_statements``. Below the top,
     the loops above stay shared (a pooling window's ``for c: for h:``, its init's row apart
     from the taps, which may then run outside the row: ``for y: for x: for w``); ties go to
@@ -217,7 +205,7 @@ def choose_distribution(schedule: Schedule, top: Loop,
         if est is not None and (best is None or (est.cycles, est.compute) <= (
                 best[0].cycles, best[0].compute)):
             best = (est, f" at {lp.name}" if k else "", split, names)
-    if best is None or not gains(best[0], fused, policy):
+    if best is None or clear_gain(best[0], fused, policy.order_min_gain).order >= 0:
         return None
     est, where, split, names = best
     return split.note(f"{top.name}: distribute{where}: {est.cycles:.3g} cycles in the best "
@@ -287,30 +275,6 @@ def _summed(schedule: Schedule, tops: list[Loop], policy: CpuPolicy,
     warm = [e.warm for e in est if e.warm is not None]
     return Estimate(sum(e.cycles for e in est), sum(e.compute for e in est), (), None, (),
                     sum(e.core for e in est), sum(warm) if len(warm) == len(est) else None)
-
-
-def no_slower(b: Estimate, a: Estimate) -> tuple[bool, str, str]:
-    """Is ``b`` predicted no slower than ``a``, and each prediction as text: from cache when
-    both nests' data fit the last cache level (``Estimate.warm``: the roofline would charge
-    a copy a second pass from memory although it is read back from cache), else from
-    memory, a tie to the one whose cores do less."""
-    if a.warm is not None and b.warm is not None:
-        return b.warm <= a.warm, f"{b.warm:.3g} cycles from cache", \
-            f"{a.warm:.3g} cycles from cache"
-    if _waits(a) and _waits(b):
-        # both wait on memory: the roofline's max hides what each does to the cores, and
-        # the one whose cores do less overlaps memory better (a blur 3x3 over 4096^2 past
-        # an 84 MiB last level took 23 rows, its tap not unrolled, on a 0.6% smaller
-        # prediction than 21 rows', and ran 22 ms against 12)
-        return b.cycles + b.core <= a.cycles + a.core, b.describe(), a.describe()
-    if math.isclose(b.cycles, a.cycles, rel_tol=1e-9):  # one stream, summed in two orders
-        return b.core <= a.core, b.describe(), a.describe()
-    return b.cycles < a.cycles, b.describe(), a.describe()
-
-
-def _waits(e: Estimate) -> bool:
-    """Is ``e`` from memory, its cores' own time under the whole (they wait on memory)?"""
-    return e.warm is None and e.core < e.cycles
 
 
 def _tops(root: Node) -> list[Loop]:

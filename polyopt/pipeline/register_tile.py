@@ -27,11 +27,12 @@ from polyopt import ir
 from polyopt.costmodel.cost import Estimate
 from polyopt.costmodel.machine import Blocking
 from polyopt.costmodel.policy import CpuPolicy
-from polyopt.costmodel.strides import iterator_bytes
+from polyopt.costmodel.strides import index_use, iterator_bytes
+from polyopt.costmodel.verdict import compare
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.pipeline.knobs import DEFAULT_KNOBS, Knobs
-from polyopt.pipeline.order import nests_estimate, no_slower
+from polyopt.pipeline.order import nests_estimate
 from polyopt.poly.model import PolyStmt
 from polyopt.schedules import transform as tf
 from polyopt.schedules.limits import CAPS
@@ -190,12 +191,11 @@ def _shared_taps(chain: list[Loop], s: PolyStmt, plan: TilePlan,
 
 
 def _faster(a: Estimate, b: Estimate) -> bool:
-    """Is ``a`` predicted faster than ``b`` (``order.no_slower``), or on a tie, with less
+    """Is ``a`` predicted faster than ``b`` (``verdict.compare``), or on a tie, with less
     work on the cores (``Estimate.compute``): where both are bound by the same traffic,
     which does not change with the rows, the one computing less overlaps it better?"""
-    if not no_slower(a, b)[0]:
-        return False
-    return not no_slower(b, a)[0] or a.compute < b.compute
+    order = compare(a, b).order
+    return order < 0 or (order == 0 and a.compute < b.compute)
 
 
 def _fewer_rows(mr: int, rows: int, taps: list[int], vectors: int,
@@ -398,8 +398,7 @@ def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int
 
 def _unit_stride(s: PolyStmt, it: str) -> bool:
     """Do the operands that move with ``it`` index it in their last dimension?"""
-    return all(isinstance(r.read.indices[-1], ir.Var) and r.read.indices[-1].name == it
-               for r in s.reads if r.read.uses(it))
+    return all(index_use(r.read.indices, it).alone for r in s.reads if r.read.uses(it))
 
 
 def _choice(own: bool | None, both: bool | None, model: bool) -> bool:
@@ -544,7 +543,5 @@ def _parts(loop: str) -> tuple[str, str]:
 def _stride_rank(s: PolyStmt, it: str) -> int:
     """How far from the last (stride-1) dimension ``it`` indexes the operands it moves:
     rows of a register tile read best from neighbouring addresses."""
-    ranks = [len(r.read.indices) - 1 - d for r in s.reads for d, ix in enumerate(r.read.indices)
-             if any(isinstance(v, ir.Var) and v.kind == "index" and v.name == it
-                    for v in ix.walk())]
-    return min(ranks, default=len(ranks))
+    ranks = [u.rank for r in s.reads if (u := index_use(r.read.indices, it)).rank is not None]
+    return min(ranks, default=0)

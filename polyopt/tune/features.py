@@ -49,6 +49,7 @@ from polyopt.costmodel.cost import estimate, printing
 from polyopt.costmodel.gpu_policy import GpuModel, gpu_policy
 from polyopt.costmodel.machine import Machine, host
 from polyopt.costmodel.policy import cpu_policy
+from polyopt.costmodel.strides import index_use
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
 from polyopt.pipeline.blocked import plan_blocking
@@ -293,10 +294,7 @@ def _largest_contraction(pp: PolyProgram) -> PolyStmt | None:
 def _stride(read: ir.Read, it: str | None) -> int:
     """How a read moves along ``it``: 0 not at all (a broadcast), 1 with unit stride, 2
     scaled in its last dim (a strided convolution), 3 along another dim (transposed)."""
-    if it is None or not read.indices or not read.uses(it):
+    use = index_use(read.indices, it) if it is not None else None
+    if use is None or use.rank is None:
         return 0
-    last = read.indices[-1]
-    if isinstance(last, ir.Var) and last.name == it:
-        return 1
-    in_last = any(isinstance(v, ir.Var) and v.name == it for v in last.walk())
-    return 2 if in_last else 3
+    return 1 if use.alone else 2 if use.last else 3

@@ -12,6 +12,7 @@ from polyopt.costmodel import cost, strides
 from polyopt.costmodel.cost import Estimate
 from polyopt.costmodel.machine import Machine
 from polyopt.costmodel.policy import cpu_policy
+from polyopt.costmodel.verdict import compare
 from polyopt.pipeline import order
 from polyopt.pipeline.fusion import nests
 from polyopt.schedules import transform as tf
@@ -302,6 +303,7 @@ def test_two_nests_waiting_on_memory_are_weighed_with_their_cores_work():
     tap unrolled over 23 without, 12 against 22 ms); from cache, the prediction decides."""
     tiled = Estimate(1.70e7, 8.7e6, (), "i", (), 4.4e6, None)
     loop = Estimate(1.69e7, 1.16e7, (), "i", (), 5.8e6, None)
-    assert order.no_slower(tiled, loop)[0] and not order.no_slower(loop, tiled)[0]
+    assert compare(tiled, loop).first_no_slower and not compare(loop, tiled).first_no_slower
     warm = [Estimate(e.cycles, e.compute, (), "i", (), e.core, e.cycles) for e in (tiled, loop)]
-    assert order.no_slower(warm[1], warm[0])[0] and not order.no_slower(warm[0], warm[1])[0]
+    assert compare(warm[1], warm[0]).first_no_slower
+    assert not compare(warm[0], warm[1]).first_no_slower
