@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 from polyopt import tune  # the package, callable as polyopt.tune(...)
-from polyopt.api import Kernel, compile
+from polyopt.api import Kernel, compile, schedule
 from polyopt.autodiff import grad
 from polyopt.einsum import einsum, einsum_path
 from polyopt.errors import (
@@ -29,7 +29,7 @@ from polyopt.errors import (
     ShapeError,
     SizesRequiredError,
 )
-from polyopt.schedule import Schedule
+from polyopt.schedules import Schedule
 from polyopt.version import __version__ as __version__
 
 # The operator library, reachable after a bare `import polyopt` (the README's use). It is

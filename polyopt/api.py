@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-import polyopt.schedule as schedule_package
 from polyopt import config, dtypes, ir, lang
 from polyopt.codegen.contract import KernelSource
 from polyopt.driver import (
@@ -37,8 +36,8 @@ from polyopt.runtime.cuda import CudaKernel, is_device_array
 from polyopt.runtime.emulated import EmulatedKernel
 from polyopt.runtime.guard import guarded_zeros
 from polyopt.runtime.warm import Compiled, Signature
-from polyopt.schedule import Schedule
-from polyopt.schedule.stats import Stats, schedule_stats
+from polyopt.schedules import Schedule
+from polyopt.views.stats import Stats, schedule_stats
 
 # The tuning database's best schedule for (definition, sizes, target), or None. polyopt.tune
 # (a layer above this one) registers it when imported, as ``import polyopt`` does, with a
@@ -87,7 +86,6 @@ def schedule(source: str, name: str | None = None, *, auto: bool | str = True,
     return schedule_of(source, name, sizes, check_options(options, target), auto)
 
 
-schedule_package.function = schedule  # type: ignore[attr-defined]  # polyopt.schedule(...)
 
 # What a Kernel keeps per shape, so that a long-lived one called at ever-new shapes stays
 # within bounds (issue 40); past a bound the oldest entry goes (a later call remakes it).
@@ -166,7 +164,7 @@ class Kernel:
     def stats(self, *, seconds: float | None = None, freq_ghz: float | None = None,
               bandwidth_gbs: float | None = None) -> Stats:
         """Flops, traffic, intensity, footprints, marked loops of the compile-time lowering
-        and, for C when every size is known, the roofline (``polyopt.schedule.stats``).
+        and, for C when every size is known, the roofline (``polyopt.views.stats``).
         ``seconds``: a measured run; ``freq_ghz``, ``bandwidth_gbs``: the ceilings' own."""
         if seconds is not None and not (isinstance(seconds, int | float) and seconds > 0):
             raise OptionError(f"stats: seconds must be a positive number, not {seconds!r}")

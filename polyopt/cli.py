@@ -15,13 +15,14 @@ import numpy as np
 from polyopt import api, config, dtypes, ir
 from polyopt.autodiff import grad
 from polyopt.bench import contention, conv  # import neither torch nor TVM
+from polyopt.costmodel import machine
 from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime import probe
 from polyopt.runtime.interp import evaluate
-from polyopt.schedule import machine, show
-from polyopt.schedule.roofplot import plot_roofline
 from polyopt.tune.db import Database
 from polyopt.tune.tuner import Trial, tune
+from polyopt.views import show
+from polyopt.views.roofplot import plot_roofline
 
 EMIT = ("c", "schedule", "domains", "deps", "ir", "ast")
 

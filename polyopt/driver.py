@@ -22,21 +22,20 @@ from polyopt import config, ir, lang
 from polyopt.codegen import Ast, KernelSource, build_ast, render
 from polyopt.codegen.cuda import render_cuda
 from polyopt.codegen.dialect import dialect_for
+from polyopt.costmodel.machine import configured
+from polyopt.costmodel.memory import check_scratch
 from polyopt.errors import OptionError, PolyoptError, ScheduleError
+from polyopt.pipeline import FUSION
+from polyopt.pipeline.gpu import GpuMapping, map_to_gpu
+from polyopt.pipeline.knobs import Knobs
+from polyopt.pipeline.search import cpu_pipeline, laid_out
 from polyopt.poly import Deps, PolyProgram, analyze, check_bounds, model_of
-from polyopt.poly.merge import Merge, merge_all
-from polyopt.poly.relayout import LAYOUT_VERBS, Layout, layout_of, relayout, rewrites_stmts
+from polyopt.poly.relayout import LAYOUT_VERBS, Layout, layout_of, relayout
 from polyopt.runtime import warm
 from polyopt.runtime.warm import Compiled, Signature
-from polyopt.schedule import FUSION, Schedule, Step, check_legal, compute_schedule, program_order
-from polyopt.schedule.blocked import blocked_layout, layout_notes, own_layout, plan_layout
-from polyopt.schedule.cpu import faster_layout, faster_merge, optimize
-from polyopt.schedule.gpu import GpuMapping, map_to_gpu
-from polyopt.schedule.knobs import Knobs
-from polyopt.schedule.machine import configured
-from polyopt.schedule.memory import check_scratch
-from polyopt.schedule.schedule import register_json_loader
-from polyopt.schedule.storage import modulo_storage, stored
+from polyopt.schedules import Schedule
+from polyopt.schedules.schedule import register_json_loader
+from polyopt.schedules.storage import modulo_storage, stored
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
@@ -44,10 +43,10 @@ OPTIONS: dict[str, str] = {
     "cflags": "extra C compiler flags, a list of strings",
     "tuned": "use the tuning database's best schedule for these shapes when it has one "
              "(default True; see polyopt.tune)",
-    "knobs": "CPU pipeline decisions to fix (polyopt.schedule.knobs): mr, nr, kc (register "
+    "knobs": "CPU pipeline decisions to fix (polyopt.pipeline.knobs): mr, nr, kc (register "
              "and reduction tiles), pack, block (NCHW16c convolutions), cache_tile, order, "
              "vector, parallel, split_k (loop order, vector and parallel loops)",
-    "gpu": "CUDA mapping options (polyopt.schedule.gpu.GpuMapping): 'block' (threads per "
+    "gpu": "CUDA mapping options (polyopt.pipeline.gpu.GpuMapping): 'block' (threads per "
            "block, x first, default (32, 8)), 'tiles' (register-tile contractions, default "
            "True), 'tile' (rows, columns, reduction), 'regs' (rows, columns per thread), "
            "'shared' (stage tile operands in shared memory, default True), 'unroll' (the "
@@ -208,96 +207,11 @@ def base_schedule(program: ir.Program, options: Mapping[str, Any],
     if auto not in (True, False, "isl"):
         raise OptionError(f"auto must be True, False or 'isl', not {auto!r}")
     if auto is True and not is_cuda(options):
-        return _cpu_pipeline(program, options)
-    sched = _laid_out(program, options, auto is not False, layout)
+        return cpu_pipeline(program, options)
+    sched = laid_out(program, options, auto is not False, layout, borders=not is_cuda(options))
     if auto is not True:
         return sched
     return map_to_gpu(sched, options["gpu"])
-
-
-def _cpu_pipeline(program: ir.Program, options: Mapping[str, Any]) -> Schedule:
-    """The automatic CPU pipeline after its layout: a def whose outputs want channel
-    blocks (``blocked_layout``) is optimized in both layouts and the one the cost model
-    predicts faster is kept (``cpu.faster_layout``), unless the ``block`` knob fixes it
-    (0: its own layout, without the padded copies ``own_layout`` adds). A def whose loops
-    merge (``polyopt.poly.merge``) is weighed merged too (``cpu.faster_merge``), unless
-    the ``merge`` knob fixes it."""
-    knob = options["knobs"].merge
-    merges, merged = merge_all(program) if knob is not False else ((), program)
-    plain = _laid_out_pipeline(program, options, (), program) \
-        if knob is not True or not merges else None
-    if not merges:
-        assert plain is not None
-        return plain
-    chosen = _laid_out_pipeline(program, options, merges, merged)
-    return chosen if plain is None else faster_merge(chosen, plain, options["machine"])
-
-
-def _laid_out_pipeline(program: ir.Program, options: Mapping[str, Any],
-                       merges: Sequence[Merge], merged: ir.Program) -> Schedule:
-    """The pipeline's choice of channel blocks (see ``_cpu_pipeline``) after ``merges``
-    (``merged``: ``program`` with them applied).
-
-    Merged loops are weighed in the def's own layout only, against the best of both
-    layouts unmerged. A merge serves the own layout, whose vector loop then runs along the
-    whole run (a 1x1 convolution's 3136 pixels at 56x56, where a row was 3.5 vectors); in
-    channel blocks the vectors run along the channels and the pixels are the register
-    tile's rows, which a merge changes little. Measured (``scripts/compare_commits.py``, 3
-    rounds, call time merged in blocks over unmerged in blocks): ResNet-50 layers 14 and
-    18 (14x14) 1.12 and 1.18, MobileNetV2 layers 17, 18, 22 1.01-1.07; and each candidate
-    is a whole lowering (ResNet-50 layer 18 lowered in 0.82 s with it, 0.38 without any
-    merge)."""
-    machine, block = options["machine"], options["knobs"].block
-    if block == 0:
-        return _optimized(program, options, merges, ())
-    if block is not None or merges:
-        pp = model_of(merged)
-        packs = plan_layout(pp, machine, block) if block is not None \
-            else own_layout(pp, machine)
-        return _optimized(program, options, (*merges, *packs), layout_notes(pp, machine))
-    own, blocked = layout_candidates(program, options)
-    return own if blocked is None else faster_layout(blocked, own, machine)
-
-
-def layout_candidates(program: ir.Program, options: Mapping[str, Any]
-                      ) -> tuple[Schedule, Schedule | None]:
-    """The CPU pipeline's schedules of ``program`` in its own layout and, where its outputs
-    want channel blocks, in those (else None): the two ``cpu.faster_layout`` weighs."""
-    machine = options["machine"]
-    pp = model_of(program)
-    notes = layout_notes(pp, machine)
-    own = _optimized(program, options, own_layout(pp, machine), notes)
-    blocked = blocked_layout(pp, machine)
-    return own, _optimized(program, options, blocked, notes) if blocked else None
-
-
-def _optimized(program: ir.Program, options: Mapping[str, Any], layout: Sequence[Layout],
-               notes: Sequence[str]) -> Schedule:
-    sched = _laid_out(program, options, True, layout)
-    for note in notes:
-        sched = sched.note(note)
-    return optimize(sched, openmp=options["openmp"], machine=options["machine"],
-                    knobs=options["knobs"])
-
-
-def _laid_out(program: ir.Program, options: Mapping[str, Any], isl_base: bool,
-              layout: Sequence[Layout]) -> Schedule:
-    """isl's schedule (or program order) of ``program`` with ``layout`` applied: when it
-    blocks an output the nests restart from program order, so the program is analysed once,
-    after its layout; layouts of inputs add their copies' nests to the original's."""
-    borders = not is_cuda(options)
-    if rewrites_stmts(program, layout):
-        laid, names = relayout(program, layout)
-        pp, deps = analyze(laid, borders)
-        steps = tuple(Step(p.verb, p.args) for p in layout)
-        sched = replace(program_order(pp, deps), base="isl" if isl_base else "program-order",
-                        fusion=options["fusion"], steps=steps, buffers=names)
-        check_legal(sched.map, deps, "the layout")
-        return sched
-    pp, deps = analyze(program, borders)
-    sched = compute_schedule(pp, deps, fusion=options["fusion"]) if isl_base else \
-        program_order(pp, deps)
-    return sched.relayout(layout) if layout else sched
 
 
 def schedule_of(definition: str | lang.Definition, name: str | None,

@@ -1,7 +1,7 @@
 """What this machine is: the one place that reads the host (``/proc/cpuinfo``, sysfs caches,
 CPU affinity, physical memory).
 
-The machine model (``polyopt.schedule.machine``) sizes tiles from it, the compiler keys
+The machine model (``polyopt.costmodel.machine``) sizes tiles from it, the compiler keys
 ``-march=native`` objects by its fingerprint, the tuning database keys times by its CPU, and
 the benchmarks record it. Each reading is taken once per process, except the usable cores
 (the OpenMP runtime's thread count, which a program may change).

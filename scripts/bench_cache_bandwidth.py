@@ -5,7 +5,7 @@ A C loop sums a buffer of ``--sizes`` KiB with four independent accumulators of 
 vector width (GCC's vector extension), again and again; the least time of
 ``--rounds`` is kept, and a cycle is the add chain of ``bench_fork_join.py``. A buffer that
 fits in L1 gives L1's rate, one between L1 and L2 L2's, and so on (the boundaries are the
-host's, ``polyopt.schedule.machine.host``).
+host's, ``polyopt.costmodel.machine.host``).
 
     OMP_NUM_THREADS=1 python3 scripts/bench_cache_bandwidth.py
 """
@@ -17,8 +17,8 @@ import ctypes
 
 from bench_fork_join import cycle_seconds
 
+from polyopt.costmodel.machine import host
 from polyopt.runtime.compiler import load_library
-from polyopt.schedule.machine import host
 
 SOURCE = r"""
 #include <stdlib.h>

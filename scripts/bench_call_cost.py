@@ -1,6 +1,6 @@
 """What a builtin call (and a division) costs inside a vector loop, in the cost model's
 operations (an instance's operations run ``Machine.fma_units`` per cycle): the table the
-cost model prices calls by, ``polyopt.schedule.calls`` (its docstring has the commands).
+cost model prices calls by, ``polyopt.costmodel.calls`` (its docstring has the commands).
 
 Each builtin ``f`` runs as ``O(i) = f(A(i))`` (binary ones as ``f(A(i), B(i))``, and so
 on) over ``--n`` floats that stay in L2, vectorized at ``--lanes`` (default a whole
@@ -25,9 +25,9 @@ import numpy as np
 from bench_fork_join import cycle_seconds
 
 import polyopt
+from polyopt.costmodel.machine import host
+from polyopt.costmodel.policy import cpu_policy
 from polyopt.lang.resolve import BUILTINS
-from polyopt.schedule.machine import host
-from polyopt.schedule.policy import cpu_policy
 
 COPY = "O(i) = A(i)"
 def chain(k: int) -> str:

@@ -23,10 +23,10 @@ import ctypes
 import statistics
 import time
 
+from polyopt.costmodel.machine import host
+from polyopt.costmodel.policy import cpu_policy
 from polyopt.runtime import probe
 from polyopt.runtime.compiler import load_library
-from polyopt.schedule.machine import host
-from polyopt.schedule.policy import cpu_policy
 
 SOURCE = r"""
 #include <omp.h>

@@ -1,7 +1,7 @@
 """Register-tiled contraction plans against each other: the pipeline's choice and knob
 variants (packing each operand, the reduction tile) of ``C(m,n) +=! A(m,r_k) * B(r_k,n)``,
 with numpy's BLAS in the same run. The measurements behind the packing and ``kc`` fields of
-``polyopt.schedule.policy.CpuPolicy``.
+``polyopt.costmodel.policy.CpuPolicy``.
 
     python scripts/bench_gemm_plans.py --shapes 4096x16x1024,1024x1024x1024 \\
         --variants pack_a=False pack_b=False kc=1024 --cpu
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--shapes", default="4096x16x1024,2048x128x1024,1024x1024x1024",
                     help="MxNxK list")
     ap.add_argument("--variants", nargs="*", default=["pack_a=False", "pack_a=True"],
-                    help="knob sets, each 'key=value,...' (see polyopt/schedule/knobs.py)")
+                    help="knob sets, each 'key=value,...' (see polyopt/pipeline/knobs.py)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cpu", action="store_true", help="one thread, CPU time")
     ap.add_argument("--worker", help=argparse.SUPPRESS)

@@ -23,10 +23,10 @@ from bench_suite import all_cases
 
 import polyopt
 from polyopt import config
+from polyopt.costmodel import machine as mm
+from polyopt.costmodel.policy import cpu_policy
+from polyopt.pipeline.order import schedule_estimate
 from polyopt.runtime import probe
-from polyopt.schedule import machine as mm
-from polyopt.schedule.order import schedule_estimate
-from polyopt.schedule.policy import cpu_policy
 
 
 def predicted(kernel: polyopt.Kernel, model: mm.Machine, cycle: float) -> float | None:

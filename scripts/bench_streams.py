@@ -28,8 +28,8 @@ import ctypes
 
 from bench_fork_join import cycle_seconds
 
+from polyopt.costmodel.machine import host
 from polyopt.runtime.compiler import load_library
-from polyopt.schedule.machine import host
 
 SOURCE = r"""
 #include <omp.h>

@@ -11,7 +11,7 @@ from cache when both fit the last level). The pipeline itself weighs the channel
 (of the lanes, or of two vectors for wide rows with taps) against its own layout with its
 padded input copied (``cpu.faster_layout``), so its choice can be neither of these two
 ("other"). ``--decision candidates``: those two, as the pipeline builds them
-(``driver.layout_candidates``), on the layout nests and three convolutions more.
+(``pipeline.search.layout_candidates``), on the layout nests and three convolutions more.
 ``--decision rows``: a register tile's rows (knob ``mr``) swept, and the rows the pipeline
 takes (the cost model's, ``register_tile._fewest_cycles``), on products whose row operand
 is read in place, its rows a power of two of lines apart (one L1 set: the measurement
@@ -40,13 +40,14 @@ import numpy as np
 import polyopt
 from polyopt import driver, ir, kernels, lang
 from polyopt.bench import layers, peers
-from polyopt.schedule import cost
-from polyopt.schedule.fusion import nests
-from polyopt.schedule.machine import host
-from polyopt.schedule.marks import Tag
-from polyopt.schedule.order import no_slower
-from polyopt.schedule.policy import cpu_policy
-from polyopt.schedule.tree import Loop
+from polyopt.costmodel import cost
+from polyopt.costmodel.machine import host
+from polyopt.costmodel.policy import cpu_policy
+from polyopt.costmodel.verdict import compare
+from polyopt.pipeline import search
+from polyopt.pipeline.fusion import nests
+from polyopt.schedules.marks import Tag
+from polyopt.schedules.tree import Loop
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ def _pair(nest: Nest, decision: str) -> dict[str, polyopt.Kernel] | None:
         return {side: polyopt.compile(nest.source, nest.name, sizes=nest.sizes, options={
             "knobs": {"block": lanes if side == "on" else 0}}) for side in ("on", "off")}
     program = lang.build_program(nest.source, nest.name, nest.sizes)
-    own, blocked = driver.layout_candidates(program, driver.check_options({}, "c"))
+    own, blocked = search.layout_candidates(program, driver.check_options({}, "c"))
     if blocked is None:
         return None  # its outputs want no channel blocks: nothing to weigh
     return {side: polyopt.compile(nest.source, nest.name, sizes=nest.sizes, schedule=s)
@@ -224,7 +225,8 @@ def row(nest: Nest, decision: str, calls: int, tie: float) -> str:
     if e["on"] is None or e["off"] is None:
         return (f"| {nest.label} | {chose} | - | {t['on'] * 1e3:.3f} | {t['off'] * 1e3:.3f} "
                 "| - |")
-    off_faster, p_off, p_on = no_slower(e["off"], e["on"])
+    v = compare(e["off"], e["on"])
+    off_faster, p_off, p_on = v.first_no_slower, v.first, v.second
     model = "off" if off_faster else "on"
     fast = "off" if t["off"] <= t["on"] else "on"
     agrees = "yes" if model == fast or abs(t["on"] / t["off"] - 1) <= tie else "no"

@@ -17,13 +17,13 @@ calls every variant once; the table gives the best and the median of the rounds)
 - ``HxW``: ``min`` fusion, parallelogram tiles of H steps by W (``time_tile``/``space_tile``
   knobs), run as a wavefront of parallel tiles;
 - ``diamond W``: ``min`` fusion, diamond tiles with concurrent start
-  (``tile_shape="diamond"``, ``schedule/diamond.py``), faces W wide (``space_tile``), the
+  (``tile_shape="diamond"``, ``pipeline/diamond.py``), faces W wide (``space_tile``), the
   band's other space loops tiled W (jacobi-2d's j, fused into the band, ``ROW_TILE``);
   ``diamond (model)`` takes the cost model's width. The diamonds
   of a wavefront run in parallel, all tiles of the first one at once.
 
 Every polyopt variant is checked against numpy's result first. The polyopt kernels store
-their (T, N, ...) locals contracted (``schedule/storage.py``: one plane per array under
+their (T, N, ...) locals contracted (``schedules/storage.py``: one plane per array under
 these schedules, 36 MB per jacobi-2d array at N=3000), so the sweep runs at a size of its
 own (``--sweep``) only to keep the study short; the target size times the default (the
 model's tile) and the tiles of ``--target-tiles``.

@@ -18,7 +18,7 @@ import numpy as np
 import polyopt.kernels as kernels
 
 import polyopt
-from polyopt.schedule import Schedule
+from polyopt.schedules import Schedule
 from polyopt.tune import tune
 
 

@@ -1,6 +1,6 @@
 """Random TC definitions for differential testing of schedules (Csmith-style).
 
-Used by ``tests/schedule/test_fuzz_schedules.py`` and ``scripts/fuzz_schedules.py``. Each
+Used by ``tests/schedules/test_fuzz_schedules.py`` and ``scripts/fuzz_schedules.py``. Each
 draw is a ``FuzzProgram``: TC source, sizes, and inputs it can fill with data. It does not
 import polyopt: it only writes TC text, drawing from a ``random.Random`` (or hypothesis'
 ``st.randoms()``, whose draws shrink), so seeded campaigns and hypothesis share the code.
@@ -391,7 +391,7 @@ def _recurrence(rng: random.Random) -> FuzzProgram:
     (reference §5.5), the output its last plane or a sum over planes. The time extent is 1
     at times (the recurrence's piece is empty), a ``<T=..>`` parameter or the size of an
     input of per-step coefficients; every size is bound when a pair is specialized, so
-    storage contraction keeps a few planes of the local (schedule/storage.py)."""
+    storage contraction keeps a few planes of the local (schedules/storage.py)."""
     steps = 1 if rng.random() < 0.3 else rng.randint(2, 6)
     inputs = [Input("A0", "float", ("N",))]
     terms = ["A(t-1, i)"]

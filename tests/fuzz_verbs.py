@@ -2,7 +2,7 @@
 pair against the float64 interpreter (Csmith-style: every accepted verb must keep the
 answer; a refused one is skipped).
 
-``check_pair`` is what ``tests/schedule/test_fuzz_schedules.py`` and
+``check_pair`` is what ``tests/schedules/test_fuzz_schedules.py`` and
 ``scripts/fuzz_schedules.py`` run. Verb arguments are drawn from the schedule at hand (its
 loops, their nesting, sibling nests, locals), so most verbs are well formed and what
 decides is legality. An outcome is ``ok`` (compiled, ran, matched), ``refused`` (no verb
@@ -30,9 +30,9 @@ from polyopt import lang
 from polyopt.errors import CompileError, PolyoptError, ScheduleError
 from polyopt.poly.merge import mergeable
 from polyopt.runtime.interp import evaluate
-from polyopt.schedule import Schedule
-from polyopt.schedule.schedule import VERBS as VERB_NAMES
-from polyopt.schedule.tree import Loop, Node, Sequence, loops, stmts_of, walk
+from polyopt.schedules import Schedule
+from polyopt.schedules.schedule import VERBS as VERB_NAMES
+from polyopt.schedules.tree import Loop, Node, Sequence, loops, stmts_of, walk
 
 # Statuses that a campaign counts; only the last two are bugs.
 STATUSES = ("ok", "refused", "compile-refused", "wrong", "crash")

@@ -18,9 +18,9 @@ from polyopt.lang import build_program, define
 from polyopt.lang.flow import compute_flow
 from polyopt.poly import build_poly
 from polyopt.poly import deps as dep_module
-from polyopt.schedule import legality, tree
-from polyopt.schedule import transform as tf
-from polyopt.schedule.tree import Loop, Sequence, filter_domain, filter_map, path_to, stmts_of
+from polyopt.schedules import legality, tree
+from polyopt.schedules import transform as tf
+from polyopt.schedules.tree import Loop, Sequence, filter_domain, filter_map, path_to, stmts_of
 
 pytestmark = pytest.mark.cc
 

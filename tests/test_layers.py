@@ -24,7 +24,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("lang", ("polyopt.lang",)),
     ("poly", ("polyopt.poly",)),
     ("autodiff", ("polyopt.autodiff",)),  # derived gradients: TC source from the checked IR
-    ("schedule", ("polyopt.schedule",)),
+    # The Schedule artifact and its verbs; the machine and the cost model (which read
+    # schedules); the automatic pipelines (which read both); the researcher's views.
+    ("schedules", ("polyopt.schedules",)),
+    ("costmodel", ("polyopt.costmodel",)),
+    ("pipeline", ("polyopt.pipeline",)),
+    ("views", ("polyopt.views",)),
     ("codegen", ("polyopt.codegen",)),
     ("runtime", ("polyopt.runtime",)),
     ("driver", ("polyopt.driver",)),

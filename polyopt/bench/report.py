@@ -18,7 +18,7 @@ import numpy as np
 
 from polyopt import host
 from polyopt.bench.records import FIELDS, TOLERANCE, Record, Settings, Total
-from polyopt.schedule import machine
+from polyopt.costmodel import machine
 from polyopt.version import __version__
 
 __all__ = ["environment", "plot", "table", "write_all"]

@@ -14,11 +14,11 @@ from polyopt.errors import CodegenError
 from polyopt.poly.deps import Deps
 from polyopt.poly.model import PolyProgram
 from polyopt.poly.proofs import innermost_carries_nothing
-from polyopt.schedule.marks import Marks, Tag, bind_of, gpu_tile_of
-from polyopt.schedule.schedule import Schedule
-from polyopt.schedule.storage import Modulo
-from polyopt.schedule.transform import trip_count, value_extent
-from polyopt.schedule.tree import Loop, loops
+from polyopt.schedules.marks import Marks, Tag, bind_of, gpu_tile_of
+from polyopt.schedules.schedule import Schedule
+from polyopt.schedules.storage import Modulo
+from polyopt.schedules.transform import trip_count, value_extent
+from polyopt.schedules.tree import Loop, loops
 
 PARALLEL = "parallel"
 SEQUENTIAL = "sequential"
@@ -36,7 +36,7 @@ class Ast:
     # function of the sizes, its largest value over all sizes when bounded): the launch's
     # grid and block extents, and the tile sizes.
     extents: dict[str, tuple[isl.PwAff, int | None]] = field(default_factory=dict)
-    storage: tuple[Modulo, ...] = ()  # locals stored modulo a distance (schedule/storage.py)
+    storage: tuple[Modulo, ...] = ()  # locals stored modulo a distance (schedules/storage.py)
 
     def __str__(self) -> str:
         return self.root.to_C_str()

@@ -1,5 +1,5 @@
 """isl AST → CUDA C: the C printer with a CUDA dialect, one ``__global__`` kernel per
-top-level nest of the schedule (see ``polyopt.schedule.gpu``).
+top-level nest of the schedule (see ``polyopt.pipeline.gpu``).
 
 A loop bound to ``blockIdx.x`` prints as a grid-stride loop, ``for (c = lb + blockIdx.x;
 c <= ub; c += gridDim.x)``, and one bound to ``threadIdx.x`` as a block-stride loop: any
@@ -27,9 +27,9 @@ from polyopt.codegen.exprs import Types, cname
 from polyopt.codegen.gputile import TileEmitter, analyze, find_tile
 from polyopt.codegen.stmt import KernelContext, StmtPrinter, specialized_values
 from polyopt.codegen.walker import AstWalker
+from polyopt.costmodel.gpu_policy import GPU_POLICY
 from polyopt.errors import CodegenError
-from polyopt.schedule.gpu import MAX_THREADS
-from polyopt.schedule.marks import GPU_AXES, Marks, bind_of, marked_loop
+from polyopt.schedules.marks import GPU_AXES, Marks, bind_of, marked_loop
 
 _STRIDE = {"blockIdx": "gridDim", "threadIdx": "blockDim"}
 
@@ -160,7 +160,7 @@ def _bounds(threads: int | None, tiled: bool) -> str:
     if tiled and threads is not None and threads <= 256:
         return f"__launch_bounds__({threads}, 2) "
     if threads is None or threads > 256:
-        return f"__launch_bounds__({threads or MAX_THREADS}) "
+        return f"__launch_bounds__({threads or GPU_POLICY.model.max_threads_per_block}) "
     return ""
 
 

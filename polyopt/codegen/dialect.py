@@ -11,8 +11,8 @@ from __future__ import annotations
 from polyopt.codegen.builtins import PRELUDE
 from polyopt.codegen.exprs import C_TYPES, Types
 from polyopt.codegen.vmath import C_PRELUDE as VECTOR_MATH
-from polyopt.schedule.machine import Machine, host
-from polyopt.schedule.marks import Marks, lanes_of
+from polyopt.costmodel.machine import Machine, host
+from polyopt.schedules.marks import Marks, lanes_of
 
 
 class Dialect:

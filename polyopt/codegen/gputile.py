@@ -23,7 +23,7 @@ from polyopt.codegen.linear import ast_lin
 from polyopt.codegen.stmt import StmtPrinter
 from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyStmt
-from polyopt.schedule.marks import Marks, Tag, gpu_tile_of, gpu_unroll_of, marked_loop
+from polyopt.schedules.marks import Marks, Tag, gpu_tile_of, gpu_unroll_of, marked_loop
 
 
 @dataclass

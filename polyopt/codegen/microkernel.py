@@ -38,9 +38,9 @@ from polyopt.codegen.tilematch import Tile, expr_ids, trip_text
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
 from polyopt.poly.pieces import whole_reductions
-from polyopt.schedule.policy import CAPS
+from polyopt.schedules.limits import CAPS
 
-MAX_ACCUMULATORS = CAPS.max_accumulators  # the limits say why (policy.Caps)
+MAX_ACCUMULATORS = CAPS.max_accumulators  # the limits say why (limits.Caps)
 MAX_UNROLLED_UPDATES = CAPS.max_unrolled_updates
 Key = tuple[int, int, int]  # (step of the unrolled reduction loop, row, vector) of a tile
 

@@ -20,8 +20,8 @@ from polyopt.codegen.stmt import KernelContext, StmtPrinter, specialized_values
 from polyopt.codegen.walker import AstWalker
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
-from polyopt.schedule.contraction import MAX_SLICE_BYTES, slice_bytes
-from polyopt.schedule.marks import Marks, Tag
+from polyopt.schedules.contraction import MAX_SLICE_BYTES, slice_bytes
+from polyopt.schedules.marks import Marks, Tag
 
 __all__ = ["CWalker", "Dialect", "dialect_for", "host_dialect", "render"]
 

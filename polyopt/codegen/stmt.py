@@ -170,7 +170,7 @@ class StmtPrinter:
 
     def checked_extent(self, t: ir.Tensor, d: int) -> str:
         """The extent an index of ``t``'s dimension ``d`` is checked against: the declared
-        one, also where storage keeps fewer planes (``schedule/storage.py``): plane ``T-1``
+        one, also where storage keeps fewer planes (``schedules/storage.py``): plane ``T-1``
         of a ``(T, N)`` local stored as ``(2, N)`` is in range, at address ``(T-1) % 2``."""
         logical = self.ctx.logical.get(f"{t.name}.{d}")
         return f"{logical}L" if logical is not None else f"{cname('extent', t.name)}_{d}"

@@ -12,10 +12,10 @@ import islpy as isl
 from polyopt.codegen.exprs import AstExprPrinter
 from polyopt.codegen.linear import ast_lin
 from polyopt.poly.model import PolyStmt
-from polyopt.schedule.marks import Marks, Tag, marked_loop
-from polyopt.schedule.policy import CAPS
+from polyopt.schedules.limits import CAPS
+from polyopt.schedules.marks import Marks, Tag, marked_loop
 
-MAX_REDUCTION_LOOPS = CAPS.max_reduction_loops  # the limits say why (policy.Caps)
+MAX_REDUCTION_LOOPS = CAPS.max_reduction_loops  # the limits say why (limits.Caps)
 
 
 @dataclass(frozen=True)

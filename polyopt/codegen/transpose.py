@@ -37,8 +37,8 @@ from polyopt.codegen.microkernel import unit_dims, vector_type
 from polyopt.codegen.tilematch import only_for, only_user, trip_text
 from polyopt.dtypes import DTYPES
 from polyopt.poly.model import PolyStmt
-from polyopt.schedule.marks import Marks, Tag
-from polyopt.schedule.policy import CAPS
+from polyopt.schedules.limits import CAPS
+from polyopt.schedules.marks import Marks, Tag
 
 # Blocks printed per tile, at most (each is 2 x lanes loads and stores).
 MAX_BLOCKS = CAPS.max_transpose_blocks

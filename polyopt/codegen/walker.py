@@ -17,8 +17,8 @@ from polyopt.codegen.stmt import KernelContext, StmtPrinter
 from polyopt.codegen.zerostart import used_names
 from polyopt.dtypes import DTYPES
 from polyopt.errors import CodegenError
-from polyopt.schedule.contraction import slice_bytes
-from polyopt.schedule.marks import Marks, Tag, bind_of, marked_loop
+from polyopt.schedules.contraction import slice_bytes
+from polyopt.schedules.marks import Marks, Tag, bind_of, marked_loop
 
 
 class AstWalker:

@@ -45,7 +45,7 @@ class Merge:
         return self.tensor, self.dim
 
 
-# As the schedule verbs' checks word them (``schedule/verb_args.py``).
+# As the schedule verbs' checks word them (``schedules/verb_args.py``).
 _KIND_TEXT = {str: "a name (str)", int: "an int (|n| < 2**31)", bool: "a bool"}
 
 

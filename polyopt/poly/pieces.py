@@ -2,7 +2,7 @@
 window, and the ``_init`` of an ``op=!``) cover its elements: what a register tile that
 starts its accumulators at zero needs to know (``codegen/microkernel.py``), and what makes
 the zeroing pass dead (``codegen/zerostart.py``; the cost model predicts the same,
-``schedule/cost.py``)."""
+``costmodel/cost.py``)."""
 
 from __future__ import annotations
 

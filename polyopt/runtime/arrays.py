@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from polyopt.schedule.machine import host
+from polyopt.costmodel.machine import host
 
 
 @functools.cache

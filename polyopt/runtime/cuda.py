@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from polyopt.codegen.contract import KernelSource
+from polyopt.costmodel.gpu_policy import GpuModel
 from polyopt.errors import CompileError, PolyoptError
 from polyopt.runtime import nvcc
 from polyopt.runtime.launch import LaunchPlan
-from polyopt.schedule.gpu_policy import GpuModel
 
 
 def pycuda() -> tuple[Any, Any]:

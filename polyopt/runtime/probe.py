@@ -17,7 +17,7 @@ its frequency does. What is measured, and the rule that turns it into a field:
 * ``prefetch_streams``: one thread reading 2-64 rows together, as above: the most rows
   that, with every count below, read at 0.8 or more of the rate of 4-8 rows;
 * ``untracked_share``: fitted (median) to the counts past ``prefetch_streams``,
-  ``rate = base / (p/n + (1 - p/n) / share)`` (``schedule/streams.share``); not set when
+  ``rate = base / (p/n + (1 - p/n) / share)`` (``costmodel/streams.share``); not set when
   no count was past it;
 * ``fork_join_cycles``: an empty parallel region 0.1 ms after the last (a kernel called in
   a loop), the median of 100, on more than one core; the readings keep it 1 and 10 ms after
@@ -35,9 +35,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from polyopt.costmodel.machine import Machine
 from polyopt.errors import PolyoptError
 from polyopt.runtime.compiler import load_library
-from polyopt.schedule.machine import Machine
 
 _ADD = {"x86_64": "add %1, %0", "aarch64": "add %0, %0, %1"}  # register operands: an
 # immediate add chain runs faster than a cycle each on cores that fold immediates at rename

@@ -27,7 +27,7 @@ exact). The features:
 - whether the output is blocked by channels, and the row tile over the rows.
 
 The CPU cost model's prediction (``Predicted``): log2 of the cycles
-``polyopt.schedule.cost.estimate`` predicts for the configuration's schedule, summed over
+``polyopt.costmodel.cost.estimate`` predicts for the configuration's schedule, summed over
 its top-level nests; the model the pipeline decides with is thus one input of the tuner's.
 
 CUDA: threads per block, the block tile's shared-memory bytes over the limit, registers per
@@ -45,20 +45,21 @@ from collections.abc import Mapping
 import islpy as isl
 
 from polyopt import ir, lang
+from polyopt.costmodel.cost import estimate, printing
+from polyopt.costmodel.gpu_policy import GpuModel, gpu_policy
+from polyopt.costmodel.machine import Machine, host
+from polyopt.costmodel.policy import cpu_policy
+from polyopt.costmodel.strides import index_use
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
+from polyopt.pipeline.blocked import plan_blocking
+from polyopt.pipeline.fusion import nests
+from polyopt.pipeline.knobs import REGISTER_KNOBS
+from polyopt.pipeline.register_tile import row_block
 from polyopt.poly import build_poly
 from polyopt.poly.model import PolyProgram, PolyStmt
-from polyopt.schedule.blocked import plan_blocking
-from polyopt.schedule.cost import estimate, printing
-from polyopt.schedule.fusion import nests
-from polyopt.schedule.gpu_policy import GpuModel, gpu_policy
-from polyopt.schedule.knobs import REGISTER_KNOBS
-from polyopt.schedule.machine import Machine, host
-from polyopt.schedule.marks import Tag
-from polyopt.schedule.policy import cpu_policy
-from polyopt.schedule.register_tile import row_block
-from polyopt.schedule.tree import Loop
+from polyopt.schedules.marks import Tag
+from polyopt.schedules.tree import Loop
 from polyopt.tune.space import Config
 
 N_FEATURES = 11
@@ -293,10 +294,7 @@ def _largest_contraction(pp: PolyProgram) -> PolyStmt | None:
 def _stride(read: ir.Read, it: str | None) -> int:
     """How a read moves along ``it``: 0 not at all (a broadcast), 1 with unit stride, 2
     scaled in its last dim (a strided convolution), 3 along another dim (transposed)."""
-    if it is None or not read.indices or not read.uses(it):
+    use = index_use(read.indices, it) if it is not None else None
+    if use is None or use.rank is None:
         return 0
-    last = read.indices[-1]
-    if isinstance(last, ir.Var) and last.name == it:
-        return 1
-    in_last = any(isinstance(v, ir.Var) and v.name == it for v in last.walk())
-    return 2 if in_last else 3
+    return 1 if use.alone else 2 if use.last else 3

@@ -2,7 +2,7 @@
 large uniform sample) and measure the best-ranked first.
 
 Before there is enough to learn from, the rank is the prior: the cycles the pipeline's
-cost model (``polyopt.schedule.cost``) predicts for a configuration's schedule (it does not
+cost model (``polyopt.costmodel.cost``) predicts for a configuration's schedule (it does not
 see the register tile: ties are broken at random). Then a ridge model of log time on the
 configuration's knobs (one-hot) and analytic features, the prediction among them, refit on
 every measurement. Each batch takes the best-ranked candidates of the pool, the

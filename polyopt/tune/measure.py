@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from polyopt import api, dtypes, ir, lang
+from polyopt.costmodel.machine import ENV_VAR, host
 from polyopt.errors import PolyoptError
 from polyopt.lang.lexer import widen_floats
 from polyopt.runtime.interp import evaluate
-from polyopt.schedule.machine import ENV_VAR, host
 
 TOLERANCE = 1e-4  # relative L2 error against the float64 reference
 SETTLE_S = 0.2  # pause between the checked call and the timed ones

@@ -17,11 +17,11 @@ from typing import Any
 import islpy as isl
 
 from polyopt import lang
+from polyopt.costmodel.memory import check_scratch
 from polyopt.driver import schedule_from_json
 from polyopt.errors import PolyoptError, ScheduleError
-from polyopt.schedule import Schedule, Step
-from polyopt.schedule.memory import check_scratch
-from polyopt.schedule.transform import MAX_FULL_UNROLL
+from polyopt.schedules import Schedule, Step
+from polyopt.schedules.transform import MAX_FULL_UNROLL
 from polyopt.tune.db import Database, Record
 from polyopt.tune.tuner import best_record, has_database, make_key
 

@@ -24,14 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyopt import ir, lang
+from polyopt.costmodel.gpu_policy import GPU_POLICY, GpuPolicy
+from polyopt.costmodel.lanes import candidates
+from polyopt.costmodel.machine import Machine, host
+from polyopt.costmodel.policy import CpuPolicy, cpu_policy
+from polyopt.costmodel.strides import index_use
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
+from polyopt.pipeline.knobs import REGISTER_KNOBS
 from polyopt.poly.merge import mergeable
-from polyopt.schedule.gpu_policy import GPU_POLICY, GpuPolicy
-from polyopt.schedule.knobs import REGISTER_KNOBS
-from polyopt.schedule.lanes import candidates
-from polyopt.schedule.machine import Machine, host
-from polyopt.schedule.policy import CpuPolicy, cpu_policy
 
 Config = dict[str, Any]
 
@@ -212,11 +213,9 @@ def _loop_knobs(program: ir.Program, policy: CpuPolicy,
 
 def _unit_stride_iters(s: ir.Stmt) -> set[str]:
     """Iterators in the last index of one of ``s``'s accesses (candidate vector loops)."""
-    lasts = [r.indices[-1] for r in s.rhs.walk() if isinstance(r, ir.Read) and r.indices]
-    out = set(s.lhs[-1:])
-    for ix in lasts:
-        out |= {v.name for v in ix.walk() if isinstance(v, ir.Var) and v.name in s.iters}
-    return out
+    reads = [r for r in s.rhs.walk() if isinstance(r, ir.Read)]
+    return set(s.lhs[-1:]) | {it for it in s.iters for r in reads
+                              if index_use(r.indices, it).last}
 
 
 def _outputs(program: ir.Program, s: ir.Stmt) -> int:

@@ -1,4 +1,4 @@
-"""Code-generation bugs that the differential fuzzer (tests/schedule/test_fuzz_schedules.py)
+"""Code-generation bugs that the differential fuzzer (tests/schedules/test_fuzz_schedules.py)
 found, each minimized to the smallest program and verbs that still showed it."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from polyopt import LanguageError, kernels
 from polyopt.lang import build_program
 from polyopt.poly import analyze
 from polyopt.runtime.interp import evaluate
-from polyopt.schedule.storage import modulo_storage
+from polyopt.schedules.storage import modulo_storage
 
 JACOBI = """def jacobi1d<T=100>(float(N) A0) -> (B) local (float(T,N) A) {
     A(t,i) = A0(i)                                         where t in 0:1, i in 0:N

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import polyopt
+from polyopt.costmodel.machine import host
 from polyopt.runtime.arrays import aligned_zeros, alignment
-from polyopt.schedule.machine import host
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (3, 5), (1 << 20,), (7, 1 << 16)])

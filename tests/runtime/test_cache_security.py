@@ -23,10 +23,10 @@ import pytest
 
 import polyopt
 from polyopt import config, lang, trust
+from polyopt.costmodel import machine as mm
+from polyopt.costmodel.machine import Machine
 from polyopt.runtime import cache, compiler, nvcc, records
 from polyopt.runtime.compiler import compile_shared, load_library
-from polyopt.schedule import machine as mm
-from polyopt.schedule.machine import Machine
 from polyopt.tune import db
 from polyopt.tune.replay import TuningWarning, tuned_schedule
 

@@ -47,7 +47,7 @@ def test_guarded_zeros_are_zeros_that_fault_one_byte_past_the_end() -> None:
 ROWS_PAST_THE_END = """
     import dataclasses, numpy as np, polyopt
     import polyopt.api as api
-    from polyopt.schedule import register_tile
+    from polyopt.pipeline import register_tile
     register_tile.invariant_reads = lambda s, it: 1
     if {drop_tails}:
         variant = api.Kernel._variant

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from polyopt.cli import main
+from polyopt.costmodel import machine as mm
+from polyopt.costmodel.machine import MEASURED, Machine
 from polyopt.runtime import probe
-from polyopt.schedule import machine as mm
-from polyopt.schedule.machine import MEASURED, Machine
 
 MIB = 1 << 20
 

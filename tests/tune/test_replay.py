@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import polyopt
-from polyopt.schedule import memory
+from polyopt.costmodel import memory
 from polyopt.tune import TuningWarning
 from polyopt.tune.db import Database, Record
 from polyopt.tune.replay import check_step, tuned_schedule

@@ -184,7 +184,7 @@ def test_measurements_run_on_a_dask_cluster(tmp_path: Path) -> None:
 
 
 def test_isl_footprints_of_register_and_panel_tiles() -> None:
-    from polyopt.schedule.machine import Machine
+    from polyopt.costmodel.machine import Machine
     from polyopt.tune.features import N_FEATURES, Footprints
 
     machine = Machine(vector_bytes=64, vector_registers=32, l1d_bytes=32768, l2_bytes=1 << 20)
@@ -206,7 +206,7 @@ def test_isl_footprints_of_register_and_panel_tiles() -> None:
 
 
 def test_footprints_follow_the_channel_blocking_and_the_gpu_tile() -> None:
-    from polyopt.schedule.machine import Machine
+    from polyopt.costmodel.machine import Machine
     from polyopt.tune.features import Footprints
 
     conv = ("def conv(float(N,C,H,W) I, float(F,C,KH,KW) Wt) -> (O) {\n"
