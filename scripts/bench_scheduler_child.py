@@ -16,7 +16,7 @@ import warnings
 
 import polyopt
 from polyopt import kernels
-from polyopt.schedule import auto
+from polyopt.pipeline import auto
 
 CASES = {"relu": ("relu", {"M": 64, "N": 128}),
          "softmax": ("softmax", {"N": 64, "D": 128}),
