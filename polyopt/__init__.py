@@ -11,7 +11,6 @@ import importlib
 from polyopt import tune  # the package, callable as polyopt.tune(...)
 from polyopt.api import Kernel, compile
 from polyopt.autodiff import grad
-from polyopt.einsum import einsum, einsum_path
 from polyopt.errors import (
     BoundsError,
     CodegenError,
@@ -30,6 +29,7 @@ from polyopt.errors import (
     SizesRequiredError,
 )
 from polyopt.schedule import Schedule
+from polyopt.subscripts.call import einsum, einsum_path
 from polyopt.version import __version__ as __version__
 
 # The operator library, reachable after a bare `import polyopt` (the README's use). It is
