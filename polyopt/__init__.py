@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-from polyopt import tune  # the package, callable as polyopt.tune(...)
 from polyopt.api import Kernel, compile
 from polyopt.autodiff import grad
 from polyopt.errors import (
@@ -36,6 +36,20 @@ from polyopt.version import __version__ as __version__
 # installed from the top-level kernels/ (setup.cfg's package_dir), which type checkers
 # cannot follow: hence a module object rather than an import statement.
 kernels = importlib.import_module("polyopt.kernels")
+
+if TYPE_CHECKING:
+    from polyopt.tuning.tuner import tune
+
+
+def __getattr__(name: str) -> Any:
+    """The public names that only some users need, loaded at first use (PEP 562), so that
+    ``import polyopt`` does not load them: ``tune`` (the search and its measurement)."""
+    if name == "tune":
+        from polyopt.tuning.tuner import tune
+
+        globals()["tune"] = tune  # later lookups find it without coming here
+        return tune
+    raise AttributeError(f"module 'polyopt' has no attribute {name!r}")
 
 __all__ = [
     "BoundsError",

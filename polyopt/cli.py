@@ -20,8 +20,8 @@ from polyopt.runtime import probe
 from polyopt.runtime.interp import evaluate
 from polyopt.schedule import machine, show
 from polyopt.schedule.roofplot import plot_roofline
-from polyopt.tune.db import Database
-from polyopt.tune.tuner import Trial, tune
+from polyopt.tuning.db import Database
+from polyopt.tuning.tuner import Trial, tune
 
 EMIT = ("c", "schedule", "domains", "deps", "ir", "ast")
 

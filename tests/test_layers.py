@@ -2,7 +2,8 @@
 
 The order is written once, here, lowest first. A module may import from its own layer or any
 lower one; the imports between modules (those inside functions included) must form no cycle.
-Only optional third-party packages may be imported inside a function.
+Only optional third-party packages may be imported inside a function, and polyopt's own
+modules only in the package's PEP 562 ``__getattr__`` (public names loaded at first use).
 """
 
 from __future__ import annotations
@@ -28,9 +29,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("codegen", ("polyopt.codegen",)),
     ("runtime", ("polyopt.runtime",)),
     ("driver", ("polyopt.driver",)),
+    # The tuning database's read path (key, db, lookup, replay): compile asks it directly.
+    ("tuning", ("polyopt.tuning",)),
     ("api", ("polyopt.api", "polyopt.subscripts")),  # compile; einsum (subscripts) on it
     ("torch", ("polyopt.torch",)),  # PyTorch operators: the one module that imports torch
-    ("tune", ("polyopt.tune",)),
+    # The tuner's search, which measures candidates through compile.
+    ("search", tuple(f"polyopt.tuning.{m}" for m in (
+        "space", "features", "model", "history", "guided", "search", "measure", "worker",
+        "tuner"))),
     ("bench", ("polyopt.bench",)),
     ("cli", ("polyopt.cli",)),
     ("package", ("polyopt",)),  # polyopt/__init__.py: the public names
@@ -64,7 +70,7 @@ def imports(name: str, path: Path, known: set[str]) -> Iterator[tuple[str, int, 
     tree = ast.parse(path.read_text())
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     inner = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-             for n in ast.walk(f)}
+             and not _lazy(name, tree, f) for n in ast.walk(f)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -82,6 +88,14 @@ def imports(name: str, path: Path, known: set[str]) -> Iterator[tuple[str, int, 
                 while t not in known:
                     t = t.rpartition(".")[0]
                 yield t, node.lineno, id(node) in inner
+
+
+def _lazy(name: str, tree: ast.Module, function: ast.AST) -> bool:
+    """Is ``function`` the package's PEP 562 ``__getattr__``? It imports the public names
+    only some users need (the tuner's search) at their first use, so that ``import polyopt``
+    stays fast; no other function may import polyopt."""
+    return name == "polyopt" and function in tree.body and getattr(
+        function, "name", None) == "__getattr__"
 
 
 def graph() -> tuple[dict[str, set[str]], list[str], list[str]]:

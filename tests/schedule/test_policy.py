@@ -28,8 +28,8 @@ from polyopt.schedule.register_tile import (
     _register_shape,
     row_block,
 )
-from polyopt.tune.features import Footprints
-from polyopt.tune.space import space_for
+from polyopt.tuning.features import Footprints
+from polyopt.tuning.space import space_for
 
 AVX512 = Machine(vector_bytes=64, vector_registers=32, cores=4, l1d_bytes=48 << 10,
                  l2_bytes=2 << 20, l3_bytes=32 << 20)

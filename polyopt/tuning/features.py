@@ -59,7 +59,7 @@ from polyopt.schedule.marks import Tag
 from polyopt.schedule.policy import cpu_policy
 from polyopt.schedule.register_tile import row_block
 from polyopt.schedule.tree import Loop
-from polyopt.tune.space import Config
+from polyopt.tuning.space import Config
 
 N_FEATURES = 11
 ACCUMULATORS = 4  # the index in ``features``: the accumulators over the vector registers
