@@ -10,7 +10,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from polyopt.api import Kernel, compile
-from polyopt.autodiff import grad
 from polyopt.errors import (
     BoundsError,
     CodegenError,
@@ -29,7 +28,6 @@ from polyopt.errors import (
     SizesRequiredError,
 )
 from polyopt.schedule import Schedule
-from polyopt.subscripts.call import einsum, einsum_path
 from polyopt.version import __version__ as __version__
 
 # The operator library, reachable after a bare `import polyopt` (the README's use). It is
@@ -38,18 +36,39 @@ from polyopt.version import __version__ as __version__
 kernels = importlib.import_module("polyopt.kernels")
 
 if TYPE_CHECKING:
+    from polyopt.autodiff import grad
+    from polyopt.subscripts.call import einsum, einsum_path
     from polyopt.tuning.tuner import tune
+
+# Public names that only some users need, loaded at their first use (PEP 562 __getattr__), so
+# that `import polyopt` stays fast: the tuner's search and measurement, einsum, autodiff.
+_LAZY = ("einsum", "einsum_path", "grad", "tune")
 
 
 def __getattr__(name: str) -> Any:
-    """The public names that only some users need, loaded at first use (PEP 562), so that
-    ``import polyopt`` does not load them: ``tune`` (the search and its measurement)."""
     if name == "tune":
         from polyopt.tuning.tuner import tune
 
-        globals()["tune"] = tune  # later lookups find it without coming here
-        return tune
+        return _keep(name, tune)
+    if name == "grad":
+        from polyopt.autodiff import grad
+
+        return _keep(name, grad)
+    if name in ("einsum", "einsum_path"):
+        from polyopt.subscripts import call
+
+        return _keep(name, getattr(call, name))
     raise AttributeError(f"module 'polyopt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+def _keep(name: str, value: Any) -> Any:
+    globals()[name] = value  # later lookups find it without calling __getattr__
+    return value
+
 
 __all__ = [
     "BoundsError",

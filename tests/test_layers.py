@@ -9,6 +9,8 @@ modules only in the package's PEP 562 ``__getattr__`` (public names loaded at fi
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -163,3 +165,19 @@ def test_no_import_cycles() -> None:
     edges, _, _ = graph()
     found = cycles(edges)
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+# What only some users need, which `import polyopt` must not load (it loads them at first
+# use): ml_dtypes (bfloat16 arrays; its import alone took 0.6 s), the tuner's search and
+# measurement, einsum, autodiff, the benchmarks and torch.
+NOT_AT_IMPORT = ("ml_dtypes", "torch", "polyopt.bench", "polyopt.torch", "polyopt.autodiff",
+                 "polyopt.subscripts", *LAYERS[[n for n, _ in LAYERS].index("search")][1])
+
+
+def test_import_polyopt_leaves_optional_parts_unloaded() -> None:
+    code = "import sys, polyopt; print(' '.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    loaded = [m for m in out if any(m == p or m.startswith(p + ".") for p in NOT_AT_IMPORT)]
+    assert not loaded, f"import polyopt loaded {loaded}"
+    assert "polyopt.tuning.replay" in out  # compile reads the tuning database itself
