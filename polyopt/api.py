@@ -7,6 +7,7 @@ import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,22 +38,9 @@ from polyopt.runtime.emulated import EmulatedKernel
 from polyopt.runtime.guard import guarded_zeros
 from polyopt.runtime.warm import Compiled, Signature
 from polyopt.schedules import Schedule
+from polyopt.tuning.db import state as database_state
+from polyopt.tuning.replay import tuned_schedule
 from polyopt.views.stats import Stats, schedule_stats
-
-# The tuning database's best schedule for (definition, sizes, target), or None. polyopt.tune
-# (a layer above this one) registers it when imported, as ``import polyopt`` does, with a
-# cheap summary of the database's state (a warm start's key: see _asked).
-TuningLookup = Callable[[lang.Definition, Mapping[str, int], str], "Schedule | None"]
-_tuning: TuningLookup | None = None
-_tuning_state: Callable[[], str] | None = None
-
-
-def use_tuning(lookup: TuningLookup | None, state: Callable[[], str] | None = None) -> None:
-    """Make ``compile`` ask ``lookup`` for a tuned schedule (None: never). ``state()`` says
-    what the lookup's answers depend on (it changes whenever they may); without it, every
-    variant that may be tuned is lowered in each process."""
-    global _tuning, _tuning_state
-    _tuning, _tuning_state = lookup, state
 
 
 def compile(source: str, name: str | None = None, *, target: str = "c",
@@ -329,24 +317,29 @@ class Kernel:
     def _tuned(self, sizes: Mapping[str, int]) -> Schedule | None:
         """The tuning database's best schedule for these sizes, when there is one and the
         caller chose neither a schedule nor the size-generic kernel (``tuned`` option)."""
-        if not self._may_tune() or _tuning is None:
+        if not self._may_tune():
             return None
         # Never raises: a record that cannot be used is a TuningWarning and the default.
-        return _tuning(self._definition, sizes, self._options["target"])
+        return tuned_schedule(self._definition, sizes, self._options["target"], self._database())
 
     def _may_tune(self) -> bool:
-        return _tuning is not None and self._options.get("tuned", True) and not self._parametric
+        return self._options.get("tuned", True) is not False and not self._parametric
+
+    def _database(self) -> Path | None:
+        """The tuning database the ``tuned`` option names: a path, or None for the user's."""
+        tuned = self._options.get("tuned", True)
+        return tuned if isinstance(tuned, Path) else None
 
     def _asked(self) -> str | None:
         """What a variant's schedule depends on besides its program and the options, for the
         warm-start key: the schedule asked for and, when the tuning database may choose, its
-        state; None when that cannot be named (a Schedule object, a database without a
-        state)."""
+        state (a few system calls, where a lookup costs ms); None when that cannot be named
+        (a Schedule object)."""
         if isinstance(self._schedule_arg, Schedule):
             return None
         if self._schedule_arg is not None or not self._may_tune():
             return f"schedule={self._schedule_arg}"
-        return None if _tuning_state is None else f"tuning={_tuning_state()}"
+        return f"tuning={database_state(self._database())}"
 
     def _reuses_static(self, sizes: dict[str, int]) -> bool:
         """Does the compile-time lowering already serve a call at ``sizes``?"""

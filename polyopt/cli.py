@@ -19,8 +19,8 @@ from polyopt.costmodel import machine
 from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime import probe
 from polyopt.runtime.interp import evaluate
-from polyopt.tune.db import Database
-from polyopt.tune.tuner import Trial, tune
+from polyopt.tuning.db import Database
+from polyopt.tuning.tuner import Trial, tune
 from polyopt.views import show
 from polyopt.views.roofplot import plot_roofline
 

@@ -9,10 +9,12 @@ to (``polyopt.runtime.warm``), and records what it lowers.
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import islpy as isl
@@ -41,8 +43,9 @@ OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
     "openmp": "parallelize the outermost parallel loop with OpenMP (default True)",
     "cflags": "extra C compiler flags, a list of strings",
-    "tuned": "use the tuning database's best schedule for these shapes when it has one "
-             "(default True; see polyopt.tune)",
+    "tuned": "use the tuning database's best schedule for these shapes when it has one: "
+             "True (default: the user's database), False, or a database's pathlib.Path (or "
+             "a polyopt.tuning.Database); see polyopt.tune",
     "knobs": "CPU pipeline decisions to fix (polyopt.pipeline.knobs): mr, nr, kc (register "
              "and reduction tiles), pack, block (NCHW16c convolutions), cache_tile, order, "
              "vector, parallel, split_k (loop order, vector and parallel loops)",
@@ -98,15 +101,26 @@ def check_options(options: Mapping[str, Any] | None, target: str) -> dict[str, A
             isinstance(f, str) for f in opts["cflags"]):
         raise OptionError("option cflags must be a list of strings")
     opts["cflags"] = tuple(opts["cflags"])
-    opts.setdefault("tuned", True)
-    for key in ("openmp", "tuned"):  # "no" would be truthy: only a real bool says what it means
-        if not isinstance(opts[key], bool | np.bool_):
-            raise OptionError(f"option {key} must be True or False, not {opts[key]!r}")
-        opts[key] = bool(opts[key])
+    if not isinstance(opts["openmp"], bool | np.bool_):  # "no" would be truthy
+        raise OptionError(f"option openmp must be True or False, not {opts['openmp']!r}")
+    opts["openmp"] = bool(opts["openmp"])
+    opts["tuned"] = _tuned_option(opts.get("tuned", True))
     opts["machine"] = configured(opts.get("machine"))
     opts["gpu"] = GpuMapping.from_options(opts.get("gpu"))
     opts["knobs"] = Knobs.from_options(opts.get("knobs"))
     return opts
+
+
+def _tuned_option(value: object) -> bool | Path:
+    """The ``tuned`` option: a bool, or a tuning database as a ``pathlib.Path`` or another
+    PathLike (a ``polyopt.tuning.Database`` is one); not a str, which might be "no"."""
+    if isinstance(value, bool | np.bool_):  # "no" would be truthy: only a real bool says it
+        return bool(value)
+    path = os.fspath(value) if isinstance(value, os.PathLike) else None
+    if not isinstance(path, str) or not path:
+        raise OptionError(f"option tuned must be True or False, or a tuning database's path "
+                          f"as a pathlib.Path (or a polyopt.tuning.Database), not {value!r}")
+    return Path(path)
 
 
 SCHEDULES = ("auto", "program-order")

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import functools
+import sys
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 
 @dataclass(frozen=True)
 class DType:
     name: str  # canonical TC name: float32, int8, bool, ...
-    np: np.dtype
     c: str  # C spelling in generated code
     kind: str  # "b" bool, "u" unsigned, "i" signed, "f" float
     bits: int
+
+    @functools.cached_property
+    def np(self) -> np.dtype:
+        """numpy's dtype (bfloat16's loads ml_dtypes, at its first use: see _numpy_dtype)."""
+        return _numpy_dtype(self.name)
 
     @property
     def is_float(self) -> bool:
@@ -25,28 +30,31 @@ class DType:
         return self.kind in "bui"
 
 
-def _dt(name: str, c: str, kind: str, bits: int) -> DType:
-    # numpy has no bfloat16: ml_dtypes (JAX's) adds it as a numpy dtype.
-    dtype = np.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name)
-    return DType(name, dtype, c, kind, bits)
+def _numpy_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        # numpy has no bfloat16: ml_dtypes (JAX's) adds it as a numpy dtype. Imported here,
+        # by the first use of bfloat16, as it takes longer than the rest of `import polyopt`.
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
 # numpy's longdouble is C's long double on every platform (x86-64: the 80-bit x87 format in
 # 16 bytes), so a kernel computes it exactly as numpy stores it. Its bits are its storage's.
-_LONGDOUBLE = DType("longdouble", np.dtype(np.longdouble), "long double", "f",
-                    8 * np.dtype(np.longdouble).itemsize)
+_LONGDOUBLE = DType("longdouble", "long double", "f", 8 * np.dtype(np.longdouble).itemsize)
 
 
 DTYPES: dict[str, DType] = {d.name: d for d in (
-    _dt("bool", "bool", "b", 1),
-    _dt("uint8", "uint8_t", "u", 8), _dt("uint16", "uint16_t", "u", 16),
-    _dt("uint32", "uint32_t", "u", 32), _dt("uint64", "uint64_t", "u", 64),
-    _dt("int8", "int8_t", "i", 8), _dt("int16", "int16_t", "i", 16),
-    _dt("int32", "int32_t", "i", 32), _dt("int64", "int64_t", "i", 64),
+    DType("bool", "bool", "b", 1),
+    DType("uint8", "uint8_t", "u", 8), DType("uint16", "uint16_t", "u", 16),
+    DType("uint32", "uint32_t", "u", 32), DType("uint64", "uint64_t", "u", 64),
+    DType("int8", "int8_t", "i", 8), DType("int16", "int16_t", "i", 16),
+    DType("int32", "int32_t", "i", 32), DType("int64", "int64_t", "i", 64),
     # bfloat16 has no C type: the printer keeps it as bits and computes in float.
-    _dt("float16", "_Float16", "f", 16), _dt("bfloat16", "float", "f", 16),
-    _dt("float32", "float", "f", 32),
-    _dt("float64", "double", "f", 64),
+    DType("float16", "_Float16", "f", 16), DType("bfloat16", "float", "f", 16),
+    DType("float32", "float", "f", 32),
+    DType("float64", "double", "f", 64),
     _LONGDOUBLE,
 )}
 
@@ -61,6 +69,8 @@ def get(name: str) -> DType:
 def from_numpy(dtype: np.dtype) -> DType | None:
     """The TC type with numpy dtype ``dtype``, or None for complex, object, ... dtypes."""
     for d in DTYPES.values():
+        if d.name == "bfloat16" and "ml_dtypes" not in sys.modules:
+            continue  # only ml_dtypes makes bfloat16 arrays: none exist before it is loaded
         if d.np == dtype:
             return d
     return None

@@ -39,8 +39,6 @@ import numpy as np
 import torch
 
 from polyopt import api, autodiff, dtypes, ir, lang
-from polyopt.einsum import einsum as numpy_einsum
-from polyopt.einsum import use_array_type
 from polyopt.errors import (
     InputTypeError,
     NotDifferentiableError,
@@ -50,6 +48,8 @@ from polyopt.errors import (
     SizesRequiredError,
 )
 from polyopt.lang import syntax
+from polyopt.subscripts.call import einsum as numpy_einsum
+from polyopt.subscripts.call import use_array_type
 
 __all__ = ["Op", "einsum", "op"]
 

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 import polyopt
-from polyopt.einsum import einsum_plan
-from polyopt.einsum_path import contraction_path
+from polyopt.subscripts.call import einsum_plan
+from polyopt.subscripts.path import contraction_path
 
 # opt_einsum's tests/test_contract.py, the expressions of three or more operands.
 EXPRESSIONS = [

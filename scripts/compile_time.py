@@ -80,7 +80,7 @@ BCAST = "def bcast(float(I,K) A) -> (O) { O(i,j,k) = A(i,k) where j in 0:131072 
 def _einsum(n: int) -> Callable[[], tuple[float, float]]:
     def run() -> tuple[float, float]:
         import polyopt
-        from polyopt.einsum import einsum_plan
+        from polyopt.subscripts.call import einsum_plan
         x = np.random.default_rng(0).random((2,) * n).astype(np.float32)
         plan = einsum_plan("abcdefgh"[:n] + "->", x)  # what polyopt.einsum compiles
         t0 = time.perf_counter()

@@ -10,9 +10,9 @@ a model on ``--train`` samples and ranks the others; reported per model and kern
   held-out time (1.00: the model's first five picks contain the best; what a search that
   measures the model's top few gets).
 
-Models: polyopt's two cost-model learners (``polyopt.tune.search.CostModel``: ridge
+Models: polyopt's two cost-model learners (``polyopt.tuning.search.CostModel``: ridge
 regression, and gradient-boosted trees when XGBoost is installed), each on the knob encoding
-alone and with the isl features (``polyopt.tune.features``).
+alone and with the isl features (``polyopt.tuning.features``).
 
     python3 scripts/cost_model_eval.py --dbdir DIR [--train 32] [--splits 50]
 """
@@ -39,9 +39,9 @@ Model = Callable[[list[dict[str, Any]], list[float], list[dict[str, Any]]], list
 
 def samples(kernel: Any, dbdir: Path) -> tuple[Any, list[dict[str, Any]], list[float]]:
     """(space, configurations, log seconds) of every ok record of the kernel's runs."""
-    from polyopt.tune import Database
-    from polyopt.tune.space import space_for
-    from polyopt.tune.tuner import config_of
+    from polyopt.tuning import Database
+    from polyopt.tuning.space import space_for
+    from polyopt.tuning.tuner import config_of
 
     space = space_for(kernel.source, kernel.def_name, kernel.sizes, "c")
     best: dict[str, tuple[dict[str, Any], float]] = {}
@@ -61,7 +61,7 @@ def samples(kernel: Any, dbdir: Path) -> tuple[Any, list[dict[str, Any]], list[f
 
 def learned(space: Any, extra: Any, learner: str) -> Model | None:
     """polyopt's CostModel with ``learner`` (None: XGBoost is not installed)."""
-    from polyopt.tune.search import CostModel
+    from polyopt.tuning.search import CostModel
 
     if learner == "boosted" and importlib.util.find_spec("xgboost") is None:
         return None
@@ -97,7 +97,7 @@ def evaluate(model: Model, configs: list[dict[str, Any]], y: list[float], train:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from polyopt.tune.features import Footprints
+    from polyopt.tuning.features import Footprints
 
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -53,8 +53,8 @@ def measure_op(case: Any, n: int, rounds: int, seed: int, log: Callable[[str], N
 
     import polyopt
     from polyopt.config import scratch_cache
-    from polyopt.tune.space import space_for
-    from polyopt.tune.tuner import analytic
+    from polyopt.tuning.space import space_for
+    from polyopt.tuning.tuner import analytic
 
     start = time.perf_counter()
     space = space_for(case.source, case.kernel, case.sizes)

@@ -44,7 +44,7 @@ The strategy as it was before them (commit c1c0fad), on all of them::
     --ops mm_square,mm_odd,mm_skinny_n,linear,conv_3x3,conv_7x7_s2,conv_1x7,matvec,attn_pv,bmm \\
         --tables scripts/data/search_tables_heldout.json,scripts/data/search_tables.json
 
-The change made after that (``polyopt.tune.guided``: register tiles that spill are
+The change made after that (``polyopt.tuning.guided``: register tiles that spill are
 proposed last) was chosen on the 11 old tables and the held-out "choose" half (mm_square,
 mm_odd, conv_7x7_s2, matvec); its result on data it was not chosen on is the "test" half's::
 
@@ -102,7 +102,7 @@ def suite_cases() -> dict[str, Any]:
 
 def one_run(case: Any, strategy: str, trials: int, seed: int) -> dict[str, Any]:
     from polyopt.config import scratch_cache
-    from polyopt.tune import tune
+    from polyopt.tuning.tuner import tune
 
     start = time.perf_counter()
     with scratch_cache():
@@ -126,7 +126,7 @@ def retime(case: Any, runs: Sequence[dict[str, Any]], budgets: Sequence[int],
     import numpy as np
 
     import polyopt
-    from polyopt.tune.space import space_for
+    from polyopt.tuning.space import space_for
 
     space = space_for(case.source, case.kernel, case.sizes)
     rng = np.random.default_rng(0)
@@ -191,7 +191,7 @@ def table(runs: Sequence[dict[str, Any]], budgets: Sequence[int]) -> str:
 # -- table mode: strategies simulated on a measured table ---------------------------------
 
 def table_space(table: dict[str, Any]) -> Any:
-    from polyopt.tune.space import Space
+    from polyopt.tuning.space import Space
 
     return Space("c", tuple((name, tuple(values)) for name, values in table["knobs"].items()))
 
@@ -199,8 +199,8 @@ def table_space(table: dict[str, Any]) -> Any:
 def simulate(table: dict[str, Any], strategy: str, trials: int, seed: int) -> list[float]:
     """The tabled times (ms, inf for a failed one) of the configurations ``strategy``
     proposes, in order, when it may propose only the table's."""
-    from polyopt.tune.history import key
-    from polyopt.tune.search import search
+    from polyopt.tuning.history import key
+    from polyopt.tuning.search import search
 
     rows = {key(c): i for i, c in enumerate(table["configs"])}
     ms = [m if m is not None else math.inf for m in table["ms"]]
@@ -231,7 +231,7 @@ def study(tables: dict[str, Any], budgets: Sequence[int], seeds: int) -> dict[st
 def repriced(op: str, table: dict[str, Any]) -> dict[str, Any]:
     """``table`` with the features and prior of each configuration computed by this tree's
     cost model, as a live search would see them (the times stay the measured ones)."""
-    from polyopt.tune.tuner import analytic
+    from polyopt.tuning.tuner import analytic
 
     case = suite_cases()[op]
     features, prior = analytic(case.source, case.kernel, case.sizes)

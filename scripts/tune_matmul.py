@@ -19,7 +19,7 @@ import polyopt.kernels as kernels
 
 import polyopt
 from polyopt.schedules import Schedule
-from polyopt.tune import tune
+from polyopt.tuning.tuner import tune
 
 
 def best(fn: Callable[[], object], repeat: int = 10) -> float:

@@ -200,7 +200,7 @@ def polyopt_child(spec_text: str) -> int:
     """``tune_run``'s process: tunes, writes the trials' (elapsed s, mean ms, status)."""
     spec = json.loads(spec_text)
     from polyopt.config import scratch_cache
-    from polyopt.tune import tune
+    from polyopt.tuning.tuner import tune
 
     restore_affinity(spec["cpus"])
     start, history = float(spec["start"]), []
@@ -237,8 +237,8 @@ def restore_affinity(cpus: Sequence[int]) -> None:
 
 def seeding(kernel: Kernel, db: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Tune a new matmul shape from the database of the first: how soon is it near its best?"""
-    from polyopt.tune import Database
-    from polyopt.tune.tuner import make_key
+    from polyopt.tuning import Database
+    from polyopt.tuning.lookup import make_key
 
     key = make_key(kernel.source, kernel.def_name, kernel.sizes, "c")
     with Database(db) as database:

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polyopt
-from polyopt.einsum import einsum, einsum_plan
 from polyopt.errors import OptionError, ShapeError
+from polyopt.subscripts.call import einsum, einsum_plan
 
 _no_compiler = pytest.mark.skipif(not hasattr(polyopt, "compile"),
                                   reason="polyopt.compile is not available yet")
@@ -85,7 +85,7 @@ def _check(spec: str, ops: list[np.ndarray], got: object, **kw: object) -> None:
 # --- generated TC text (no compiler needed) -----------------------------------------------
 
 
-# The text is canonical (polyopt.einsum_tc): operands by rank, labels renamed a, b, c, ...
+# The text is canonical (polyopt.subscripts.tc): operands by rank, labels renamed a, b, c, ...
 # in order of first appearance, labels adjacent wherever they appear merged into one.
 @pytest.mark.parametrize(("spec", "shapes", "text", "sizes"), [
     ("ij,jk->ik", [(2, 3), (3, 4)],
@@ -235,7 +235,7 @@ def test_never_delegates_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_kernel_cache() -> None:
     """Small problems share the definition's size-generic kernel, compiled once for every
     shape; larger ones get a kernel specialized to their sizes, compiled once per shape."""
-    from polyopt.einsum import GENERIC_POINTS, _generic_kernel, _kernel
+    from polyopt.subscripts.call import GENERIC_POINTS, _generic_kernel, _kernel
 
     a = np.ones((3, 7), F32)
     einsum("ij->j", a)

@@ -1,4 +1,4 @@
-"""polyopt.einsum_args: numpy's calling forms and options, and numpy's exception types."""
+"""polyopt.subscripts.args: numpy's calling forms and options, and numpy's exception types."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from polyopt.einsum import einsum
-from polyopt.einsum_args import parse_args
 from polyopt.errors import InputTypeError, OptionError, OptionTypeError, PolyoptError, ShapeError
+from polyopt.subscripts.args import parse_args
+from polyopt.subscripts.call import einsum
 
 A = np.arange(6.0).reshape(2, 3)
 

@@ -3,15 +3,13 @@ results, dtypes and errors as the full path, whatever the operands' layout."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import numpy as np
 import pytest
 
-from polyopt.einsum import einsum
-
-einsum_module = importlib.import_module("polyopt.einsum")  # polyopt.einsum is the function
+from polyopt.subscripts import call as einsum_module
+from polyopt.subscripts.call import einsum
 
 pytestmark = pytest.mark.cc
 

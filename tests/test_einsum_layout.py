@@ -1,4 +1,4 @@
-"""polyopt.einsum_layout: the result's memory layout under order= and out=, and the views
+"""polyopt.subscripts.layout: the result's memory layout under order= and out=, and the views
 einsum returns; numpy's einsum is the oracle for both."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import polyopt
-from polyopt.einsum import contraction, einsum
-from polyopt.einsum_args import parse_args
-from polyopt.einsum_layout import memory_order, memory_views
+from polyopt.subscripts.args import parse_args
+from polyopt.subscripts.call import contraction, einsum
+from polyopt.subscripts.layout import memory_order, memory_views
 
 compiled = pytest.mark.cc
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 from typing import Any
@@ -12,7 +11,6 @@ import pytest
 
 import polyopt
 from polyopt import einsum
-from polyopt.einsum_path import contraction_path, greedy_path, optimal_path
 from polyopt.errors import (
     EinsumPathError,
     IncompletePathError,
@@ -22,6 +20,8 @@ from polyopt.errors import (
     PathTypeError,
     ShapeError,
 )
+from polyopt.subscripts import call as einsum_call
+from polyopt.subscripts.path import contraction_path, greedy_path, optimal_path
 
 # numpy's test extents (numpy/_core/tests/test_einsum.py, global_size_dict).
 EXTENTS = dict(zip("abcdefghijklmnopqABC",
@@ -295,7 +295,7 @@ def test_every_optimize_form(optimize: Any) -> None:
 def test_path_steps_and_one_nest(monkeypatch: pytest.MonkeyPatch) -> None:
     """Three or more operands take the path by default, as one kernel when every step is
     small and a kernel per step otherwise; False and None keep one nest."""
-    module = importlib.import_module("polyopt.einsum")  # `polyopt.einsum` is the function
+    module = einsum_call
     runs: list[str] = []
     for name in ("_run_path", "_generic_text_kernel"):
         real = getattr(module, name)

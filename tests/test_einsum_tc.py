@@ -1,4 +1,4 @@
-"""polyopt.einsum_tc: the canonical TC form of a contraction, complex contractions lowered to
+"""polyopt.subscripts.tc: the canonical TC form of a contraction, complex contractions lowered to
 real parts, and the dtypes computed in C types numpy has no TC name for."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from polyopt.einsum import GENERIC_POINTS, contraction, einsum, einsum_plan
 from polyopt.errors import OptionError
+from polyopt.subscripts.call import GENERIC_POINTS, contraction, einsum, einsum_plan
 
 compiled = pytest.mark.cc
 

@@ -2,12 +2,15 @@
 
 The order is written once, here, lowest first. A module may import from its own layer or any
 lower one; the imports between modules (those inside functions included) must form no cycle.
-Only optional third-party packages may be imported inside a function.
+Only optional third-party packages may be imported inside a function, and polyopt's own
+modules only in the package's PEP 562 ``__getattr__`` (public names loaded at first use).
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,11 +36,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("codegen", ("polyopt.codegen",)),
     ("runtime", ("polyopt.runtime",)),
     ("driver", ("polyopt.driver",)),
-    ("api", ("polyopt.api", "polyopt.einsum", "polyopt.einsum_args", "polyopt.einsum_layout",
-             "polyopt.einsum_path", "polyopt.einsum_tc", "polyopt.einsum_fused",
-             "polyopt.einsum_labels")),
+    # The tuning database's read path (key, db, lookup, replay): compile asks it directly.
+    ("tuning", ("polyopt.tuning",)),
+    ("api", ("polyopt.api", "polyopt.subscripts")),  # compile; einsum (subscripts) on it
     ("torch", ("polyopt.torch",)),  # PyTorch operators: the one module that imports torch
-    ("tune", ("polyopt.tune",)),
+    # The tuner's search, which measures candidates through compile.
+    ("search", tuple(f"polyopt.tuning.{m}" for m in (
+        "space", "features", "model", "history", "guided", "search", "measure", "worker",
+        "tuner"))),
     ("bench", ("polyopt.bench",)),
     ("cli", ("polyopt.cli",)),
     ("package", ("polyopt",)),  # polyopt/__init__.py: the public names
@@ -71,7 +77,7 @@ def imports(name: str, path: Path, known: set[str]) -> Iterator[tuple[str, int, 
     tree = ast.parse(path.read_text())
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     inner = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-             for n in ast.walk(f)}
+             and not _lazy(name, tree, f) for n in ast.walk(f)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -91,6 +97,14 @@ def imports(name: str, path: Path, known: set[str]) -> Iterator[tuple[str, int, 
                 yield t, node.lineno, id(node) in inner
 
 
+def _lazy(name: str, tree: ast.Module, function: ast.AST) -> bool:
+    """Is ``function`` the package's PEP 562 ``__getattr__``? It imports the public names
+    only some users need (the tuner's search) at their first use, so that ``import polyopt``
+    stays fast; no other function may import polyopt."""
+    return name == "polyopt" and function in tree.body and getattr(
+        function, "name", None) == "__getattr__"
+
+
 def graph() -> tuple[dict[str, set[str]], list[str], list[str]]:
     mods = modules()
     edges: dict[str, set[str]] = {m: set() for m in mods}
@@ -99,7 +113,9 @@ def graph() -> tuple[dict[str, set[str]], list[str], list[str]]:
         for target, line, in_function in imports(name, path, set(mods)):
             if target == name:
                 continue
-            where = f"{path.relative_to(ROOT.parent)}:{line}: {name} imports {target}"
+            # kernels/ installs from its own folder (in a git worktree, the main checkout's)
+            shown = path.relative_to(ROOT.parent) if path.is_relative_to(ROOT.parent) else path
+            where = f"{shown}:{line}: {name} imports {target}"
             if in_function:
                 inner.append(where)
             if layer_of(target) > layer_of(name):
@@ -154,3 +170,19 @@ def test_no_import_cycles() -> None:
     edges, _, _ = graph()
     found = cycles(edges)
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+# What only some users need, which `import polyopt` must not load (it loads them at first
+# use): ml_dtypes (bfloat16 arrays; its import alone took 0.6 s), the tuner's search and
+# measurement, einsum, autodiff, the benchmarks and torch.
+NOT_AT_IMPORT = ("ml_dtypes", "torch", "polyopt.bench", "polyopt.torch", "polyopt.autodiff",
+                 "polyopt.subscripts", *LAYERS[[n for n, _ in LAYERS].index("search")][1])
+
+
+def test_import_polyopt_leaves_optional_parts_unloaded() -> None:
+    code = "import sys, polyopt; print(' '.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    loaded = [m for m in out if any(m == p or m.startswith(p + ".") for p in NOT_AT_IMPORT)]
+    assert not loaded, f"import polyopt loaded {loaded}"
+    assert "polyopt.tuning.replay" in out  # compile reads the tuning database itself

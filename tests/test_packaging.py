@@ -44,4 +44,4 @@ def test_the_wheel_holds_every_module_and_data_file(tmp_path: Path) -> None:
     expected |= {f"polyopt/kernels/{p.name}" for p in (ROOT / "kernels").iterdir()
                  if p.suffix in (".py", ".tc")}
     assert not expected - names, sorted(expected - names)
-    assert "polyopt/tune/db.py" in names
+    assert "polyopt/tuning/db.py" in names

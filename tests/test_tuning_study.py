@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "tuning_study.py"
 
 # One kernel: the study's machinery is the same for every kernel, and each costs CI ~45 s
-# (the conv paths of the tuner are tested in tests/tune).
+# (the conv paths of the tuner are tested in tests/tuning).
 KERNELS = ("matmul",)
 
 CRASHING_TVM = """\

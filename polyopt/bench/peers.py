@@ -19,7 +19,7 @@ import numpy as np
 
 from polyopt import api, kernels
 from polyopt.bench.layers import Layer
-from polyopt.tune.tuner import lookup
+from polyopt.tuning.lookup import lookup
 
 __all__ = [
     "Context",

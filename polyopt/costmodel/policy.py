@@ -2,7 +2,7 @@
 
 :class:`CpuPolicy` holds the decisions of the CPU pipeline (``pipeline/blocked.py``,
 ``cpu.py``, ``register_tile.py``, ``parallel.py``, ``order.py``) and the CPU tuning space
-(``tune/space.py``, ``tune/features.py``);
+(``tuning/space.py``, ``tuning/features.py``);
 :class:`~polyopt.schedules.limits.Caps` (``schedules/limits.py``) bounds the code the
 printers and verbs generate, on every target; the CUDA mapping's are in
 ``costmodel/gpu_policy.py``. The tuner reads the same instances the
@@ -242,7 +242,7 @@ class CpuPolicy:
     no prefetcher; four vectors are four lines on AVX-512, a guess at the run a stride
     prefetcher needs, not measured here."""
 
-    # ---- the tuning space (tune/space.py) ----
+    # ---- the tuning space (tuning/space.py) ----
     conv_rank: int = 4
     """Outputs of this rank or more (NCHW) are convolutions to the tuner: it offers channel
     blocks (``space_block_vectors``) instead of L2 row blocks (a convolution's rows are too

@@ -34,7 +34,7 @@ class Caps:
 
     max_full_unroll: int = 64
     """Most iterations the ``unroll`` verb (and ``gpu_tile``'s reduction unroll, and a
-    replayed record's factors, ``tune/replay.py``) unrolls fully (code size)."""
+    replayed record's factors, ``tuning/replay.py``) unrolls fully (code size)."""
 
     max_unrolled_updates: int = 64
     """Vector updates one step of a register tile may print when a short reduction loop is

@@ -14,7 +14,7 @@ from polyopt.costmodel import lanes as vl
 from polyopt.costmodel.machine import configured
 from polyopt.errors import OptionError, ScheduleError
 from polyopt.schedules.schedule import Schedule
-from polyopt.tune.space import space_for
+from polyopt.tuning.space import space_for
 
 MACHINE = ("vector_bytes={},vector_registers=32,l1d_bytes=32768,l2_bytes=1048576,"
            "l3_bytes=33554432,cores=2")

@@ -29,8 +29,8 @@ from polyopt.poly import model_of
 from polyopt.poly.model import PolyStmt
 from polyopt.schedules.limits import Caps
 from polyopt.schedules.nest import UNKNOWN_TRIP
-from polyopt.tune.features import Footprints
-from polyopt.tune.space import space_for
+from polyopt.tuning.features import Footprints
+from polyopt.tuning.space import space_for
 
 AVX512 = Machine(vector_bytes=64, vector_registers=32, cores=4, l1d_bytes=48 << 10,
                  l2_bytes=2 << 20, l3_bytes=32 << 20)

@@ -18,7 +18,7 @@ from polyopt.pipeline.register_tile import rows_in_ways
 from polyopt.schedules.marks import Tag
 from polyopt.schedules.nest import UNKNOWN_TRIP
 from polyopt.schedules.tree import Loop, Node, leaf_paths, stmts_of
-from polyopt.tune.space import space_for
+from polyopt.tuning.space import space_for
 
 MACHINE = ("vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576,"
            "l3_bytes=33554432,cores=2,fma_units=2,fma_latency=4")

@@ -27,8 +27,8 @@ from polyopt.costmodel import machine as mm
 from polyopt.costmodel.machine import Machine
 from polyopt.runtime import cache, compiler, nvcc, records
 from polyopt.runtime.compiler import compile_shared, load_library
-from polyopt.tune import db
-from polyopt.tune.replay import TuningWarning, tuned_schedule
+from polyopt.tuning import db
+from polyopt.tuning.replay import TuningWarning, tuned_schedule
 
 ADD = "int add(int a, int b) { return a + b; }\n"
 EVIL = "int add(int a, int b) { return 1000; }\n"
@@ -259,7 +259,7 @@ def test_planted_cubin_in_world_writable_cache_is_not_used(cache_dir: Path,
 
 def test_tuning_database_avoids_a_world_writable_cache_dir(cache_dir: Path,
                                                            tmpdir_: Path) -> None:
-    from polyopt.tune.db import default_path
+    from polyopt.tuning.db import default_path
 
     assert default_path() == cache_dir / "tuning.sqlite"
     os.chmod(cache_dir, 0o777)

@@ -20,7 +20,7 @@ import polyopt
 from polyopt import BoundsError, ShapeError, api, driver, lang
 from polyopt.driver import check_options
 from polyopt.runtime import cache, compiler, records, warm
-from polyopt.tune import db
+from polyopt.tuning import db
 
 pytestmark = pytest.mark.cc
 
@@ -257,7 +257,7 @@ def test_the_tuning_state_changes_with_the_database(cache_dir: Path) -> None:
     database.close()
     created = db.state()
     assert created != empty and db.state() == created
-    assert api._tuning_state is db.state  # what compile keys warm starts on
+    assert api.database_state is db.state  # what compile keys warm starts on
 
 
 def _record_of(cache_dir: Path, kind: str = "kernels") -> Path:

@@ -6,8 +6,8 @@ side in one process (``confirm``): the fastest of many noisy measurements is oft
 one. The best is the fastest of those, and the database prefers such records.
 
 ``polyopt.compile`` then uses the best recorded schedule for its key (definition, shapes,
-dtypes, target, machine, version) when there is one (``lookup``); a search at a new shape
-starts from the best schedules of the nearest tuned shapes.
+dtypes, target, machine, version) when there is one (``polyopt.tuning.replay``); a search at
+a new shape starts from the best schedules of the nearest tuned shapes.
 """
 
 from __future__ import annotations
@@ -21,15 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polyopt import ir, lang
-from polyopt.errors import OptionError, PolyoptError, SizesRequiredError
+from polyopt import lang
+from polyopt.errors import OptionError
 from polyopt.runtime.cuda import device_model
-from polyopt.tune.db import Database, Record, default_path
-from polyopt.tune.features import Footprints, Predicted
-from polyopt.tune.key import Key
-from polyopt.tune.measure import Confirm, Job, Result, Runner, prepare
-from polyopt.tune.search import STRATEGIES, Features, Prior, search
-from polyopt.tune.space import Config, Space, space_for
+from polyopt.tuning.db import Database, Record
+from polyopt.tuning.features import Footprints, Predicted
+from polyopt.tuning.key import Key
+from polyopt.tuning.lookup import make_key, open_database
+from polyopt.tuning.measure import Confirm, Job, Result, Runner, prepare
+from polyopt.tuning.search import STRATEGIES, Features, Prior, search
+from polyopt.tuning.space import Config, Space, space_for
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def tune(source: str | lang.Definition, name: str | None = None, *, sizes: Mappi
          progress: Callable[[int, int, Trial], None] | None = None) -> TuneResult:
     """Search the schedule space of def ``name`` at ``sizes`` with ``trials`` measurements.
 
-    ``strategy``: "random", "genetic" or "model" (``polyopt.tune.guided``: the pipeline's
+    ``strategy``: "random", "genetic" or "model" (``polyopt.tuning.guided``: the pipeline's
     predicted cycles rank the space first, then a model fit on the measurements, with local
     moves from the fastest so far and random picks). ``db``: a path
     or ``Database`` (default: the user's tuning database; False: record nothing).
@@ -115,7 +116,7 @@ def tune(source: str | lang.Definition, name: str | None = None, *, sizes: Mappi
     source, name = definition.source, definition.name  # what workers compile
     key = make_key(definition, None, sizes, target)
     space = space_for(definition, None, sizes, target)
-    database = _database(db)
+    database = open_database(db)
     data = prepare(definition, None, sizes, seed)
     done: list[Trial] = []
     seeds = _seeds(database, key, space)
@@ -193,66 +194,6 @@ def analytic(source: str | lang.Definition, name: str | None, sizes: Mapping[str
 def _feature_row(fp: Footprints | None, predicted: Predicted | None,
                  config: Config) -> tuple[float, ...]:
     return (*(fp.of(config) if fp else ()), *((predicted.of(config),) if predicted else ()))
-
-
-def make_key(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
-             target: str) -> Key:
-    """The database key of def ``name`` at ``sizes`` on ``target`` on this machine."""
-    definition = lang.define(source, name)
-    sized = lang.build_program(definition, sizes=sizes)
-    if sized.sizes:
-        raise OptionError(f"a tuning key needs every size of def '{sized.name}'; "
-                          f"unbound: {', '.join(sized.sizes)}")
-    # The <...> parameters (strides, padding) select the operator; the tensor sizes are the
-    # key's shapes.
-    params = {k: v for k, v in sizes.items() if k in definition.params}
-    try:
-        generic = lang.build_program(definition, sizes=params)
-    except SizesRequiredError:  # affine only at these sizes: they are part of the definition
-        generic = sized
-    shapes = [tuple(ir.extent_value(e, {}) for e in t.shape) for t in sized.inputs]
-    return Key.make(generic, shapes, target)
-
-
-def lookup(source: str | lang.Definition, name: str | None, sizes: Mapping[str, int],
-           target: str, db: str | Database | None = None) -> Record | None:
-    """The best recorded schedule for this key, or None (no database, no record, or a
-    database that cannot be read; ``polyopt.tune.replay`` says why when compiling)."""
-    try:
-        return best_record(make_key(source, name, sizes, target), db)
-    except (PolyoptError, OSError):
-        return None
-
-
-def best_record(key: Key, db: str | Database | None = None) -> Record | None:
-    """The best record of ``key`` in ``db`` (default: the user's database), None when
-    there is no such file or record; DatabaseError when it cannot be read."""
-    database = _database(db, create=False)
-    if database is None:
-        return None
-    try:
-        return database.best(key)
-    finally:
-        if database is not db:  # opened here: do not leave a connection per compile
-            database.close()
-
-
-def has_database(db: str | Database | None = None) -> bool:
-    """Is there a database for ``best_record`` to read (default: the user's)?"""
-    if isinstance(db, Database):
-        return True
-    return Path(default_path() if db is None else db).exists()
-
-
-def _database(db: str | Database | bool | None, create: bool = True) -> Database | None:
-    if db is False:
-        return None
-    if isinstance(db, Database):
-        return db
-    path = default_path() if db is None or db is True else db
-    if not create and not Path(path).exists():
-        return None
-    return Database(path)
 
 
 def _seeds(database: Database | None, key: Key, space: Space) -> list[Config]:

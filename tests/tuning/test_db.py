@@ -18,8 +18,8 @@ import pytest
 
 from polyopt import cli, lang
 from polyopt.errors import OptionError
-from polyopt.tune import Database, Key, Record, canonical_hash, default_path, machine_id
-from polyopt.tune.db import DatabaseError
+from polyopt.tuning import Database, Key, Record, canonical_hash, default_path, machine_id
+from polyopt.tuning.db import DatabaseError
 
 MLP = """
 def mlp(float(B,I) X, float(J,I) W, float(J) b) -> (Y) {

@@ -1,6 +1,6 @@
 """A search in progress (``State``): the measurements so far, in order, and what may
-still be proposed; shared by the strategies of ``polyopt.tune.search`` and
-``polyopt.tune.guided``."""
+still be proposed; shared by the strategies of ``polyopt.tuning.search`` and
+``polyopt.tuning.guided``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import math
 import random
 from collections.abc import Callable, Sequence
 
-from polyopt.tune.model import Features
-from polyopt.tune.space import Config, Space
+from polyopt.tuning.model import Features
+from polyopt.tuning.space import Config, Space
 
 Evaluate = Callable[[list[Config]], list[float]]
 Prior = Callable[[Config], float]  # the pipeline's cost model: predicted log2 cycles

@@ -60,7 +60,7 @@ from polyopt.poly import build_poly
 from polyopt.poly.model import PolyProgram, PolyStmt
 from polyopt.schedules.marks import Tag
 from polyopt.schedules.tree import Loop
-from polyopt.tune.space import Config
+from polyopt.tuning.space import Config
 
 N_FEATURES = 11
 ACCUMULATORS = 4  # the index in ``features``: the accumulators over the vector registers

@@ -1,4 +1,4 @@
-"""Model-guided search (polyopt.tune.guided) on synthetic tables: where the cost model's
+"""Model-guided search (polyopt.tuning.guided) on synthetic tables: where the cost model's
 prediction correlates with the truth it finds the best sooner than random search, and it
 proposes only from a given pool. Deterministic: no timing, seeded."""
 
@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from polyopt.tune.history import key
-from polyopt.tune.search import search
-from polyopt.tune.space import Config, Space
+from polyopt.tuning.history import key
+from polyopt.tuning.search import search
+from polyopt.tuning.space import Config, Space
 
 SPACE = Space("c", (("a", (None, 1, 2, 3, 4, 5, 6, 7)), ("b", (None, 1, 2, 3, 4, 5, 6, 7)),
                     ("c", (None, True, False)), ("d", (None, "x", "y", "z"))))
@@ -99,8 +99,8 @@ def test_register_tiles_that_spill_are_proposed_last() -> None:
     """A CPU feature row (footprints, then the prediction) whose accumulators outnumber
     the vector registers marks a tile that spills: the model proposes none while others
     are left, though its prior ranks them first."""
-    from polyopt.tune.features import N_FEATURES
-    from polyopt.tune.guided import ACCUMULATORS
+    from polyopt.tuning.features import N_FEATURES
+    from polyopt.tuning.guided import ACCUMULATORS
 
     def row(c: Config) -> tuple[float, ...]:
         out = [0.0] * (N_FEATURES + 1)
@@ -116,8 +116,8 @@ def test_register_tiles_that_spill_are_proposed_last() -> None:
 
 
 def test_a_matmul_tile_too_large_for_the_registers_spills() -> None:
-    from polyopt.tune.guided import spills
-    from polyopt.tune.tuner import analytic
+    from polyopt.tuning.guided import spills
+    from polyopt.tuning.tuner import analytic
 
     mm = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
     features, _ = analytic(mm, None, {"M": 256, "N": 256, "K": 64})

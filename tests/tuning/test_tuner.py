@@ -1,5 +1,5 @@
-"""polyopt.tune: the search space, the strategies, measurement in worker processes, the
-database record, and compile's use of the best recorded schedule."""
+"""polyopt.tune (polyopt.tuning): the search space, the strategies, measurement in worker
+processes, the database record, and compile's use of the best recorded schedule."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ import pytest
 
 import polyopt
 from polyopt import kernels
-from polyopt.tune.db import Database
-from polyopt.tune.measure import Confirm, Job, Runner, prepare, reference
-from polyopt.tune.search import CostModel, search
-from polyopt.tune.space import space_for
-from polyopt.tune.tuner import config_of, lookup, tune
+from polyopt.tuning.db import Database
+from polyopt.tuning.lookup import lookup
+from polyopt.tuning.measure import Confirm, Job, Runner, prepare, reference
+from polyopt.tuning.search import CostModel, search
+from polyopt.tuning.space import space_for
+from polyopt.tuning.tuner import config_of, tune
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 SIZES = {"M": 64, "N": 48, "K": 40}
@@ -185,7 +186,7 @@ def test_measurements_run_on_a_dask_cluster(tmp_path: Path) -> None:
 
 def test_isl_footprints_of_register_and_panel_tiles() -> None:
     from polyopt.costmodel.machine import Machine
-    from polyopt.tune.features import N_FEATURES, Footprints
+    from polyopt.tuning.features import N_FEATURES, Footprints
 
     machine = Machine(vector_bytes=64, vector_registers=32, l1d_bytes=32768, l2_bytes=1 << 20)
     fp = Footprints(MM, None, {"M": 64, "N": 48, "K": 40}, machine)
@@ -207,7 +208,7 @@ def test_isl_footprints_of_register_and_panel_tiles() -> None:
 
 def test_footprints_follow_the_channel_blocking_and_the_gpu_tile() -> None:
     from polyopt.costmodel.machine import Machine
-    from polyopt.tune.features import Footprints
+    from polyopt.tuning.features import Footprints
 
     conv = ("def conv(float(N,C,H,W) I, float(F,C,KH,KW) Wt) -> (O) {\n"
             "  O(n,f,h,w) +=! I(n,r_c,h + r_kh,w + r_kw) * Wt(f,r_c,r_kh,r_kw)\n}")

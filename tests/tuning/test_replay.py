@@ -5,7 +5,10 @@ whose scratch tensors would not fit in memory are a ScheduleError, not a MemoryE
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +18,10 @@ import pytest
 
 import polyopt
 from polyopt.costmodel import memory
-from polyopt.tune import TuningWarning
-from polyopt.tune.db import Database, Record
-from polyopt.tune.replay import check_step, tuned_schedule
-from polyopt.tune.tuner import make_key
+from polyopt.tuning import TuningWarning
+from polyopt.tuning.db import Database, Record
+from polyopt.tuning.lookup import make_key
+from polyopt.tuning.replay import check_step, tuned_schedule
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 SIZES = {"M": 64, "N": 48, "K": 40}
@@ -154,6 +157,41 @@ def test_a_good_record_is_used_without_a_warning(db_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert polyopt.compile(MM, sizes=SIZES).schedule.as_json() == tuned.as_json()
+
+
+def test_the_tuned_option_names_a_database(tmp_path: Path, db_path: Path) -> None:
+    """options={"tuned": ...}: a Path or an open Database is read instead of the default
+    one; False reads none; a str (which might be "no") is refused."""
+    tuned = polyopt.schedule(MM, sizes=SIZES, options={"knobs": {"mr": 4, "kc": 16}})
+    other = tmp_path / "other.sqlite"
+    _store(other, tuned.as_json())
+    default = _default()
+    assert polyopt.compile(MM, sizes=SIZES).schedule.as_json() == default
+    with Database(other) as db:
+        for given in (other, db):
+            kernel = polyopt.compile(MM, sizes=SIZES, options={"tuned": given})
+            assert kernel.schedule.as_json() == tuned.as_json()
+    assert polyopt.compile(MM, sizes=SIZES, options={"tuned": False}).schedule.as_json() == \
+        default
+    with pytest.raises(polyopt.OptionError, match="option tuned must be True or False"):
+        polyopt.compile(MM, sizes=SIZES, options={"tuned": str(other)})
+
+
+def test_compile_reads_the_database_without_the_search(db_path: Path) -> None:
+    """The read path sits below compile: a fresh process uses a record without importing
+    polyopt.tune's search, whatever it imported first."""
+    tuned = polyopt.schedule(MM, sizes=SIZES, options={"knobs": {"mr": 4, "kc": 16}})
+    _store(db_path, tuned.as_json())
+    code = ("import json, sys, polyopt\n"
+            f"k = polyopt.compile({MM!r}, sizes={SIZES!r})\n"
+            "print(json.dumps([k.schedule.as_json(),\n"
+            "    sorted(m for m in sys.modules if m.startswith('polyopt.tuning.'))]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "POLYOPT_CACHE_DIR": str(db_path.parent)})
+    schedule, loaded = json.loads(out.stdout)
+    assert schedule == tuned.as_json()
+    assert loaded == ["polyopt.tuning.db", "polyopt.tuning.key", "polyopt.tuning.lookup",
+                      "polyopt.tuning.replay"]
 
 
 def test_steps_of_the_pipeline_pass_the_record_checks() -> None:

@@ -12,11 +12,11 @@ import pytest
 
 import polyopt
 from polyopt import lang
-from polyopt.tune import features
-from polyopt.tune.features import Predicted
-from polyopt.tune.search import search
-from polyopt.tune.space import space_for
-from polyopt.tune.tuner import analytic
+from polyopt.tuning import features
+from polyopt.tuning.features import Predicted
+from polyopt.tuning.search import search
+from polyopt.tuning.space import Space, space_for
+from polyopt.tuning.tuner import analytic
 
 COLSUM = "def colsum(float(M,N) A) -> (S) { S(n) +=! A(m,n) }"
 TRANSPOSE = "def tr(float(M,N) A) -> (B) { B(n,m) = A(m,n) }"
@@ -65,7 +65,7 @@ CASES = {
 }
 
 
-def one_at_a_time(space: polyopt.tune.space.Space) -> list[dict]:
+def one_at_a_time(space: Space) -> list[dict]:
     """The default with each loop knob at each of its values, and a few mixtures."""
     loop = {n: v for n, v in space.knobs if n in ("order", "vector", "parallel", "split_k")}
     out = [{**space.default, name: v} for name, values in loop.items() for v in values[1:]]

@@ -1,11 +1,11 @@
 """``einsum``: a drop-in for ``numpy.einsum``, computed by compiled TC kernels.
 
-Every calling form numpy accepts (``polyopt.einsum_args``) and every dtype numpy computes
+Every calling form numpy accepts (``polyopt.subscripts.args``) and every dtype numpy computes
 but object: bool, integers, float16/32/64, longdouble (C's ``long double``) and
 complex64/128/clongdouble. The subscripts are parsed and checked as numpy does them:
 implicit and explicit output, repeated subscripts in one operand (diagonals), ``...``
 broadcasting, and size-1 dims that broadcast against larger ones. The contraction then
-becomes one TC definition in a canonical form (``polyopt.einsum_tc``; a complex one is
+becomes one TC definition in a canonical form (``polyopt.subscripts.tc``; a complex one is
 lowered to real parts there); for ``ij,jk->ik`` on float32 operands of shapes (2,3), (3,4)::
 
     def einsum(float32(N0,N1) T0, float32(N1,N2) T1) -> (O) { O(a_,c_) +=! T0(a_,b_) * T1(b_,c_) }
@@ -18,7 +18,7 @@ Larger problems get a kernel specialized to their sizes (scheduled, faster code)
 per shape. ``contraction`` derives everything from the call's metadata (subscripts,
 shapes, dtypes, strides, options), never from the data, so a caller may memoize it.
 
-The result is laid out as ``order=`` says (``polyopt.einsum_layout``): the kernel writes its
+The result is laid out as ``order=`` says (``polyopt.subscripts.layout``): the kernel writes its
 dims in that memory order. One operand summed over nothing is returned as a view, as numpy
 does. numpy only casts the operands and copies results; it never computes.
 """
@@ -33,18 +33,18 @@ from typing import Any
 import numpy as np
 
 from polyopt import api, dtypes
-from polyopt.einsum_args import Casting, EinsumArgs, parse_args
-from polyopt.einsum_fused import fused_text
-from polyopt.einsum_labels import spec
-from polyopt.einsum_layout import memory_order, memory_views, single_view
-from polyopt.einsum_path import ContractionPath, contraction_path
-from polyopt.einsum_tc import Form, kernel_form, points, tc_text
 from polyopt.errors import (
     InputTypeError,
     OptionTypeError,
     PolyoptError,
     ShapeError,
 )
+from polyopt.subscripts.args import Casting, EinsumArgs, parse_args
+from polyopt.subscripts.fused import fused_text
+from polyopt.subscripts.labels import spec
+from polyopt.subscripts.layout import memory_order, memory_views, single_view
+from polyopt.subscripts.path import ContractionPath, contraction_path
+from polyopt.subscripts.tc import Form, kernel_form, points, tc_text
 
 __all__ = ["GENERIC_POINTS", "Contraction", "EinsumPlan", "contraction", "einsum",
            "einsum_path", "einsum_plan", "use_array_type"]
@@ -219,7 +219,7 @@ def use_array_type(cls: type, handler: Callable[..., Any]) -> None:
 def einsum_path(*operands: Any, optimize: Any = "greedy") -> tuple[list[Any], str]:
     """``numpy.einsum_path``: the contraction path ``einsum`` takes for ``optimize`` as
     ``['einsum_path', (i, j), ...]``, and numpy's printed report of it. See
-    ``polyopt.einsum_path`` (the module) for the methods; nothing is compiled."""
+    ``polyopt.subscripts.path`` for the methods; nothing is compiled."""
     args = parse_args(operands)
     path = contraction_path(args.subscripts, [op.shape for op in args.operands], optimize)
     return path.as_list(), path.report()

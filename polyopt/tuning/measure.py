@@ -204,7 +204,7 @@ def _error(got: Any, ref: np.ndarray) -> float:
 
 
 class Runner:
-    """Runs each job in a fresh worker process (``python -m polyopt.tune.worker``): a crash
+    """Runs each job in a fresh worker process (``python -m polyopt.tuning.worker``): a crash
     or a hang costs that candidate only, and no state (an OpenMP pool, a loaded library)
     leaks between candidates. ``executor``: run them there instead (e.g. on Dask)."""
 
@@ -279,7 +279,7 @@ class _Worker:
             # pinned that thread (OMP_PROC_BIND), and its default schedules would differ.
             env = {**os.environ, ENV_VAR: host().spec()}
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "polyopt.tune.worker", str(src), str(self.dst)],
+                [sys.executable, "-m", "polyopt.tuning.worker", str(src), str(self.dst)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
 
     def wait_built(self, deadline: float) -> Result | None:

@@ -106,7 +106,7 @@ class Space:
         """Numbers a cost model can learn from: each knob as its value (log2 for sizes, 0
         for the model's); a bool or name as its position among the knob's values, so that
         None (the model's choice), True and False differ (the isl features and the cost
-        model's prediction of ``polyopt.tune.features`` come on top)."""
+        model's prediction of ``polyopt.tuning.features`` come on top)."""
         out: list[float] = []
         for name, values in self.knobs:
             v = config[name]

@@ -1,5 +1,5 @@
 """The tuner's learned cost model: log time from a configuration's knob encoding and
-analytic features (``polyopt.tune.features``), refit on the measurements of a search."""
+analytic features (``polyopt.tuning.features``), refit on the measurements of a search."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from polyopt.errors import OptionError
-from polyopt.tune.space import Config, Space
+from polyopt.tuning.space import Config, Space
 
 Features = Callable[[Config], Sequence[float]]  # analytic features of a configuration
 

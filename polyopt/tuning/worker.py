@@ -1,7 +1,7 @@
-"""``python -m polyopt.tune.worker JOB RESULT``: compile one pickled ``Job`` (or the jobs of a
+"""``python -m polyopt.tuning.worker JOB RESULT``: compile one pickled ``Job`` (or the jobs of a
 ``Confirm``), say "built" on stdout, wait for a line on stdin, then check and time it and
 pickle its ``Result`` (a list of them) to RESULT (the tuner's worker processes; see
-``polyopt.tune.measure``)."""
+``polyopt.tuning.measure``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pickle
 import sys
 from pathlib import Path
 
-from polyopt.tune.measure import Confirm, confirm, run
+from polyopt.tuning.measure import Confirm, confirm, run
 
 
 def main(argv: list[str]) -> int:

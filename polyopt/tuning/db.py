@@ -1,6 +1,6 @@
 """The tuning database: every schedule tried for a definition, its times, and the best one.
 
-A record's :class:`~polyopt.tune.key.Key` says what the times are valid for: the definition
+A record's :class:`~polyopt.tuning.key.Key` says what the times are valid for: the definition
 (a canonical hash that ignores whitespace, comments and every name), the input shapes and
 dtypes, the target, the machine and the polyopt version. Its value is the schedule as
 replayable JSON (``Schedule.as_json()``), the compile options, every time sample, a status
@@ -48,11 +48,11 @@ from typing import IO, Any, TypeVar
 from polyopt import config, trust
 from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime import cache
-from polyopt.tune.key import Key, Shapes, shape_distance, shapes_of
+from polyopt.tuning.key import Key, Shapes, shape_distance, shapes_of
 
 SCHEMA_VERSION = 1
 # "confirmed": a schedule timed again with the fastest others of its search, side by side
-# (polyopt.tune.tuner); a key's best is its fastest confirmed record when it has one.
+# (polyopt.tuning.tuner); a key's best is its fastest confirmed record when it has one.
 STATUSES = ("ok", "confirmed", "wrong", "error", "timeout")
 BUSY_TIMEOUT_S = 60.0
 _RETRIES = 8
@@ -171,7 +171,7 @@ def state(path: str | Path | None = None) -> str:
     """A summary of the database at ``path`` (default: the user's) that changes whenever its
     contents may have: for the file and its write-ahead log, the size, modification time,
     inode and header (SQLite's counts commits, the log's checkpoints). Compile keys its warm
-    starts on it (``polyopt.api.use_tuning``): a few system calls, where a lookup costs ms."""
+    starts on it (``polyopt.api.Kernel``): a few system calls, where a lookup costs ms."""
     db = Path(path) if path is not None else default_path()
     parts = [str(db)]
     for file in (db, db.with_name(f"{db.name}-wal")):
@@ -209,6 +209,9 @@ class Database:
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
         self._connection()  # open now, so a bad path fails here
+
+    def __fspath__(self) -> str:  # so that options={"tuned": database} names its file
+        return str(self.path)
 
     def __enter__(self) -> Database:
         return self

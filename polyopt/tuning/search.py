@@ -1,5 +1,5 @@
 """Search strategies over a ``Space``: random, genetic (as Tensor Comprehensions) and
-model-guided (``polyopt.tune.guided``: the pipeline's cost model ranks the candidates
+model-guided (``polyopt.tuning.guided``: the pipeline's cost model ranks the candidates
 first, then a model fit on the measurements, with local moves from the best so far and
 random picks for exploration).
 
@@ -15,10 +15,10 @@ import random
 from collections.abc import Sequence
 
 from polyopt.errors import OptionError
-from polyopt.tune import guided
-from polyopt.tune.history import Evaluate, Prior, State
-from polyopt.tune.model import CostModel, Features
-from polyopt.tune.space import Config, Space
+from polyopt.tuning import guided
+from polyopt.tuning.history import Evaluate, Prior, State
+from polyopt.tuning.model import CostModel, Features
+from polyopt.tuning.space import Config, Space
 
 __all__ = ["STRATEGIES", "CostModel", "Evaluate", "Features", "Prior", "search"]
 STRATEGIES = ("random", "genetic", "model")

@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from polyopt.tune.features import ACCUMULATORS, N_FEATURES
-from polyopt.tune.history import State, key
-from polyopt.tune.space import Config, Space
+from polyopt.tuning.features import ACCUMULATORS, N_FEATURES
+from polyopt.tuning.history import State, key
+from polyopt.tuning.space import Config, Space
 
 POOL = 1024  # candidates ranked when the space is larger
 MIN_FIT = 6  # finite measurements before the fitted model replaces the prior

@@ -1,7 +1,7 @@
 """A contraction path as one TC definition: each step a statement, the intermediates locals.
 
 Along a path, ``einsum`` runs each pairwise step as a kernel call of its own. Where every
-step is small (at most ``einsum.FUSED_POINTS`` iteration points), a call's fixed cost (a
+step is small (at most ``call.FUSED_POINTS`` iteration points), a call's fixed cost (a
 few microseconds: argument checks, output allocation) is of the order of the step's work,
 so the steps run as one definition, one call, a plain size-generic loop nest on one thread:
 ``ij,jk,kl->il`` along ``(0, 1), (0, 1)`` becomes::
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from polyopt.einsum_path import ContractionPath
+from polyopt.subscripts.path import ContractionPath
 
 __all__ = ["fused_text"]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import islpy as isl
@@ -22,8 +23,8 @@ from polyopt.driver import schedule_from_json
 from polyopt.errors import PolyoptError, ScheduleError
 from polyopt.schedules import Schedule, Step
 from polyopt.schedules.transform import MAX_FULL_UNROLL
-from polyopt.tune.db import Database, Record
-from polyopt.tune.tuner import best_record, has_database, make_key
+from polyopt.tuning.db import Database, Record
+from polyopt.tuning.lookup import best_record, has_database, make_key
 
 # Far above any tile, split or packing factor the pipeline or the tuner picks (at most 512),
 # and small enough for isl and for the C ints of the generated code.
@@ -48,7 +49,7 @@ class TuningWarning(UserWarning):
 
 
 def tuned_schedule(definition: lang.Definition, sizes: Mapping[str, int], target: str,
-                   db: str | Database | None = None) -> Schedule | None:
+                   db: str | Path | Database | None = None) -> Schedule | None:
     """The best recorded schedule of ``definition`` at ``sizes`` on ``target``, replayed and
     checked; None (with one TuningWarning when a record was there) otherwise."""
     try:
