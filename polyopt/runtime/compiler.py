@@ -50,15 +50,15 @@ from polyopt.runtime import cache, miscompiles, records, tempdirs
 # (runtime/miscompiles.py) with these flags and any others.
 DEFAULT_FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fno-split-loops", "-fopenmp",
                                   "-fPIC", "-shared", "-std=gnu11")
-def _vector_math() -> tuple[str, ...]:
-    """glibc's libmvec on x86-64, so vectorized loops call vector exp/log/... (the
-    prelude declares them ``simd`` under ``POLYOPT_LIBMVEC``: ``polyopt.codegen.vmath``)."""
-    if platform.machine() == "x86_64" and ctypes.util.find_library("mvec"):
-        return ("-DPOLYOPT_LIBMVEC", *vmath.no_builtin_flags(), "-lmvec")
-    return ()
-
-
-LINK_FLAGS: tuple[str, ...] = (*_vector_math(), "-lm")
+@functools.cache
+def base_link_flags() -> tuple[str, ...]:
+    """The flags every kernel links with: glibc's libmvec on x86-64, so vectorized loops
+    call vector exp/log/... (the prelude declares them ``simd`` under ``POLYOPT_LIBMVEC``:
+    ``polyopt.codegen.vmath``), and libm. Asked at the first build, not at import: finding
+    libmvec runs the system's library lookup (milliseconds of ``import polyopt``)."""
+    mvec = platform.machine() == "x86_64" and ctypes.util.find_library("mvec")
+    return (*(("-DPOLYOPT_LIBMVEC", *vmath.no_builtin_flags(), "-lmvec") if mvec else ()),
+            "-lm")
 _REQUIRED = ("-fPIC", "-shared")
 _NATIVE = "-march=native"
 _HEX_KEY = re.compile(r"[0-9a-f]{64}")
@@ -205,9 +205,10 @@ def _prepare(source: str, flags: Sequence[str] | None, link_flags: Sequence[str]
     identity = compiler_identity(cfg.cc)
     final = _final_flags(cfg, flags)
     link = tuple(link_flags)
-    final += miscompiles.remedies(cfg.cc, identity, final, (*LINK_FLAGS, *link),
+    final += miscompiles.remedies(cfg.cc, identity, final, (*base_link_flags(), *link),
                                   _verdict_root(cfg))
-    key = cache.cache_key(source, f"{identity} | {_machine(final)}", (*final, *LINK_FLAGS, *link))
+    key = cache.cache_key(source, f"{identity} | {_machine(final)}",
+                          (*final, *base_link_flags(), *link))
     return _Job(cfg, identity, final, key, link)
 
 
@@ -262,7 +263,7 @@ def _stamp_key(cfg: config.Config, source: str, flags: Sequence[str] | None,
     if stamp is None:
         return None
     final = _final_flags(cfg, flags)
-    return records.key_of(cache.CACHE_FORMAT, stamp, final, LINK_FLAGS, tuple(link_flags),
+    return records.key_of(cache.CACHE_FORMAT, stamp, final, base_link_flags(), tuple(link_flags),
                           _machine(final), source)
 
 
@@ -344,7 +345,7 @@ def _build(job: _Job, source: str) -> bytes:
 
 
 def _run(job: _Job, flags: Sequence[str], src: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    argv = [*job.cfg.cc, *flags, "-o", str(out), str(src), *LINK_FLAGS, *job.link_flags]
+    argv = [*job.cfg.cc, *flags, "-o", str(out), str(src), *base_link_flags(), *job.link_flags]
     _trace(job.cfg, 1, shlex.join(argv))
     try:
         return subprocess.run(argv, capture_output=True, text=True, cwd=src.parent,

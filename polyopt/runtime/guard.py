@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import math
 import mmap
 
@@ -21,7 +22,10 @@ import numpy as np
 PROT_NONE = 0
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
+    """libc, for ``mprotect``; looked up at the first guarded array, not at import (the
+    system's library lookup takes milliseconds)."""
     name = ctypes.util.find_library("c")
     try:
         return ctypes.CDLL(name, use_errno=True) if name else None
@@ -29,20 +33,18 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-_LIBC = _libc()
-
-
 def guarded_zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """Zeros of ``shape`` whose last byte is followed by an inaccessible page."""
     dtype = np.dtype(dtype)
     nbytes = max(1, math.prod(shape)) * dtype.itemsize
-    if _LIBC is None or not hasattr(mmap, "MAP_ANONYMOUS"):
+    libc = _libc()
+    if libc is None or not hasattr(mmap, "MAP_ANONYMOUS"):
         return np.zeros(shape, dtype)
     page = mmap.PAGESIZE
     pages = -(-nbytes // page)
     buf = mmap.mmap(-1, (pages + 1) * page)  # anonymous: zero-filled
     base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-    if _LIBC.mprotect(ctypes.c_void_p(base + pages * page), ctypes.c_size_t(page),
+    if libc.mprotect(ctypes.c_void_p(base + pages * page), ctypes.c_size_t(page),
                       PROT_NONE) != 0:
         return np.zeros(shape, dtype)
     start = pages * page - nbytes  # the array's end meets the guard page

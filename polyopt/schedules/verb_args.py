@@ -110,11 +110,12 @@ def checked(fn: F) -> F:
     """``fn`` (a Schedule verb) with its arguments checked against ``SIGNATURES``."""
     verb = fn.__name__
     kinds = SIGNATURES[verb]
-    sig = inspect.signature(fn)
-    star = {p.name for p in sig.parameters.values() if p.kind is p.VAR_POSITIONAL}
+    signature = functools.cache(lambda: inspect.signature(fn))  # at the first call: import
 
     @functools.wraps(fn)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sig = signature()
+        star = {p.name for p in sig.parameters.values() if p.kind is p.VAR_POSITIONAL}
         try:
             bound = sig.bind(self, *args, **kwargs)
         except TypeError as e:

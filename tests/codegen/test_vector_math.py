@@ -18,7 +18,7 @@ import pytest
 
 import polyopt
 from polyopt import config
-from polyopt.runtime.compiler import LINK_FLAGS
+from polyopt.runtime.compiler import base_link_flags
 from polyopt.runtime.cpu import flags_for
 
 GELU = """
@@ -152,7 +152,7 @@ def vectorized_lines(source: str, cflags: tuple[str, ...]) -> set[int]:
         path = Path(tmp) / "k.c"
         path.write_text(source)
         argv = [*config.current().cc, *flags_for(), *cflags, "-fopt-info-vec-optimized",
-                "-S", "-o", os.devnull, str(path), *LINK_FLAGS]
+                "-S", "-o", os.devnull, str(path), *base_link_flags()]
         log = subprocess.run(argv, capture_output=True, text=True, check=True).stderr
     return {int(m) for m in re.findall(r"k\.c:(\d+):\d+: optimized: loop vectorized", log)}
 
