@@ -17,9 +17,17 @@ def check_single_assignment(program: ir.Program) -> None:
     if not program.value_semantics:
         return
     seen: dict[str, list[tuple[ir.Stmt, isl.Set]]] = {}
+    # Each tensor's elements written so far, coalesced: one test per statement, not one per
+    # pair (2,000,000 intersections, 12 s, for one output written in 2000 pieces).
+    written: dict[str, isl.Set] = {}
     for stmt in program.stmts:
         image = _written(stmt)
-        for other, theirs in seen.get(stmt.tensor, []):
+        so_far = written.get(stmt.tensor)
+        written[stmt.tensor] = image if so_far is None else so_far.union(image).coalesce()
+        if so_far is None or image.intersect(so_far).is_empty():
+            seen.setdefault(stmt.tensor, []).append((stmt, image))
+            continue
+        for other, theirs in seen[stmt.tensor]:
             both = image.intersect(theirs)
             if both.is_empty():
                 continue
@@ -29,7 +37,6 @@ def check_single_assignment(program: ir.Program) -> None:
                 f"in a def with recurrences each element is written by one statement, but "
                 f"{other.name} and {stmt.name} both write {sample_element(both)}{hint}",
                 program.source, stmt.pos)
-        seen.setdefault(stmt.tensor, []).append((stmt, image))
 
 
 def _written(stmt: ir.Stmt) -> isl.Set:
