@@ -48,6 +48,7 @@ from polyopt.errors import (
     SizesRequiredError,
 )
 from polyopt.lang import syntax
+from polyopt.runtime.calls import bind_sizes
 from polyopt.subscripts.call import einsum as numpy_einsum
 from polyopt.subscripts.call import use_array_type
 
@@ -249,7 +250,7 @@ class Op:
         size-generic program's output extents, affine in the sizes, evaluated on them. Where
         an extent is not one affine piece, or the def needs its sizes to be affine, the
         sizes are specialized to their values (torch then traces each shape on its own)."""
-        bound = api.bind_sizes(self.name, self._inputs, self._sizes, shapes)
+        bound = bind_sizes(self.name, self._inputs, self._sizes, shapes)
         sizes = {**self._sizes, **bound}
         try:
             program = lang.build_program(self.definition, sizes=self._sizes)
@@ -266,7 +267,7 @@ class Op:
 
     def output_specs(self, shapes: Sequence[tuple[int, ...]]) -> list[_Output]:
         """Each output's name, shape and dtype when the inputs have ``shapes``."""
-        sizes = {**self._sizes, **api.bind_sizes(self.name, self._inputs, self._sizes, shapes)}
+        sizes = {**self._sizes, **bind_sizes(self.name, self._inputs, self._sizes, shapes)}
         program = lang.build_program(self.definition, sizes=sizes)
         return [_Output(t.name, tuple(ir.extent_value(e, sizes) for e in t.shape),
                         TORCH_DTYPES[t.dtype]) for t in program.outputs]

@@ -30,7 +30,7 @@ def misaligned(kernel: polyopt.Kernel, call: Callable[[], object]) -> None:
     """Give ``kernel`` scratch at numpy's alignment: a first call fills its per-thread
     cache, whose arrays are then swapped for numpy's zeros of the same shapes."""
     call()
-    cache = kernel._scratch.buffers
+    cache = kernel._calls._scratch.buffers
     for key, (arrays, _) in list(cache.items()):
         fresh = [np.zeros(a.shape, a.dtype) for a in arrays]
         cache[key] = fresh, tuple(a.ctypes.data for a in fresh)

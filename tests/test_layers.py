@@ -38,7 +38,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("driver", ("polyopt.driver",)),
     # The tuning database's read path (key, db, lookup, replay): compile asks it directly.
     ("tuning", ("polyopt.tuning",)),
-    ("api", ("polyopt.api", "polyopt.subscripts")),  # compile; einsum (subscripts) on it
+    # compile (api, its Kernel facade over variants); einsum (subscripts) on it
+    ("api", ("polyopt.api", "polyopt.variants", "polyopt.subscripts")),
     ("torch", ("polyopt.torch",)),  # PyTorch operators: the one module that imports torch
     # The tuner's search, which measures candidates through compile.
     ("search", tuple(f"polyopt.tuning.{m}" for m in (

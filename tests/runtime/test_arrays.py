@@ -31,6 +31,6 @@ def test_kernels_pack_into_aligned_scratch() -> None:
     k = polyopt.compile(src, sizes={"M": 512, "N": 512, "K": 512})
     a = np.ones((512, 512), np.float32)
     np.testing.assert_allclose(k(a, a), a @ a)
-    (_, addresses), = k._scratch.buffers.values()
+    (_, addresses), = k._calls._scratch.buffers.values()
     assert "A_pack" in k.source and addresses
     assert all(x % alignment() == 0 for x in addresses)

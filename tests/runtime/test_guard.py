@@ -46,16 +46,16 @@ def test_guarded_zeros_are_zeros_that_fault_one_byte_past_the_end() -> None:
 # rows of b (no row tile size divides them) the last row tile reads rows of b past its end.
 ROWS_PAST_THE_END = """
     import dataclasses, numpy as np, polyopt
-    import polyopt.api as api
+    from polyopt.variants import Variants
     from polyopt.pipeline import register_tile
     register_tile.invariant_reads = lambda s, it: 1
     if {drop_tails}:
-        variant = api.Kernel._variant
+        variant = Variants.variant
         def without_tails(self, sizes):
             compiled, kernel = variant(self, sizes)
             object.__setattr__(kernel, "source", dataclasses.replace(kernel.source, tails=()))
             return compiled, kernel
-        api.Kernel._variant = without_tails
+        Variants.variant = without_tails
     src = "def bmv(float(B,M,N) X, float(B,N) Y) -> (Z) {{ Z(b,i) +=! X(b,i,r_j) * Y(b,r_j) }}"
     k = polyopt.compile(src, sizes={{"B": 23, "M": 512, "N": 512}},
                         options={{"knobs": {{"register_tile": True}}}})

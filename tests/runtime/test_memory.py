@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import polyopt
-from polyopt import api, ir
-from polyopt.runtime import compiler
+from polyopt import ir, variants
+from polyopt.runtime import calls, compiler
 from polyopt.subscripts import call as EINSUM  # the module (polyopt.einsum is the function)
 
 pytestmark = pytest.mark.cc
@@ -35,7 +35,7 @@ def test_a_parametric_kernel_at_new_shapes_keeps_its_bounds() -> None:
     for _ in range(3000):
         a = np.ones(tuple(int(n) for n in rng.integers(1, 200, 2)), np.float32)
         kernel(a, a)
-        assert len(kernel._plans) <= api.MAX_PLANS
+        assert len(kernel._calls.plans) <= calls.MAX_PLANS
     assert len(kernel._variants) == 1
     assert compiler.loaded_count() == before
     assert ir._eval_extent.cache_info().currsize <= 4096
@@ -43,17 +43,18 @@ def test_a_parametric_kernel_at_new_shapes_keeps_its_bounds() -> None:
 
 def test_a_packed_kernel_keeps_a_few_scratch_sets() -> None:
     kernel = polyopt.compile(MATMUL, parametric=True)
-    assert kernel._ready is not None and kernel._ready.signature.locals  # packs A and B
+    ready = kernel._variants.ready
+    assert ready is not None and ready.signature.locals  # packs A and B
     for n in range(1, 40):
         c = kernel(np.ones((n, 7), np.float32), np.ones((7, n + 3), np.float32))
         np.testing.assert_allclose(c, np.full((n, n + 3), 7.0))
-        assert len(kernel._scratch.buffers) <= api.MAX_SCRATCH
+        assert len(kernel._calls._scratch.buffers) <= calls.MAX_SCRATCH
 
 
 def test_specialized_variants_are_bounded_and_their_libraries_close(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(api, "MAX_VARIANTS", 2)
-    monkeypatch.setattr(api, "MAX_PLANS", 2)
+    monkeypatch.setattr(variants, "MAX_VARIANTS", 2)
+    monkeypatch.setattr(calls, "MAX_PLANS", 2)
     kernel = polyopt.compile(PARAMETRIC)
     gc.collect()  # earlier tests' kernels
     before = compiler.loaded_count()

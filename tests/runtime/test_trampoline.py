@@ -43,7 +43,7 @@ def test_results_match_numpy_on_either_path(path: str) -> None:
     k = polyopt.compile(MM)
     for _ in range(2):  # the first call plans, the second takes the fast path
         np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
-    assert (k._plans[(a.shape, b.shape)].kernel._call is None) == (path == "ctypes")
+    assert (k._calls.plans[(a.shape, b.shape)].kernel._call is None) == (path == "ctypes")
     x = _rand(4, 33)
     s = polyopt.compile(SOFTMAX)  # locals: scratch passed by address
     for _ in range(2):
@@ -81,7 +81,7 @@ def test_the_extension_refuses_a_strided_buffer() -> None:
     a, b = _rand(4, 4), _rand(4, 4)
     k = polyopt.compile(MM)
     k(a, b)
-    kernel = k._plans[(a.shape, b.shape)].kernel
+    kernel = k._calls.plans[(a.shape, b.shape)].kernel
     call = trampoline.load().call  # type: ignore[union-attr]
     dims = CpuKernel.dims_array([4, 4, 4, 4, 4, 4, 4, 4, 4])
     with pytest.raises(ValueError, match="not C-contiguous"):  # numpy's refusal, before the call

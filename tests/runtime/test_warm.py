@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import polyopt
-from polyopt import BoundsError, ShapeError, api, driver, lang
+from polyopt import BoundsError, ShapeError, driver, lang, variants
 from polyopt.driver import check_options
 from polyopt.runtime import cache, compiler, records, warm
 from polyopt.tuning import db
@@ -257,7 +257,7 @@ def test_the_tuning_state_changes_with_the_database(cache_dir: Path) -> None:
     database.close()
     created = db.state()
     assert created != empty and db.state() == created
-    assert api.database_state is db.state  # what compile keys warm starts on
+    assert variants.database_state is db.state  # what compile keys warm starts on
 
 
 def _record_of(cache_dir: Path, kind: str = "kernels") -> Path:
@@ -415,7 +415,7 @@ def test_the_hot_call_checks_what_the_fast_path_checked() -> None:
     a, b = rng.random((6, 4), np.float32), rng.random((4, 3), np.float32)
     for _ in range(3):
         np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
-    assert k._hot is not None  # the C-bound call of the last plan
+    assert k._calls.hot is not None  # the C-bound call of the last plan
     np.testing.assert_allclose(k(a[:5], b), a[:5] @ b, rtol=1e-5)  # another shape
     np.testing.assert_allclose(k(np.asfortranarray(a), b), a @ b, rtol=1e-5)
     np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
@@ -438,7 +438,7 @@ def test_the_hot_call_raises_the_kernels_errors() -> None:
     good, bad = np.array([[0, 4]], np.int32), np.array([[0, 9]], np.int32)
     for _ in range(3):
         np.testing.assert_array_equal(k(tab, good), tab[good])
-    assert k._hot is not None
+    assert k._calls.hot is not None
     for _ in range(2):
         with pytest.raises(BoundsError, match="index 9"):
             k(tab, bad)
