@@ -2,7 +2,7 @@
 memory system (its profile, ``polyopt machine --calibrate``) and without it (the default
 machine's memory fields and sysfs's L3): the figure behind ``Machine.MEASURED``.
 
-Each suite operator (``bench_suite.py``) is compiled once, with the host's model as it is,
+Each suite operator (``polyopt bench suite``) is compiled once, with the host's model as it is,
 and its schedule priced under both machines (``order.schedule_estimate``: from cache when
 its data fit the last level, else from memory) at the core's measured cycle, then timed
 (median of ``--repeat`` batched calls). The schedule is the same for both prices; where the
@@ -18,11 +18,11 @@ import math
 import statistics
 
 import numpy as np
-from bench_ops import make_inputs, median_seconds
-from bench_suite import all_cases
 
 import polyopt
 from polyopt import config
+from polyopt.bench.measure import make_inputs, median_seconds
+from polyopt.bench.suite_cases import all_cases
 from polyopt.runtime import probe
 from polyopt.schedule import machine as mm
 from polyopt.schedule.order import schedule_estimate

@@ -20,17 +20,13 @@ import argparse
 import math
 import platform
 import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
 import polyopt
 from polyopt import kernels
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package
-import bench_ops as ops
+from polyopt.bench.measure import median_seconds
 
 F32 = np.float32
 GELU = """def gelu(float(N,M) X) -> (Y) {
@@ -80,7 +76,7 @@ VARIANTS = {"polyopt": [], "own": ["-DPOLYOPT_OWN_MATH"], "scalar": ["-DPOLYOPT_
 def timed(fn: Callable[[], object], repeat: int) -> float:
     """Milliseconds: bench_ops' median of ``repeat`` calls, after a warm-up call."""
     fn()
-    return ops.median_seconds(fn, repeat) * 1e3
+    return median_seconds(fn, repeat) * 1e3
 
 
 def run_case(case: tuple, cols: int, scale: int, repeat: int) -> list[str]:

@@ -45,12 +45,10 @@ def kernel_cases() -> Iterator[tuple[str, Lower]]:
 
 
 def suite_cases() -> Iterator[tuple[str, Lower]]:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import bench_suite
-
     import polyopt
+    from polyopt.bench import suite_cases
 
-    for case in bench_suite.all_cases(quick=False):
+    for case in suite_cases.all_cases(quick=False):
         def lower(case=case) -> str:
             kernel = polyopt.compile(case.source, case.kernel, sizes=case.sizes)
             return str(kernel.lowered().source)

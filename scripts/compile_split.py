@@ -1,6 +1,6 @@
 """Compile time of each suite operator (issue 15: at most 1 s each), split by stage.
 
-For every operator of ``scripts/bench_suite.py`` (or --ops), in one process after a warm-up
+For every operator of ``polyopt bench suite`` (or --ops), in one process after a warm-up
 compile, with an empty kernel cache each (``polyopt.config.scratch_cache``): the time from
 ``polyopt.compile`` to the first result, minus one call (as bench_suite's "compile s"),
 and its parts:
@@ -43,13 +43,10 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package
-
-import bench_ops as ops
-import bench_suite
-
 import polyopt
 from polyopt import driver
+from polyopt.bench import suite, suite_cases
+from polyopt.bench.measure import make_inputs
 from polyopt.config import scratch_cache
 from polyopt.runtime import compiler
 
@@ -134,7 +131,7 @@ def gauge(tries: int = 3) -> float:
 def measure(case: Any, parts: dict[str, list[float]],
             gc_clock: GcClock | None = None) -> dict[str, Any]:
     """One operator's cold compile: totals and stages, in seconds (gc in milliseconds)."""
-    inputs = ops.make_inputs(case, np.random.default_rng(0))
+    inputs = make_inputs(case, np.random.default_rng(0))
     parts.clear()
     if gc_clock is not None:
         gc_clock.reset()
@@ -176,7 +173,7 @@ def sequence(cases: Sequence[Any], ops_arg: str | None, then_all: bool,
 
 def _line(row: dict[str, Any], gauge_ms: float) -> str:
     stages = " ".join(f"{row[k][0]:5.2f}/{row[k][1]:5.2f}" for k, _, _ in STAGES)
-    flag = "  > 1 s" if row["cpu"] > bench_suite.COMPILE_BUDGET_S else ""
+    flag = "  > 1 s" if row["cpu"] > suite.COMPILE_BUDGET_S else ""
     return (f"{row['op']:18s} {row['wall']:5.2f} {row['cpu']:5.2f} | {stages} | "
             f"{row['gc_ms']:5.1f} {gauge_ms:5.1f}{flag}")
 
@@ -186,11 +183,11 @@ def summary(rows: Sequence[dict[str, Any]]) -> list[str]:
     if not rows:
         return ["no operator compiled"]
     slow = sorted(rows, key=lambda r: -r["cpu"])
-    over = [r for r in rows if r["cpu"] > bench_suite.COMPILE_BUDGET_S]
+    over = [r for r in rows if r["cpu"] > suite.COMPILE_BUDGET_S]
     gauges = [r["gauge_ms"] for r in rows]
     return [
         "slowest: " + ", ".join(f"{r['op']} {r['cpu']:.2f}" for r in slow[:5]),
-        f"over {bench_suite.COMPILE_BUDGET_S:g} s: {len(over)} of {len(rows)}"
+        f"over {suite.COMPILE_BUDGET_S:g} s: {len(over)} of {len(rows)}"
         + (f" ({', '.join(r['op'] for r in over)})" if over else ""),
         f"gc: {sum(r['gc_ms'] for r in rows):.0f} ms in all, at most "
         f"{max(r['gc_ms'] for r in rows):.1f} ms in one compile",
@@ -227,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the figures (one row per compile) to this file")
     args = ap.parse_args(argv)
     try:
-        todo = sequence(bench_suite.all_cases(False), args.ops, args.then_all,
+        todo = sequence(suite_cases.all_cases(False), args.ops, args.then_all,
                         max(1, args.rounds))
     except ValueError as exc:
         ap.error(str(exc))

@@ -77,7 +77,6 @@ prints the table of a saved file without running anything.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import statistics
@@ -87,17 +86,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from polyopt.bench.suite_cases import all_cases
+
 STRATEGIES = ("random", "model")
 
 
 def suite_cases() -> dict[str, Any]:
-    path = Path(__file__).resolve().parent / "bench_suite.py"
-    spec = importlib.util.spec_from_file_location("bench_suite", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_suite"] = module
-    spec.loader.exec_module(module)
-    return {c.op: c for c in module.all_cases(False)}
+    return {c.op: c for c in all_cases(False)}
 
 
 def one_run(case: Any, strategy: str, trials: int, seed: int) -> dict[str, Any]:

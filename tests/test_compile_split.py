@@ -11,6 +11,8 @@ from types import ModuleType
 
 import pytest
 
+from polyopt.bench import suite_cases
+
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 
@@ -26,7 +28,7 @@ def split() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def cases(split: ModuleType) -> list:
-    return split.bench_suite.all_cases(False)
+    return suite_cases.all_cases(False)
 
 
 def test_ops_keep_their_order_and_repeats_are_new_sources(split: ModuleType,
