@@ -1,4 +1,4 @@
-"""scripts/compile_split.py: the order of its compiles (repeats compiled anew), its summary
+"""scripts/dev/compile_split.py: the order of its compiles (repeats compiled anew), its summary
 and one short run. Speed itself is what the script measures, never a test."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from polyopt.bench import suite_cases
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "dev"
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """How well does each cost model rank schedules it has not seen? Measured offline on the
-tuning databases of a study run (``scripts/tuning_study.py --keep-dbs DIR``).
+tuning databases of a study run (``scripts/studies/tuning_study.py --keep-dbs DIR``).
 
 For each kernel, every successfully measured configuration of every strategy's run (one per
 distinct configuration, its best time) is a sample. Each of ``--splits`` random splits fits
@@ -14,7 +14,7 @@ Models: polyopt's two cost-model learners (``polyopt.tune.search.CostModel``: ri
 regression, and gradient-boosted trees when XGBoost is installed), each on the knob encoding
 alone and with the isl features (``polyopt.tune.features``).
 
-    python3 scripts/cost_model_eval.py --dbdir DIR [--train 32] [--splits 50]
+    python3 scripts/checks/cost_model_eval.py --dbdir DIR [--train 32] [--splits 50]
 """
 
 from __future__ import annotations
@@ -26,15 +26,39 @@ import random
 import statistics
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import tuning_study  # the study's kernel definitions
+from polyopt import kernels as library
+from polyopt.bench.layers import scaled, select
+from polyopt.bench.peers import polyopt_definition
 
 Model = Callable[[list[dict[str, Any]], list[float], list[dict[str, Any]]], list[float]]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel of the study as ``scripts/studies/tuning_study.py`` defines it (its full
+    sizes: matmul 1024^3, ResNet-50 conv layers unscaled); ``name`` names its databases."""
+
+    name: str
+    source: str
+    def_name: str
+    sizes: dict[str, int]
+
+
+def study_kernel(name: str) -> Kernel:
+    if name == "matmul":
+        return Kernel(name, library.source("matmul"), "matmul", {"M": 1024, "N": 1024,
+                                                                  "K": 1024})
+    if name.startswith("conv") and name[4:].isdigit():
+        def_name, source, sizes = polyopt_definition(scaled(select("resnet50", name[4:])[0], 1))
+        return Kernel(name, source, def_name, {**sizes, "N": 1})
+    raise SystemExit(f"--kernels: {name!r} is neither matmul nor conv<N> (N a ResNet-50 "
+                     "layer number, 1-23)")
 
 
 def samples(kernel: Any, dbdir: Path) -> tuple[Any, list[dict[str, Any]], list[float]]:
@@ -107,10 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--splits", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    study_args = tuning_study.parse_args(["--kernels", args.kernels])
     print(f"| kernel | samples | model | rho (median of {args.splits}) | top-5 / best |")
     print("|---|---|---|---|---|")
-    for kernel in tuning_study.kernels_for(study_args):
+    for kernel in [study_kernel(k.strip()) for k in args.kernels.split(",") if k.strip()]:
         space, configs, y = samples(kernel, args.dbdir)
         if len(configs) <= args.train + 5:
             print(f"| {kernel.name} | {len(configs)} | too few samples | - | - |")

@@ -8,7 +8,7 @@ passes, in the core's own clock (the add chain of ``bench_fork_join.py``): up to
 level's entries a load costs the L1 hit; past them, the second level's hit more; past
 that, a page walk.
 
-    python3 scripts/bench_tlb.py
+    python3 scripts/calibrate/bench_tlb.py
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import ctypes
 
-from bench_fork_join import cycle_seconds
-
+from polyopt.runtime import probe
 from polyopt.runtime.compiler import load_library
+from polyopt.schedule.machine import host
 
 SOURCE = r"""
 #include <stdlib.h>
@@ -67,7 +67,7 @@ def main() -> None:
     lib = load_library(SOURCE)
     lib.chase.restype = ctypes.c_double
     lib.chase.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_int, ctypes.c_uint]
-    cycle = cycle_seconds()
+    cycle = probe.cycle_seconds(host())
     print(f"one cycle {cycle * 1e9:.3f} ns")
     for n in (int(x) for x in args.pages.split(",")):
         t = lib.chase(n, args.loads, args.rounds, 1)

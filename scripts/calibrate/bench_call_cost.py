@@ -11,8 +11,8 @@ element is printed as a check (40 if the core overlaps enough elements' chains t
 pipes busy; more when their latency shows). Each of ``--rounds`` rounds times every
 kernel; the median of the rounds' least times is kept.
 
-    OMP_NUM_THREADS=1 python3 scripts/bench_call_cost.py
-    OMP_NUM_THREADS=1 python3 scripts/bench_call_cost.py --only exp,tanh,sqrt --lanes 8
+    OMP_NUM_THREADS=1 python3 scripts/calibrate/bench_call_cost.py
+    OMP_NUM_THREADS=1 python3 scripts/calibrate/bench_call_cost.py --only exp,tanh,sqrt --lanes 8
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import statistics
 import time
 
 import numpy as np
-from bench_fork_join import cycle_seconds
 
 import polyopt
 from polyopt.lang.resolve import BUILTINS
+from polyopt.runtime import probe
 from polyopt.schedule.machine import host
 from polyopt.schedule.policy import cpu_policy
 
@@ -69,7 +69,7 @@ def main() -> None:
     machine = host()
     dtype, np_type = ("double", np.float64) if args.double else ("float", np.float32)
     lanes = args.lanes or cpu_policy(machine).lanes(np.dtype(np_type).itemsize)
-    cycle = cycle_seconds()
+    cycle = probe.cycle_seconds(host())
     names = args.only.split(",") if args.only else ["/", *sorted(BUILTINS)]
     rng = np.random.default_rng(0)
     a = rng.uniform(0.5, 2.0, args.n).astype(np_type)  # in every builtin's domain
@@ -87,7 +87,7 @@ def main() -> None:
                 ts.append(time.perf_counter() - t)
             best[k].append(min(ts))
     t = {k: statistics.median(v) for k, v in best.items()}
-    cycle = min(cycle, cycle_seconds())
+    cycle = min(cycle, probe.cycle_seconds(host()))
     op = cycle / machine.fma_units * args.n / lanes  # one operation per vector, all of them
     print(f"{args.n} {dtype}s, {lanes} lanes, one cycle {cycle * 1e9:.3f} ns: copy "
           f"{t['copy'] * 1e6:.2f} us, the check fma40 {(t['fma40'] - t['copy']) / op:.1f}")

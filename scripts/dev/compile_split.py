@@ -20,10 +20,10 @@ slow while the gauge (or gcc, on the same C) is slow was slowed by the machine.
 ``--ops`` keeps its order and may repeat a name, and ``--rounds`` runs the list again in
 the same process: each repeat compiles the operator's source with a comment appended, so
 nothing lowered before is reused (what a long process with many distinct operators sees):
-    python3 scripts/compile_split.py --ops conv_3x3 --then-all --rounds 2
+    python3 scripts/dev/compile_split.py --ops conv_3x3 --then-all --rounds 2
 Compare two checkouts by running this with each first on PYTHONPATH:
-    python3 scripts/compile_split.py --ops conv_3x3,conv_5x5 --json /tmp/new.json
-    PYTHONPATH=/tmp/old python3 scripts/compile_split.py --json /tmp/old.json
+    python3 scripts/dev/compile_split.py --ops conv_3x3,conv_5x5 --json /tmp/new.json
+    PYTHONPATH=/tmp/old python3 scripts/dev/compile_split.py --json /tmp/old.json
 """
 
 from __future__ import annotations

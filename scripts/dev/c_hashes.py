@@ -5,8 +5,8 @@ variants they check), every operator of the benchmark suite at its benchmark siz
 every ResNet-50 and MobileNetV2 layer as ``polyopt bench conv`` compiles it, with a cold
 private cache, and writes one line per case: its name and the SHA-256 of its C source.
 
-    python3 scripts/c_hashes.py --out /tmp/now.txt [--sources DIR]
-    PYTHONPATH=/tmp/main-tree python3 /tmp/main-tree/scripts/c_hashes.py --out /tmp/main.txt
+    python3 scripts/dev/c_hashes.py --out /tmp/now.txt [--sources DIR]
+    PYTHONPATH=/tmp/main-tree python3 /tmp/main-tree/scripts/dev/c_hashes.py --out /tmp/main.txt
     diff /tmp/main.txt /tmp/now.txt
 
 ``--sources DIR`` also keeps each case's C (``DIR/<case>.c``) to diff a changed case;
@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 Lower = Callable[[], str]
 
 

@@ -3,7 +3,7 @@
 **Table mode** (the fair study). Comparing two live tuning runs is unfair: a tuner's best
 of N noisy measurements picks up luck, and on this shared 2-core machine one
 configuration's time moved by 2x between runs. So each operator's schedule space is
-measured once, into a table (``scripts/search_table.py``): the whole space when it has at
+measured once, into a table (``scripts/studies/search_table.py``): the whole space when it has at
 most ``--sample`` configurations, else the default and a fixed uniform sample of
 ``--sample - 1``; each configuration compiled, checked against the default's output and
 timed as the CPU time of one thread (``time.thread_time``, ``OMP_NUM_THREADS=1``) in
@@ -15,40 +15,42 @@ same numbers, so luck is out. For each budget (default 8, 16, 32, 64) and ``--se
 seeds (default 64), the best found within the budget over the table's best; the table gives
 the median and quartiles over seeds per strategy and budget::
 
-    flock -s /tmp/bench.lock python3 scripts/search_vs_random.py --tables T.json \\
+    flock -s /tmp/bench.lock python3 scripts/studies/search_vs_random.py --tables T.json \\
         --measure --ops permute_210,bmm --sample 192      # measure (minutes per operator)
-    python3 scripts/search_vs_random.py --tables T.json   # simulate (seconds)
-    python3 scripts/search_vs_random.py --tables T.json --reprice  # today's model (minutes)
+    python3 scripts/studies/search_vs_random.py --tables T.json   # simulate (seconds)
+    python3 scripts/studies/search_vs_random.py --tables T.json --reprice  # today's model (minutes)
 
 A table keeps the features and prior of the cost model of the day it was measured;
 ``--reprice`` recomputes them with this tree's model (the times are the measured ones), so
 the simulation is of the tuner as it is now.
 
-``scripts/data/search_tables.json`` holds the tables of the study of 2026-12-02 (11 suite
+``scripts/studies/data/search_tables.json`` holds the tables of the study of 2026-12-02 (11 suite
 operators, measured on the shared 2-core machine under load 4-5).
 
 **Held-out tables.** The model strategy's settings were chosen on those 11 tables, so
-``scripts/data/search_tables_heldout.json`` holds tables of operators they were not chosen
+``scripts/studies/data/search_tables_heldout.json`` holds tables of operators they were not chosen
 on: the suite's operators whose default was not within 5% of the best peer (mm_square,
 mm_odd, mm_skinny_n, linear, conv_3x3, conv_7x7_s2, conv_1x7, matvec; attn_pv and bmm, also
 such, are in the older file). One operator per command, pinned to one CPU, 192
 configurations each::
 
-    flock -s /tmp/bench.lock taskset -c 1 python3 scripts/search_vs_random.py \\
-        --tables scripts/data/search_tables_heldout.json --measure --ops mm_odd
+    flock -s /tmp/bench.lock taskset -c 1 python3 scripts/studies/search_vs_random.py \\
+        --tables scripts/studies/data/search_tables_heldout.json --measure --ops mm_odd
 
 The strategy as it was before them (commit c1c0fad), on all of them::
 
     git archive c1c0fad polyopt | tar -x -C /tmp/before
-    PYTHONPATH=/tmp/before python3 scripts/search_vs_random.py \\
+    PYTHONPATH=/tmp/before python3 scripts/studies/search_vs_random.py \\
     --ops mm_square,mm_odd,mm_skinny_n,linear,conv_3x3,conv_7x7_s2,conv_1x7,matvec,attn_pv,bmm \\
-        --tables scripts/data/search_tables_heldout.json,scripts/data/search_tables.json
+        --tables scripts/studies/data/search_tables_heldout.json,\\
+scripts/studies/data/search_tables.json
 
 The change made after that (``polyopt.tune.guided``: register tiles that spill are
 proposed last) was chosen on the 11 old tables and the held-out "choose" half (mm_square,
 mm_odd, conv_7x7_s2, matvec); its result on data it was not chosen on is the "test" half's::
 
-    python3 scripts/search_vs_random.py --tables scripts/data/search_tables_heldout.json \\
+    python3 scripts/studies/search_vs_random.py \\
+        --tables scripts/studies/data/search_tables_heldout.json \\
         --ops mm_skinny_n,linear,conv_3x3,conv_1x7
 
 The table's clock is one thread's, so the parallel-loop knob shows its single-thread cost
@@ -57,7 +59,7 @@ few configurations next to the default: the model's local moves there are to the
 tabled configurations.
 
 **Live runs** (``--json``; the earlier study). For each operator of the suite
-(``scripts/bench_suite.py``, its benchmark sizes) and each seed, ``polyopt.tune`` runs once
+(``polyopt/bench/suite.py``, its benchmark sizes) and each seed, ``polyopt.tune`` runs once
 per strategy with the largest budget, into no database and a fresh kernel cache (no run
 reuses another's compiles); the best at budget B is the best of its first B trials (a search
 never looks ahead, so that is what a B-trial run finds). The strategies of one seed run back
@@ -67,7 +69,7 @@ gives, per operator and budget, the median over seeds of these side-by-side time
 strategy's best (and of the default), and model / random (below 1: the model-guided
 search's best is faster).
 
-    flock /tmp/bench.lock python3 scripts/search_vs_random.py --ops sum_axis0,bmm \\
+    flock /tmp/bench.lock python3 scripts/studies/search_vs_random.py --ops sum_axis0,bmm \\
         --budgets 16,24 --seeds 0,1,2 --json /tmp/svr.json
 
 Live runs append to ``--json`` (one locked run per operator keeps each short); ``--table``
@@ -80,6 +82,7 @@ import argparse
 import json
 import math
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -329,11 +332,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _table_mode(args: argparse.Namespace, ops: list[str]) -> int:
     paths = [Path(p) for p in args.tables.split(",")]
     if args.measure:
-        from search_table import measure
-
         if len(paths) > 1:
             raise SystemExit("--measure writes one tables file; give one to --tables")
-        measure(ops, args.sample, args.rounds, 0, paths[0], suite_cases(), args.cap)
+        table_script = Path(__file__).resolve().parent / "search_table.py"
+        measured = subprocess.run([sys.executable, str(table_script), "--tables", str(paths[0]),
+                                   "--ops", ",".join(ops), "--sample", str(args.sample),
+                                   "--rounds", str(args.rounds), "--cap", str(args.cap)],
+                                  check=False)
+        if measured.returncode != 0:
+            raise SystemExit(f"search_table.py failed (exit {measured.returncode})")
     tables = {op: t for p in paths for op, t in json.loads(p.read_text()).items()}
     missing = [op for op in ops if op not in tables]
     if missing:

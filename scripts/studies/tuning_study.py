@@ -32,7 +32,7 @@ budget reached within 32 trials (median over kernels), and a new matmul shape tu
 database of the first (the best of its first 16 trials against its 64-trial best).
 
     OMP_PROC_BIND=spread env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \\
-        python3 scripts/tuning_study.py --out /tmp/study [--budgets 16,32,64,128] [--quick]
+        python3 scripts/studies/tuning_study.py --out /tmp/study [--budgets 16,32,64,128] [--quick]
 
 Writes DIR/tuning_study.json (after every run), .md and .png (best found speed over the
 default schedule against trials and against wall time, one column per kernel);
@@ -764,7 +764,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="tuning-study")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--keep-dbs", metavar="DIR", help="keep the runs' tuning databases here "
-                   "(<kernel>-<strategy>.sqlite; for scripts/cost_model_eval.py)")
+                   "(<kernel>-<strategy>.sqlite; for scripts/checks/cost_model_eval.py)")
     p.add_argument("--from-json", metavar="FILE",
                    help="write the table and plot of a saved study to --out; run nothing")
     p.add_argument("--retime", metavar="FILE",
@@ -793,7 +793,7 @@ def new_study(args: argparse.Namespace, kernels: Sequence[Kernel]) -> dict[str, 
 
     settings = {k: v for k, v in vars(args).items()
                 if k not in ("out", "kernels", "from_json", "keep_dbs")}
-    return {"command": "python3 " + shlex.join(["scripts/tuning_study.py", *sys.argv[1:]]),
+    return {"command": "python3 " + shlex.join(["scripts/studies/tuning_study.py", *sys.argv[1:]]),
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "environment": environment(), "settings": settings,
             "kernels": [{"name": k.name, "shape": k.shape, "def": k.def_name, "sizes": k.sizes,

@@ -5,7 +5,7 @@ and as a scalar loop, for strides k = 1..6 and 8, with the flags polyopt compile
 with. The model counts a strided read as vectorizing while the compiler's vector loop stays
 well ahead of the scalar one (it loads the vectors a stride spans and permutes them).
 
-    flock /tmp/bench.lock python scripts/bench_strided_loads.py
+    flock /tmp/bench.lock python scripts/calibrate/bench_strided_loads.py
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ Cycles come from timing a chain of dependent register adds (one cycle each,
 ``polyopt.runtime.probe.cycle_seconds``), so the figure is in the core's own clock whatever
 its frequency does.
 
-    python3 scripts/bench_fork_join.py
-    OMP_PROC_BIND=spread python3 scripts/bench_fork_join.py --calls 400
+    python3 scripts/calibrate/bench_fork_join.py
+    OMP_PROC_BIND=spread python3 scripts/calibrate/bench_fork_join.py --calls 400
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 # wheels PyCUDA and polyopt need at run time, the test tools, and the build tools.
 #
 # Run it here, where the package registries are reachable, from any directory:
-#     scripts/fetch_gpu_deps.sh
+#     scripts/dev/fetch_gpu_deps.sh
 # Settings (environment variables):
 #     PY_VERSIONS  Pythons to fetch binary wheels for, most likely first
 #                  (default: this machine's, then 3.12 3.10 3.13)
@@ -15,7 +15,7 @@
 # Running it again downloads nothing new; delete wheelhouse/ to start afresh.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 WHEELHOUSE="$ROOT/wheelhouse"
 PYTHON="${PYTHON:-python3}"
 HOST_PY="$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"

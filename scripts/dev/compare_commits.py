@@ -6,8 +6,8 @@ commit's package (PYTHONPATH), with a cold, private kernel cache. The commits al
 within each round (ABBA...), so a drift of this machine's speed hits both alike; the table
 gives medians over the rounds and the ratio new/old (below 1: the new commit is faster).
 
-    python scripts/compare_commits.py d2f641c HEAD --rounds 3
-    python scripts/compare_commits.py OLD NEW --cases matmul,r50:1,r50:6 --calls 20
+    python scripts/dev/compare_commits.py d2f641c HEAD --rounds 3
+    python scripts/dev/compare_commits.py OLD NEW --cases matmul,r50:1,r50:6 --calls 20
 
 Cases: ``matmul`` (1024^3 float32), ``mm_odd`` (1000 x 1100 x 1200), ``r50:N`` / ``mv2:N``
 (layer N of ResNet-50 / MobileNetV2 as ``polyopt bench conv`` runs it, batch 1), ``r50``
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Runs inside a commit's package: compile (lowering, cold cache), first call (C compile
 # and load), then the median of timed calls; prints one JSON line.

@@ -1,11 +1,11 @@
 """Loop orders of plain nests (issue 15 item 1): polyopt's automatic schedule against its own
 program order and numpy, in one process (float32, best of ``--calls`` calls).
 
-    python scripts/bench_nests.py                 # every case
-    python scripts/bench_nests.py --cases colsum,blur --calls 20
+    python scripts/checks/bench_nests.py                 # every case
+    python scripts/checks/bench_nests.py --cases colsum,blur --calls 20
 
 For polyopt before and after a change, run this script under each commit
-(``PYTHONPATH=<worktree>``) or ``scripts/compare_commits.py``. Each case checks polyopt's
+(``PYTHONPATH=<worktree>``) or ``scripts/dev/compare_commits.py``. Each case checks polyopt's
 output against numpy. Prints a markdown table and each case's schedule notes (``# why``).
 """
 

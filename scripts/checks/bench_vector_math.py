@@ -1,7 +1,7 @@
 """Vector math speed: transcendental-heavy elementwise kernels, float32, in one run.
 
-    python3 scripts/bench_vector_math.py            (the command recorded in BENCHMARKS.md)
-    python3 scripts/bench_vector_math.py --quick    (small shapes, seconds)
+    python3 scripts/checks/bench_vector_math.py            (the command recorded in BENCHMARKS.md)
+    python3 scripts/checks/bench_vector_math.py --quick    (small shapes, seconds)
 
 Columns, each the median of --repeat calls after a checked warm-up call, in ms:
 - polyopt: the default build (libmvec's vector functions where glibc has them).

@@ -3,7 +3,7 @@
 A regression check for the automatic pipeline (no kernel should get slower than its plain
 loop nest) and a correctness check of each against the other:
 
-    OMP_PROC_BIND=spread python3 scripts/bench_kernels.py [--repeat 5]
+    OMP_PROC_BIND=spread python3 scripts/checks/bench_kernels.py [--repeat 5]
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ these schedules, 36 MB per jacobi-2d array at N=3000), so the sweep runs at a si
 own (``--sweep``) only to keep the study short; the target size times the default (the
 model's tile) and the tiles of ``--target-tiles``.
 
-    python3 scripts/stencil_study.py [--quick] [--rounds 5] [--plot study.png]
-    python3 scripts/stencil_study.py --kernels jacobi_2d,heat_3d --sweep none --rounds 3
+    python3 scripts/checks/stencil_study.py [--quick] [--rounds 5] [--plot study.png]
+    python3 scripts/checks/stencil_study.py --kernels jacobi_2d,heat_3d --sweep none --rounds 3
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ adds (GCC's vector extension, four chains: the adds never wait), the fastest of
 Both run on ``OMP_NUM_THREADS`` threads, each over its own part of the buffer (memory
 bandwidth is shared; prefetchers and caches are per core).
 
-    OMP_PROC_BIND=spread python3 scripts/bench_streams.py
-    OMP_PROC_BIND=spread python3 scripts/bench_streams.py --mode rows --ld 1024,1040
+    OMP_PROC_BIND=spread python3 scripts/calibrate/bench_streams.py
+    OMP_PROC_BIND=spread python3 scripts/calibrate/bench_streams.py --mode rows --ld 1024,1040
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 
-from bench_fork_join import cycle_seconds
-
+from polyopt.runtime import probe
 from polyopt.runtime.compiler import load_library
 from polyopt.schedule.machine import host
 
@@ -135,7 +134,7 @@ def main() -> None:
     lib.runs.restype = lib.rows.restype = ctypes.c_double
     lib.runs.argtypes = [ctypes.c_long] * 3 + [ctypes.c_int]
     lib.rows.argtypes = [ctypes.c_long] * 5 + [ctypes.c_int] * 3
-    cycle = cycle_seconds()
+    cycle = probe.cycle_seconds(host())
     n = args.mib << 18
     lines = n * 4 / m.line_bytes
     print(f"one cycle {cycle * 1e9:.3f} ns; {args.mib} MiB; lines per cycle of the whole "

@@ -8,7 +8,7 @@ its data fit the last level, else from memory) at the core's measured cycle, the
 (median of ``--repeat`` batched calls). The schedule is the same for both prices; where the
 profile changes decisions, ``polyopt.compile`` made this one with it.
 
-    python3 scripts/bench_model_fit.py --ops sum_axis0,transpose_2d,gelu
+    python3 scripts/checks/bench_model_fit.py --ops sum_axis0,transpose_2d,gelu
 """
 
 from __future__ import annotations

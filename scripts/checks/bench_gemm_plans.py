@@ -3,7 +3,7 @@ variants (packing each operand, the reduction tile) of ``C(m,n) +=! A(m,r_k) * B
 with numpy's BLAS in the same run. The measurements behind the packing and ``kc`` fields of
 ``polyopt.schedule.policy.CpuPolicy``.
 
-    python scripts/bench_gemm_plans.py --shapes 4096x16x1024,1024x1024x1024 \\
+    python scripts/checks/bench_gemm_plans.py --shapes 4096x16x1024,1024x1024x1024 \\
         --variants pack_a=False pack_b=False kc=1024 --cpu
 
 ``--cpu`` times one thread by its CPU time (``time.process_time``; the command sets

@@ -2,11 +2,11 @@
 same C), or under two values of a C dialect attribute (the same flags, other C), one thread,
 CPU time, alternating child processes with a kernel cache each.
 
-    python3 scripts/cflags_ab.py --b=-fsplit-loops --ops mm_square,conv_3x3 --rounds 5
-    python3 scripts/cflags_ab.py --b-dialect carried_loop_guard= --ops blur_3x3 --rounds 5
-    python3 scripts/cflags_ab.py --b=-O2 --ops "lib:lu:N=120,lib:jacobi_2d:N=250;T=20"
+    python3 scripts/dev/cflags_ab.py --b=-fsplit-loops --ops mm_square,conv_3x3 --rounds 5
+    python3 scripts/dev/cflags_ab.py --b-dialect carried_loop_guard= --ops blur_3x3 --rounds 5
+    python3 scripts/dev/cflags_ab.py --b=-O2 --ops "lib:lu:N=120,lib:jacobi_2d:N=250;T=20"
 
-An operator is a suite operator (scripts/search_vs_random.py) or ``lib:<kernel>:<sizes>``,
+An operator is a suite operator (scripts/studies/search_vs_random.py) or ``lib:<kernel>:<sizes>``,
 a bundled kernel at sizes separated by ``;``, its inputs uniform in [1, 2) (square
 matrices plus N on the diagonal, which solvers divide by; integers in [0, 4)).
 
@@ -24,16 +24,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHILD = r'''
 import sys, time, json
-sys.path.insert(0, sys.argv[2])
-import numpy as np, search_vs_random as s, polyopt
+import numpy as np, polyopt
+from polyopt.bench.suite_cases import all_cases
 from polyopt.codegen.dialect import Dialect
-for setting in filter(None, sys.argv[3].split(";")):
+for setting in filter(None, sys.argv[2].split(";")):
     attr, _, value = setting.partition("=")
     setattr(Dialect, attr, value)
-cases = s.suite_cases(); out = {}
+cases = {c.op: c for c in all_cases(False)}; out = {}
 for op in sys.argv[1].split(","):
     rng = np.random.default_rng(0)
     if op.startswith("lib:"):  # lib:<kernel>:<size>=<n>;...: a bundled kernel
@@ -77,8 +77,7 @@ def main() -> None:
         for tag, flags, dialect in order if r % 2 == 0 else order[::-1]:
             env = dict(os.environ, POLYOPT_CFLAGS=flags, OMP_NUM_THREADS="1",
                        POLYOPT_CACHE_DIR=caches[tag])
-            run = subprocess.run([sys.executable, "-c", CHILD, args.ops, str(ROOT / "scripts"),
-                                  dialect],
+            run = subprocess.run([sys.executable, "-c", CHILD, args.ops, dialect],
                                  env=env, cwd=ROOT, capture_output=True, text=True)
             if run.returncode != 0:
                 sys.exit(f"setting {tag}: {run.stderr.strip()[-2000:]}")

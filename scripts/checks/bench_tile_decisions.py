@@ -21,10 +21,10 @@ Each pair is compiled in this process and timed alternately, the median of ``--c
 calls each (2 threads here); the last column says whether the faster predicted is the
 faster measured (within ``--tie`` both count).
 
-    python3 scripts/bench_tile_decisions.py
-    python3 scripts/bench_tile_decisions.py --decision layout
-    python3 scripts/bench_tile_decisions.py --decision candidates --calls 60
-    python3 scripts/bench_tile_decisions.py --decision rows
+    python3 scripts/checks/bench_tile_decisions.py
+    python3 scripts/checks/bench_tile_decisions.py --decision layout
+    python3 scripts/checks/bench_tile_decisions.py --decision candidates --calls 60
+    python3 scripts/checks/bench_tile_decisions.py --decision rows
 """
 
 from __future__ import annotations

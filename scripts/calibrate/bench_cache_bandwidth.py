@@ -7,7 +7,7 @@ vector width (GCC's vector extension), again and again; the least time of
 fits in L1 gives L1's rate, one between L1 and L2 L2's, and so on (the boundaries are the
 host's, ``polyopt.schedule.machine.host``).
 
-    OMP_NUM_THREADS=1 python3 scripts/bench_cache_bandwidth.py
+    OMP_NUM_THREADS=1 python3 scripts/calibrate/bench_cache_bandwidth.py
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 
-from bench_fork_join import cycle_seconds
-
+from polyopt.runtime import probe
 from polyopt.runtime.compiler import load_library
 from polyopt.schedule.machine import host
 
@@ -63,7 +62,7 @@ def main() -> None:
     lib = load_library(SOURCE.replace("VB", str(m.vector_bytes)))
     lib.stream.restype = ctypes.c_double
     lib.stream.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_int]
-    cycle = cycle_seconds()
+    cycle = probe.cycle_seconds(host())
     print(f"one cycle {cycle * 1e9:.3f} ns; L1d {m.l1d_bytes >> 10} KiB, L2 {m.l2_bytes >> 10} "
           f"KiB, L3 {m.l3_bytes >> 10} KiB")
     for kib in (int(k) for k in args.sizes.split(",")):

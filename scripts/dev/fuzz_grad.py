@@ -3,7 +3,7 @@ each gradient, compiled by polyopt, with central finite differences of the compi
 in float64. Prints one line per program that is refused, crashes or disagrees, then the
 counts (ok / refused / wrong / crash / integer-only).
 
-    python3 scripts/fuzz_grad.py --first 0 --count 80
+    python3 scripts/dev/fuzz_grad.py --first 0 --count 80
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import fuzz_programs  # noqa: E402

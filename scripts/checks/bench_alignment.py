@@ -8,7 +8,7 @@ threads spin about 0.1 s after a call) as the least of 3 calls after a warm-up; 
 gives the median over rounds and the median of each round's ratio numpy/system.
 
     flock -x /tmp/bench.lock env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \
-        python3 scripts/bench_alignment.py --size 1024 --rounds 30
+        python3 scripts/checks/bench_alignment.py --size 1024 --rounds 30
 """
 
 from __future__ import annotations

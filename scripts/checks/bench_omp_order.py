@@ -5,7 +5,7 @@ OMP_PROC_BIND=spread or unbound (BENCHMARKS.md, issue 15 ninth round).
 torch ships its own libgomp.so.1; a kernel loaded after it runs on that runtime (same
 soname), and under OMP_PROC_BIND=spread ``import torch`` pins the main thread to CPU 0.
 
-    python3 scripts/bench_omp_order.py --rounds 3
+    python3 scripts/checks/bench_omp_order.py --rounds 3
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ failure's reproducer (the source, the verbs, the compile and the call), and with
 writes them as JSON. Programs run in worker processes, so a crash of the generated code
 (a segfault) is recorded as such rather than ending the campaign.
 
-    python3 scripts/fuzz_schedules.py --pairs 10000 --seed 0 --jobs 1 --out fuzz.json \\
+    python3 scripts/dev/fuzz_schedules.py --pairs 10000 --seed 0 --jobs 1 --out fuzz.json \\
         --progress fuzz.log
 """
 
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import fuzz_programs  # noqa: E402
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.time() - t0
     summary = {**tally.summary(), "wall_s": round(wall, 1), "seed": args.seed,
                "commit": _commit(), "date": time.strftime("%Y-%m-%d"),
-               "command": " ".join(["python3", "scripts/fuzz_schedules.py", *sys.argv[1:]]),
+               "command": " ".join(["python3", "scripts/dev/fuzz_schedules.py", *sys.argv[1:]]),
                "by_family": {f: dict(c) for f, c in sorted(tally.by_family.items())}}
     for f in tally.failures:
         print(f"\n=== {f['status']} ({f['family']}, program {f['program']}): {f['message']}\n"

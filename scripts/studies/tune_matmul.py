@@ -1,9 +1,9 @@
 """Tune the library's matmul at one size and compare, in the same process, the default
 schedule, the tuned one and numpy's BLAS (a first check of issue 6's matmul target; the
-full study is scripts/tuning_study.py, still to come).
+full study is scripts/studies/tuning_study.py, still to come).
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_PROC_BIND=spread \\
-        python3 scripts/tune_matmul.py --size 1024 --trials 32 [--strategy model]
+        python3 scripts/studies/tune_matmul.py --size 1024 --trials 32 [--strategy model]
 """
 
 from __future__ import annotations

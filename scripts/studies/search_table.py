@@ -1,7 +1,7 @@
 """Measure a tuning table: a fixed sample of an operator's schedule space (the whole space
 when it is small), each configuration compiled once and timed in interleaved rounds, saved
 as JSON with the tuner's analytic features and the cost model's prediction of each
-configuration. ``scripts/search_vs_random.py --simulate`` then runs the search strategies
+configuration. ``scripts/studies/search_vs_random.py --simulate`` then runs the search strategies
 on the table (see its docstring).
 
 Timing: the CPU time of the calling thread (``time.thread_time``) with one OpenMP thread
@@ -23,6 +23,7 @@ best. Compiles are not capped.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
@@ -175,15 +176,36 @@ def measure(ops: Sequence[str], n: int, rounds: int, seed: int, path: Path,
         path.write_text(json.dumps(tables))
 
 
-def _child(argv: Sequence[str]) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from search_vs_random import suite_cases
+def suite_cases() -> dict[str, Any]:
+    """``polyopt bench suite``'s operators at their benchmark sizes, by name."""
+    from polyopt.bench.suite_cases import all_cases
 
+    return {c.op: c for c in all_cases(False)}
+
+
+def _child(argv: Sequence[str]) -> None:
     op, n, rounds, seed, cap = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), float(argv[4])
     table = measure_op(suite_cases()[op], n, rounds, seed,
                        lambda s: print(s, file=sys.stderr, flush=True), cap)
     print(json.dumps(table))
 
 
-if __name__ == "__main__":
-    _child(sys.argv[1:])
+def main(argv: Sequence[str]) -> None:
+    """Measure ``--ops`` into the tables file ``--tables`` (what ``search_vs_random.py
+    --measure`` runs)."""
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tables", required=True, type=Path, help="the tables file to add to")
+    p.add_argument("--ops", required=True, help="comma-separated suite operators")
+    p.add_argument("--sample", type=int, default=192, help="configurations per table")
+    p.add_argument("--rounds", type=int, default=5, help="timing rounds per table")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cap", type=float, default=CAP_RATIO,
+                   help="time once a kernel this much slower than the default")
+    args = p.parse_args(argv)
+    ops = [op.strip() for op in args.ops.split(",") if op.strip()]
+    measure(ops, args.sample, args.rounds, args.seed, args.tables, suite_cases(), args.cap)
+
+
+if __name__ == "__main__":  # options: a user's run; an operator first: a measuring child
+    (main if sys.argv[1:2] and sys.argv[1].startswith("-") else _child)(sys.argv[1:])
