@@ -14,7 +14,14 @@ import numpy as np
 
 from polyopt import api, config, dtypes, ir
 from polyopt.autodiff import grad
-from polyopt.bench import contention, conv, ops, suite  # import neither torch nor TVM
+from polyopt.bench import (  # import neither torch nor TVM
+    contention,
+    conv,
+    latency,
+    memory,
+    ops,
+    suite,
+)
 from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime import probe
 from polyopt.runtime.interp import evaluate
@@ -159,6 +166,8 @@ BENCHMARKS: dict[str, tuple[Any, str]] = {
     "contention": (contention, "kernels timed quiet and next to a CPU-bound competitor"),
     "suite": (suite, "40 operators in six families against numpy, torch and TVM"),
     "ops": (ops, "eleven operators against program order, numpy, torch and TVM"),
+    "latency": (latency, "import, first result and call overhead of fresh processes"),
+    "memory": (memory, "RSS and mapped files of a long-running process"),
 }
 
 

@@ -1,5 +1,6 @@
-"""Native memory of a long-running process (issue 40): RSS (``VmRSS``) and the number of
-``/proc/self/maps`` entries every ``--every`` calls, for the issue's cases:
+"""``polyopt bench memory``: native memory of a long-running process (issue 40): RSS
+(``VmRSS``) and the number of ``/proc/self/maps`` entries every ``--every`` calls, for the
+issue's cases:
 
 - ``parametric``: one size-generic kernel called at ever-new shapes;
 - ``packed``: a size-generic matmul that packs its operands (scratch per shape);
@@ -10,19 +11,21 @@
 With the caches bounded (``Kernel`` plans, variants and scratch, einsum's plans and kernels,
 loaded libraries), every column must level off. Linux only (it reads ``/proc/self``).
 
-    python3 scripts/bench_memory.py                       # all cases, 100k calls each
-    python3 scripts/bench_memory.py --cases einsum --calls 20000 --every 2000
+    polyopt bench memory                       # all cases, 100k calls each
+    polyopt bench memory --cases einsum --calls 20000 --every 2000
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
 import polyopt
+from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime import compiler
 
 PARAMETRIC = "def add(float(N,M) A, float(N,M) B) -> (O) { O(i,j) = A(i,j) * B(i,j) + 1.0 }"
@@ -92,7 +95,8 @@ def unload_calls() -> Callable[[int], None]:
     return call
 
 
-def run(case: str, calls: int, every: int) -> None:
+def watch(case: str, calls: int, every: int) -> None:
+    """Call ``case`` ``calls`` times; every ``every`` calls, print RSS, maps and libraries."""
     call = {"parametric": parametric_calls, "packed": packed_calls, "einsum": einsum_calls,
             "unload": unload_calls}[case]()
     print(f"{case}: calls, RSS MiB, map entries, loaded libraries")
@@ -104,17 +108,38 @@ def run(case: str, calls: int, every: int) -> None:
                   flush=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
-    ap.add_argument("--calls", type=int, default=100_000)
-    ap.add_argument("--every", type=int, default=10_000)
-    ap.add_argument("--defs", type=int, default=500, help="defs of the unload case")
-    args = ap.parse_args()
-    for case in args.cases.split(","):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``polyopt bench memory``."""
+    parser.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--every", type=int, default=10_000)
+    parser.add_argument("--defs", type=int, default=500, help="defs of the unload case")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Watch each of ``--cases``; an unknown case is an OptionError naming the cases."""
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        raise OptionError(f"unknown --cases {','.join(unknown)}; choose from {','.join(CASES)}")
+    for case in cases:
         calls = args.defs if case == "unload" else args.calls
-        run(case, calls, min(args.every, max(1, calls // 10)))
+        watch(case, calls, min(args.every, max(1, calls // 10)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``polyopt bench memory ...`` as a module of its own (``python3 -m
+    polyopt.bench.memory``)."""
+    parser = argparse.ArgumentParser(prog="polyopt bench memory", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(argv))
+    except PolyoptError as e:
+        print(f"polyopt bench memory: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,5 +1,5 @@
-"""Latency (issue 16, item 3): how long a fresh process waits for its first result, and what
-one call of a tiny kernel costs.
+"""``polyopt bench latency`` (issue 16, item 3): how long a fresh process waits for its first
+result, and what one call of a tiny kernel costs.
 
 - first result: a new Python process imports polyopt, then times (from the end of the
   import) its first ``polyopt.einsum("ij,jk->ik", a, b)`` (8x8 float32 operands), or its
@@ -15,7 +15,7 @@ one call of a tiny kernel costs.
 With ``--before PATH`` (another checkout, e.g. the main branch) every measurement is made
 for both, in the same run, and the table shows both columns:
 
-    python3 scripts/bench_latency.py --before /work/main
+    polyopt bench latency --before /work/main
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+# The directory polyopt is imported from (a checkout, or site-packages): the children's PYTHONPATH.
+ROOT = Path(__file__).resolve().parents[2]
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 
 FIRST = """
@@ -153,15 +155,18 @@ def table(results: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``polyopt bench latency``."""
     parser.add_argument("--before", type=Path, help="another checkout, measured alongside")
     parser.add_argument("--repeat", type=int, default=7, help="warm processes per case")
     parser.add_argument("--cold-repeat", type=int, default=3, help="cold processes per case")
     parser.add_argument("--batch", type=int, default=2000, help="calls per timed batch")
     parser.add_argument("--rounds", type=int, default=15, help="batches per case")
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure this checkout (and ``--before``) and print the table."""
     trees = {"before": args.before.resolve()} if args.before else {}
     trees["after" if args.before else "this checkout"] = ROOT
     with tempfile.TemporaryDirectory(prefix="polyopt-latency-") as tmp:
@@ -173,7 +178,17 @@ def main(argv: list[str] | None = None) -> None:
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``polyopt bench latency ...`` as a module of its own (``python3 -m
+    polyopt.bench.latency``)."""
+    parser = argparse.ArgumentParser(prog="polyopt bench latency", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
