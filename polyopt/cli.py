@@ -15,6 +15,7 @@ import numpy as np
 from polyopt import api, config, dtypes, ir
 from polyopt.autodiff import grad
 from polyopt.bench import (  # import neither torch nor TVM
+    compile_time,
     contention,
     conv,
     latency,
@@ -168,6 +169,7 @@ BENCHMARKS: dict[str, tuple[Any, str]] = {
     "ops": (ops, "eleven operators against program order, numpy, torch and TVM"),
     "latency": (latency, "import, first result and call overhead of fresh processes"),
     "memory": (memory, "RSS and mapped files of a long-running process"),
+    "compile-time": (compile_time, "compile-time reproducers, each in a child under limits"),
 }
 
 

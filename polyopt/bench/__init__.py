@@ -9,6 +9,7 @@ Suites, each with ``add_arguments(parser)`` and ``run(args)``:
 - ``ops``: eleven operators (``operators``) against program order, numpy, torch and TVM.
 - ``latency``: import, first result and call overhead of fresh processes.
 - ``memory``: RSS and mapped files of a long-running process.
+- ``compile-time`` (``compile_time``): the compile-time reproducers, each in a child process.
 
 Shared: ``measure`` (build, check and time a system) over ``timing`` (interleaved rounds),
 ``tvm_gemm`` (TVM's GEMM peer), ``markdown`` (BENCHMARKS.md sections and ``--update``).

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-import polyopt
+from polyopt.version import __version__
 
 
 def given_options(benchmark: str) -> list[str]:
@@ -84,7 +84,7 @@ def environment_lines(torch: Any | None) -> list[str]:
     return [f"- Machine: {cpu_model()}, {os.cpu_count()} cores ({platform.machine()})",
             f"- Versions: python {platform.python_version()}, numpy {np.__version__} "
             f"({blas_name()}), torch {dist_version('torch')}, tvm {dist_version('apache-tvm')}, "
-            f"polyopt {polyopt.__version__}; {first_line(['gcc', '--version'])}",
+            f"polyopt {__version__}; {first_line(['gcc', '--version'])}",
             f"- Threads: {threads}; {torch_threads}; polyopt's OpenMP, numpy's BLAS and TVM at "
             "their defaults"]
 

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-import polyopt
+from polyopt import api
+from polyopt.einsum import einsum
 from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime import compiler
 
@@ -55,7 +56,7 @@ def shapes(seed: int) -> Iterator[tuple[int, int]]:
 
 
 def parametric_calls() -> Callable[[int], None]:
-    kernel = polyopt.compile(PARAMETRIC, parametric=True)
+    kernel = api.compile(PARAMETRIC, parametric=True)
     shape = shapes(0)
 
     def call(_: int) -> None:
@@ -66,7 +67,7 @@ def parametric_calls() -> Callable[[int], None]:
 
 
 def packed_calls() -> Callable[[int], None]:
-    kernel = polyopt.compile(MATMUL, parametric=True)
+    kernel = api.compile(MATMUL, parametric=True)
     shape = shapes(1)
 
     def call(_: int) -> None:
@@ -81,14 +82,14 @@ def einsum_calls() -> Callable[[int], None]:
 
     def call(_: int) -> None:
         n, m = next(shape)
-        polyopt.einsum("ij,jk->ik", np.ones((n % 40 + 1, m % 40 + 1), np.float32),
+        einsum("ij,jk->ik", np.ones((n % 40 + 1, m % 40 + 1), np.float32),
                        np.ones((m % 40 + 1, (n + m) % 40 + 1), np.float32))
     return call
 
 
 def unload_calls() -> Callable[[int], None]:
     def call(k: int) -> None:
-        kernel = polyopt.compile(f"def d{k}(float(N) A) -> (O) {{ O(i) = A(i) * {k}.0 }}",
+        kernel = api.compile(f"def d{k}(float(N) A) -> (O) {{ O(i) = A(i) * {k}.0 }}",
                                  parametric=True)
         kernel(np.ones(8, np.float32))
         del kernel

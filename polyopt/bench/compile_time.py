@@ -1,4 +1,5 @@
-"""Compile-time reproducers (issue 13, item 4): defs whose lowering used to explode.
+"""``polyopt bench compile-time``: compile-time reproducers (issue 13, item 4), defs whose
+lowering used to explode.
 
 Each case runs in a subprocess of its own, under a wall-clock limit (--timeout) and an
 address-space limit (--memory-gb), with a fresh compile cache, and reports:
@@ -22,8 +23,11 @@ Cases:
   output would be 4 PB): a 3-D broadcast whose inner copy the transpose printer examines.
 
 Run against another checkout (main, say) with --repo PATH (it goes first on PYTHONPATH):
-    python3 scripts/compile_time.py                     # every case, this checkout
-    python3 scripts/compile_time.py --repo /tmp/ct-main --cases einsum7,chain160
+    polyopt bench compile-time                     # every case, this checkout
+    polyopt bench compile-time --repo /tmp/ct-main --cases einsum7,chain160
+
+Each child runs this file (``runpy``) with the checkout first on its path, so a checkout
+that predates this module is measured too.
 """
 
 from __future__ import annotations
@@ -36,12 +40,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from polyopt import api
+from polyopt.einsum import einsum_plan
+from polyopt.errors import OptionError, PolyoptError
+
+# The directory polyopt is imported from (a checkout, or site-packages).
+ROOT = Path(__file__).resolve().parents[2]
+# A child: this file run as __main__ with the options that follow it.
+CHILD = ("import runpy, sys; sys.argv = sys.argv[1:]; "
+         "runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
 def chain(n: int) -> str:
@@ -79,12 +91,10 @@ BCAST = "def bcast(float(I,K) A) -> (O) { O(i,j,k) = A(i,k) where j in 0:131072 
 
 def _einsum(n: int) -> Callable[[], tuple[float, float]]:
     def run() -> tuple[float, float]:
-        import polyopt
-        from polyopt.einsum import einsum_plan
         x = np.random.default_rng(0).random((2,) * n).astype(np.float32)
         plan = einsum_plan("abcdefgh"[:n] + "->", x)  # what polyopt.einsum compiles
         t0 = time.perf_counter()
-        kernel = polyopt.compile(plan.text, sizes=plan.sizes)
+        kernel = api.compile(plan.text, sizes=plan.sizes)
         kernel.lowered()
         lowered = time.perf_counter() - t0
         got = kernel(*plan.operands)
@@ -96,11 +106,10 @@ def _einsum(n: int) -> Callable[[], tuple[float, float]]:
 
 def _many(source: Callable[[int], str], n: int) -> Callable[[], tuple[float, float]]:
     def run() -> tuple[float, float]:
-        import polyopt
         size = 10 * n if source is pieces else 64
         a = np.random.default_rng(0).random(size).astype(np.float32)
         t0 = time.perf_counter()
-        kernel = polyopt.compile(source(n), sizes={} if source is pieces else {"N": size})
+        kernel = api.compile(source(n), sizes={} if source is pieces else {"N": size})
         kernel.lowered()
         lowered = time.perf_counter() - t0
         out = kernel(a)  # reuses the lowering: the C compiler, then the call
@@ -135,9 +144,8 @@ def _chain_value(a: np.ndarray, n: int) -> np.ndarray:
 
 
 def _bcast() -> tuple[float, float]:
-    import polyopt
     t0 = time.perf_counter()
-    polyopt.compile(BCAST, sizes={"I": 64, "K": 131072}).lowered()
+    api.compile(BCAST, sizes={"I": 64, "K": 131072}).lowered()
     return time.perf_counter() - t0, float("nan")
 
 
@@ -168,7 +176,8 @@ def measure(case: str, repo: Path, timeout: float, memory_gb: float) -> dict[str
         [str(repo), *filter(None, [os.environ.get("PYTHONPATH")])]))
     with tempfile.TemporaryDirectory() as cache:
         env["POLYOPT_CACHE_DIR"] = cache
-        cmd = [sys.executable, __file__, "--one", case, "--memory-gb", str(memory_gb)]
+        cmd = [sys.executable, "-c", CHILD, __file__, "--one", case, "--memory-gb",
+               str(memory_gb)]
         t0 = time.perf_counter()
         try:
             done = subprocess.run(cmd, env=env, capture_output=True, text=True,
@@ -187,27 +196,48 @@ def _cell(value: object, fmt: str) -> str:
     return "-" if not isinstance(value, float) or value != value else format(value, fmt)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``polyopt bench compile-time``."""
     p.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
     p.add_argument("--repo", type=Path, action="append",
                    help="checkout to import polyopt from (repeat to compare); default: this one")
     p.add_argument("--timeout", type=float, default=90.0, help="seconds per case")
     p.add_argument("--memory-gb", type=float, default=4.0, help="address-space limit per case")
     p.add_argument("--one", help=argparse.SUPPRESS)
-    args = p.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Every case of ``--cases`` in a child per checkout, one line each (``--one``: be the
+    child)."""
     if args.one:
         run_one(args.one, args.memory_gb)
-        return
+        return 0
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        raise OptionError(f"unknown --cases {','.join(unknown)}; choose from {','.join(CASES)}")
     repos = args.repo or [ROOT]
     print(f"{'case':<13} {'checkout':<28} {'lower s':>8} {'total s':>8} {'peak MB':>8}  status")
-    for case in args.cases.split(","):
+    for case in cases:
         for repo in repos:
             r = measure(case, repo, args.timeout, args.memory_gb)
             print(f"{case:<13} {str(repo)[-28:]:<28} {_cell(r.get('lower'), '8.2f')} "
                   f"{_cell(r.get('total'), '8.2f')} {_cell(r.get('peak'), '8.0f')}  "
                   f"{r['status']}", flush=True)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``polyopt bench compile-time ...`` as a module or file of its own."""
+    parser = argparse.ArgumentParser(prog="polyopt bench compile-time", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(argv))
+    except PolyoptError as e:
+        print(f"polyopt bench compile-time: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,5 +1,6 @@
-"""``polyopt bench latency`` and ``polyopt bench memory`` on tiny settings: their tables and
-option errors. The figures themselves are what they measure, never a test."""
+"""``polyopt bench latency``, ``memory`` and ``compile-time`` (each measures processes) on
+tiny settings: their tables and option errors. The figures are theirs to measure, never a
+test's."""
 
 from __future__ import annotations
 
@@ -36,4 +37,17 @@ def test_memory_prints_a_line_per_interval(capsys: pytest.CaptureFixture[str],
 
 def test_memory_names_an_unknown_case(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["bench", "memory", "--cases", "nope"]) == 2
+    assert "unknown --cases nope" in capsys.readouterr().err
+
+
+@pytest.mark.cc
+def test_compile_time_runs_each_case_in_a_child(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "compile-time", "--cases", "einsum7,bcast"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["einsum7", "bcast"]
+    assert all(r.endswith(" ok") for r in rows), rows
+
+
+def test_compile_time_names_an_unknown_case(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["bench", "compile-time", "--cases", "einsum7,nope"]) == 2
     assert "unknown --cases nope" in capsys.readouterr().err
