@@ -14,7 +14,15 @@ import numpy as np
 
 from polyopt import api, config, dtypes, ir
 from polyopt.autodiff import grad
-from polyopt.bench import contention, conv  # import neither torch nor TVM
+from polyopt.bench import (  # import neither torch nor TVM
+    compile_time,
+    contention,
+    conv,
+    latency,
+    memory,
+    ops,
+    suite,
+)
 from polyopt.costmodel import machine
 from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime import probe
@@ -154,27 +162,26 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+# The benchmarks: each module has ``add_arguments(parser)`` and ``run(args) -> int``.
+BENCHMARKS: dict[str, tuple[Any, str]] = {
+    "conv": (conv, "per-layer convolution benchmark (ResNet-50, MobileNetV2)"),
+    "contention": (contention, "kernels timed quiet and next to a CPU-bound competitor"),
+    "suite": (suite, "40 operators in six families against numpy, torch and TVM"),
+    "ops": (ops, "eleven operators against program order, numpy, torch and TVM"),
+    "latency": (latency, "import, first result and call overhead of fresh processes"),
+    "memory": (memory, "RSS and mapped files of a long-running process"),
+    "compile-time": (compile_time, "compile-time reproducers, each in a child under limits"),
+}
+
+
 def _bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b = sub.add_parser("bench", help="benchmarks against other systems")
     kinds = b.add_subparsers(dest="benchmark", required=True)
-    c = kinds.add_parser("conv", help="per-layer convolution benchmark (ResNet-50, MobileNetV2)",
-                         description=conv.__doc__,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    conv.add_arguments(c)
-    c.set_defaults(func=_bench_conv)
-    t = kinds.add_parser("contention", help="kernels timed quiet and next to a CPU-bound "
-                         "competitor", description=contention.__doc__,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    contention.add_arguments(t)
-    t.set_defaults(func=_bench_contention)
-
-
-def _bench_conv(args: argparse.Namespace) -> int:
-    return conv.run(args)
-
-
-def _bench_contention(args: argparse.Namespace) -> int:
-    return contention.run(args)
+    for name, (module, summary) in BENCHMARKS.items():
+        k = kinds.add_parser(name, help=summary, description=module.__doc__,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(k)
+        k.set_defaults(func=module.run)
 
 
 def _tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -80,7 +80,7 @@ def usable_cores() -> int:
     its first place when it starts, and ``import torch`` starts torch's. That thread's mask
     then holds one CPU while the runtime's teams span them all, and the machine model
     scheduled for one core what ran on two (matmul 1024^3 8.8 ms against 6.8,
-    ``scripts/bench_omp_order.py``)."""
+    ``scripts/checks/bench_omp_order.py``)."""
     threads = _openmp_threads()
     if threads:
         return threads

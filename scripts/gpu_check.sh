@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check, run on the lent GPU machine (no network) from the repository root, with
-# wheelhouse/ carried along (scripts/fetch_gpu_deps.sh fills it here):
+# wheelhouse/ carried along (scripts/dev/fetch_gpu_deps.sh fills it here):
 #     bash scripts/gpu_check.sh
 # Phases, each under its own timeout and all within GPU_CHECK_BUDGET_S (default 470 s):
 #     info     nvidia-smi, nvcc --version, the Python, the CUDA toolkit found
@@ -60,7 +60,7 @@ print("Python.h:", "present" if os.path.exists(os.path.join(inc, "Python.h")) el
     free -g 2> /dev/null | head -2
     df -h "$ROOT" 2> /dev/null | tail -1
     echo "== wheelhouse"
-    ls "$ROOT/wheelhouse" 2> /dev/null || echo "wheelhouse/ is missing: run scripts/fetch_gpu_deps.sh"
+    ls "$ROOT/wheelhouse" 2> /dev/null || echo "wheelhouse/ is missing: run scripts/dev/fetch_gpu_deps.sh"
 }
 
 phase_venv() {
@@ -115,7 +115,7 @@ build_pycuda() {
     local sdist src
     sdist="$(ls "$ROOT"/wheelhouse/pycuda-*.tar.gz 2> /dev/null | sort -V | tail -1)"
     if [[ -z "$sdist" ]]; then
-        echo "no pycuda-*.tar.gz in wheelhouse/: run scripts/fetch_gpu_deps.sh"
+        echo "no pycuda-*.tar.gz in wheelhouse/: run scripts/dev/fetch_gpu_deps.sh"
         return 1
     fi
     if [[ -z "${CUDA_ROOT:-}" ]]; then

@@ -1,6 +1,6 @@
 """Random TC definitions for differential testing of schedules (Csmith-style).
 
-Used by ``tests/schedules/test_fuzz_schedules.py`` and ``scripts/fuzz_schedules.py``. Each
+Used by ``tests/schedules/test_fuzz_schedules.py`` and ``scripts/dev/fuzz_schedules.py``. Each
 draw is a ``FuzzProgram``: TC source, sizes, and inputs it can fill with data. It does not
 import polyopt: it only writes TC text, drawing from a ``random.Random`` (or hypothesis'
 ``st.randoms()``, whose draws shrink), so seeded campaigns and hypothesis share the code.

@@ -3,7 +3,7 @@ pair against the float64 interpreter (Csmith-style: every accepted verb must kee
 answer; a refused one is skipped).
 
 ``check_pair`` is what ``tests/schedules/test_fuzz_schedules.py`` and
-``scripts/fuzz_schedules.py`` run. Verb arguments are drawn from the schedule at hand (its
+``scripts/dev/fuzz_schedules.py`` run. Verb arguments are drawn from the schedule at hand (its
 loops, their nesting, sibling nests, locals), so most verbs are well formed and what
 decides is legality. An outcome is ``ok`` (compiled, ran, matched), ``refused`` (no verb
 accepted: nothing new to compile), ``compile-refused`` (a ``PolyoptError`` other than

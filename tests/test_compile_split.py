@@ -1,4 +1,4 @@
-"""scripts/compile_split.py: the order of its compiles (repeats compiled anew), its summary
+"""scripts/dev/compile_split.py: the order of its compiles (repeats compiled anew), its summary
 and one short run. Speed itself is what the script measures, never a test."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from types import ModuleType
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+from polyopt.bench import suite_cases
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts" / "dev"
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +28,7 @@ def split() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def cases(split: ModuleType) -> list:
-    return split.bench_suite.all_cases(False)
+    return suite_cases.all_cases(False)
 
 
 def test_ops_keep_their_order_and_repeats_are_new_sources(split: ModuleType,

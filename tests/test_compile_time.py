@@ -1,6 +1,6 @@
 """Compile time for many statements (issue 13, item 4): the batched forms of the analyses
 give what the per-statement ones gave. Speed itself is measured by
-``scripts/compile_time.py``, never by a test."""
+``polyopt bench compile-time``, never by a test."""
 
 from __future__ import annotations
 
@@ -264,7 +264,7 @@ def test_a_chain_of_locals_asks_isl_about_each_locals_users_only(
 
 @pytest.mark.parametrize("shape", [updates, pieces, chain])
 def test_the_issue_shapes_schedule_at_160(shape: Callable[[int], str]) -> None:
-    """The three shapes of ``scripts/compile_time.py`` (``updates160``, ``pieces160``,
+    """The three shapes of ``polyopt bench compile-time`` (``updates160``, ``pieces160``,
     ``chain160``) give a schedule; their time is the script's to measure."""
     s = polyopt.schedule(shape(160), sizes={"N": 64} if shape is not pieces else None)
     assert s.loops

@@ -1,4 +1,4 @@
-"""scripts/fuzz_schedules.py: a short seeded campaign writes its counts and no failures."""
+"""scripts/dev/fuzz_schedules.py: a short seeded campaign writes its counts and no failures."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cc
 
 def test_short_campaign_counts_every_pair(tmp_path: Path) -> None:
     out = tmp_path / "fuzz.json"
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "fuzz_schedules.py"),
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev" / "fuzz_schedules.py"),
                           "--pairs", "12", "--per-program", "3", "--seed", "7", "--jobs", "1",
                           "--families", "contraction,multi", "--out", str(out),
                           "--progress", str(tmp_path / "log")],
@@ -27,4 +27,4 @@ def test_short_campaign_counts_every_pair(tmp_path: Path) -> None:
     assert data["refused"] + data["accepted"] + data["crash"] == 12
     assert data["wrong"] == data["crash"] == 0 and data["failures"] == []
     assert set(data["by_family"]) <= {"contraction", "multi"}
-    assert data["command"].startswith("python3 scripts/fuzz_schedules.py --pairs 12")
+    assert data["command"].startswith("python3 scripts/dev/fuzz_schedules.py --pairs 12")

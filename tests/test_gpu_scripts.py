@@ -23,7 +23,7 @@ def _bench(*args: str, env: dict[str, str] | None = None,
                           cwd=ROOT, env=env, timeout=timeout, check=False)
 
 
-@pytest.mark.parametrize("script", ["gpu_check.sh", "fetch_gpu_deps.sh"])
+@pytest.mark.parametrize("script", ["gpu_check.sh", "dev/fetch_gpu_deps.sh"])
 def test_shell_script_parses(script: str) -> None:
     proc = subprocess.run(["bash", "-n", str(SCRIPTS / script)], capture_output=True,
                           text=True, check=False)

@@ -1,4 +1,4 @@
-"""scripts/search_vs_random.py: the best at a budget is the best of the first trials, the
+"""scripts/studies/search_vs_random.py: the best at a budget is the best of the first trials, the
 table takes the side-by-side times' medians over seeds when there are some, and in table
 mode the strategies propose only tabled configurations and are scored against the table's
 best."""
@@ -9,7 +9,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "search_vs_random.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "studies" / "search_vs_random.py"
 spec = importlib.util.spec_from_file_location("search_vs_random", SCRIPT)
 assert spec is not None and spec.loader is not None
 svr = importlib.util.module_from_spec(spec)

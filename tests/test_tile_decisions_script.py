@@ -1,4 +1,4 @@
-"""scripts/bench_tile_decisions.py: the quick run prints a row per nest with the pipeline's
+"""scripts/checks/bench_tile_decisions.py: the quick run prints a row per nest with the pipeline's
 choice, the model's and both times."""
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ pytestmark = pytest.mark.cc
 
 @pytest.mark.parametrize("decision", ["register", "layout", "candidates"])
 def test_quick_run_prints_each_nest(decision: str) -> None:
-    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_tile_decisions.py"),
+    checks = ROOT / "scripts" / "checks"
+    run = subprocess.run([sys.executable, str(checks / "bench_tile_decisions.py"),
                           "--quick", "--decision", decision],
-                         capture_output=True, text=True, timeout=600, cwd=ROOT / "scripts")
+                         capture_output=True, text=True, timeout=600, cwd=checks)
     assert run.returncode == 0, run.stdout + run.stderr
     rows = [line for line in run.stdout.splitlines() if line.startswith("| ") and "ms" not in
             line and not line.startswith("|---")]

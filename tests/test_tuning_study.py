@@ -1,4 +1,4 @@
-"""scripts/tuning_study.py --quick: every strategy's history and budgets in the JSON, the
+"""scripts/studies/tuning_study.py --quick: every strategy's history and budgets in the JSON, the
 search-quality metrics, the Markdown table, the plot, and a MetaSchedule crash recorded as
 a failure (a stand-in TVM whose import segfaults the child), never estimated."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "tuning_study.py"
+SCRIPT = ROOT / "scripts" / "studies" / "tuning_study.py"
 
 # One kernel: the study's machinery is the same for every kernel, and each costs CI ~45 s
 # (the conv paths of the tuner are tested in tests/tuning).

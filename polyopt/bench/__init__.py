@@ -1,9 +1,19 @@
-"""Benchmarks of polyopt against other systems, shipped so the installed CLI has them.
+"""Benchmarks of polyopt against other systems: the ``polyopt bench <suite>`` subcommands,
+shipped so the installed CLI has them (each also runs as ``python3 -m polyopt.bench.<suite>``).
 
-``polyopt bench conv`` (``conv.py``) times the convolution layers of ResNet-50 or
-MobileNetV2 (``layers.py``) on polyopt, numpy, torch and TVM (``peers.py``,
-``tvm_conv.py``) and writes a table, CSV, JSON and a plot (``report.py``). Importing this
-package imports neither torch nor TVM.
+Suites, each with ``add_arguments(parser)`` and ``run(args)``:
+- ``conv``: the convolution layers of ResNet-50 or MobileNetV2 (``layers``) on polyopt, numpy,
+  torch and TVM (``peers``, ``tvm_conv``); table, CSV, JSON and plot (``records``, ``report``).
+- ``contention``: kernels timed quiet and next to a CPU-bound competitor.
+- ``suite``: 40 operators in six families (``suite_cases``) against numpy, torch and TVM.
+- ``ops``: eleven operators (``operators``) against program order, numpy, torch and TVM.
+- ``latency``: import, first result and call overhead of fresh processes.
+- ``memory``: RSS and mapped files of a long-running process.
+- ``compile-time`` (``compile_time``): the compile-time reproducers, each in a child process.
+
+Shared: ``measure`` (build, check and time a system) over ``timing`` (interleaved rounds),
+``tvm_gemm`` (TVM's GEMM peer), ``markdown`` (BENCHMARKS.md sections and ``--update``).
+Importing this package imports neither torch nor TVM.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ PREPARE: dict[str, Callable[[Layer, Inputs, Context], Prepared]] = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of ``polyopt bench conv`` (also used by scripts/bench_conv.py)."""
+    """The options of ``polyopt bench conv``."""
     p.add_argument("--model", default="resnet50",
                    help=f"which network's layers: {' or '.join(MODELS)} (default resnet50)")
     p.add_argument("--layers", default="",
@@ -382,12 +382,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``polyopt bench conv ...`` as a script of its own (scripts/bench_conv.py)."""
-    parser = argparse.ArgumentParser(prog="bench_conv", description=__doc__,
+    """``polyopt bench conv ...`` as a module of its own (``python3 -m polyopt.bench.conv``)."""
+    parser = argparse.ArgumentParser(prog="polyopt bench conv", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     try:
         return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
     except PolyoptError as e:
-        print(f"bench_conv: error: {e}", file=sys.stderr)
+        print(f"polyopt bench conv: error: {e}", file=sys.stderr)
         return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,11 +1,11 @@
 """Timing several systems against each other in one process.
 
-Both benchmarks (``polyopt bench conv`` and ``scripts/bench_ops.py``/``bench_suite.py``)
-time the same way: every system is built and checked first, then timed in interleaved
-rounds, each system in turn (the order rotated by one each round) after a pause, and its
-figure is the median of all its timed calls. On this 2-core VM a block of calls of the same
-kernel varied 0.7-1.4x between blocks seconds apart while calls within a block agreed, so
-one block per system decided a ratio by chance; interleaving hits every system alike.
+The benchmarks (``polyopt bench conv``, ``ops`` and ``suite``) time the same way: every system is
+built and checked first, then timed in interleaved rounds, each system in turn (the order rotated by
+one each round) after a pause, and its figure is the median of all its timed calls. On this 2-core
+VM a block of calls of the same kernel varied 0.7-1.4x between blocks seconds apart while calls
+within a block agreed, so one block per system decided a ratio by chance; interleaving hits every
+system alike.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ class StmtPrinter:
         ``acc`` when the value is NaN (x86's ``vmaxps``/``vminps``, one instruction on the
         loop-carried chain) and ``flag |= value is NaN`` off that chain. ``po_max``'s NaN test
         on the accumulator puts a compare, a mask OR and a blend on the chain instead: 17.9
-        ms against 4.0 for torch on ``max_axis2`` 64x512x512 (scripts/bench_suite.py)."""
+        ms against 4.0 for torch on ``max_axis2`` 64x512x512 (polyopt/bench/suite.py)."""
         stmt = self.s.stmt
         rhs = self.rhs.cast(stmt.rhs, dtype)
         cmp = ">" if stmt.op == "max" else "<"

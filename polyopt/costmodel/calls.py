@@ -1,13 +1,13 @@
 """What a builtin call costs the CPU cost model, in its operations (``Machine.fma_units`` of
 them a cycle): per vector of 512, 256 and 128 bits, and per element of scalar code.
 
-Measured with ``scripts/bench_call_cost.py`` (``O(i) = f(A(i))`` over 16384 floats in L2,
+Measured with ``scripts/calibrate/bench_call_cost.py`` (``O(i) = f(A(i))`` over 16384 floats in L2,
 one thread, against the same loop copying; the median of three rounds' least times), on
 an AMD EPYC host (AVX-512, glibc 2.36 with libmvec, GCC 12), 2026-12-04::
 
-    OMP_NUM_THREADS=1 python3 scripts/bench_call_cost.py --rounds 3     # --lanes 8, 4
+    OMP_NUM_THREADS=1 python3 scripts/calibrate/bench_call_cost.py --rounds 3     # --lanes 8, 4
     OMP_NUM_THREADS=1 POLYOPT_NO_CACHE=1 POLYOPT_CFLAGS=-fno-tree-vectorize \\
-        python3 scripts/bench_call_cost.py --rounds 3 --lanes 1
+        python3 scripts/calibrate/bench_call_cost.py --rounds 3 --lanes 1
     (and each with --double: float64, --lanes 8, 4, 2 and 1)
 
 float64's table is its own (``--double``): its vectors cost more than float32's of the same

@@ -179,12 +179,12 @@ class Machine:
     in parallel (``CpuPolicy.parallel_pays``): calibration times an empty region 0.1 ms
     after the last (a kernel called in a loop; the median of 100; the Intel VM of the
     twenty-first round: 3900 cycles, and 2.5e7 after 1 ms, its idle vCPUs descheduled,
-    which no fork price makes up for). ``python3 scripts/bench_fork_join.py`` times it
+    which no fork price makes up for). ``python3 scripts/calibrate/bench_fork_join.py`` times it
     after other gaps: on the 2-core AMD VM (3.5 GHz) about 3000 cycles back to back,
     4000-6000 after 0.01-0.1 ms of sleep and 8800-10200 after 1 ms, 3e5 after 10 ms under
     ``OMP_PROC_BIND=spread`` and 2e7 unbound (this host's vCPUs descheduled). The default
     sits above the 1 ms row; it is where the ``--quick`` 30x20x25 matmul of
-    ``scripts/bench_ops.py`` ran 4x slower in parallel."""
+    ``polyopt/bench/ops.py`` ran 4x slower in parallel."""
 
     def __post_init__(self) -> None:
         """Each field of the right type and within its :data:`BOUNDS`; OptionError (a

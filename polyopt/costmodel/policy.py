@@ -63,7 +63,7 @@ class CpuPolicy:
     of ``wide_block_vectors`` vectors. Measured on ResNet-50 (23 layers, count-weighted, batch
     1): 51.8 ms against 59.3 ms with one-vector blocks; the 3x3 layers on 28- and 56-wide rows
     ran 1.4-1.6x faster, the 14- and 7-wide ones and 1x1 layers slower. Re-measure: ``polyopt
-    bench conv --model resnet50`` (or ``scripts/bench_conv.py``) with ``options={"knobs":
+    bench conv --model resnet50`` (or ``polyopt/bench/conv.py``) with ``options={"knobs":
     {"block": 2 * lanes}}`` against ``{"block": lanes}``. That gap was GCC's predictive
     commoning spilling the one-vector tiles' broadcasts (``Dialect``) and the two-vector
     blocks' weights copied from 32 streams at once (``codegen/transpose.py``). Without both,
@@ -104,7 +104,7 @@ class CpuPolicy:
     tile) only when that loop fills at least this fraction of its vectors' lanes
     (``lane_fill``): a shorter row gains little from whole vectors, and the cost model then
     orders its taps outside a partial vector. Measured on MobileNetV2's stride-2 depthwise
-    layers (one thread, ``scripts/compare_commits.py --cases mv2:6,mv2:11,mv2:16,mv2:25`` with
+    layers (one thread, ``scripts/dev/compare_commits.py --cases mv2:6,mv2:11,mv2:16,mv2:25`` with
     ``OMP_NUM_THREADS=1``): 56, 28 and 14 of 16 lanes ran 0.38x, 0.51x and 0.56x the time
     without the split; 7 of 16 lanes 1.37x. Not derived: the split's gain is whole vectors in
     the micro-kernel, and its loss a copy per phase; the roofline model predicts the copy but
@@ -120,7 +120,7 @@ class CpuPolicy:
     pack_min_reduction: int = 64
     """Operands are packed into panels when the reduction is at least this long (packing is one
     pass over each operand; it pays once each element is reused this often). Set with packing on
-    ``scripts/bench_ops.py``'s GEMMs, not measured on its own: re-measure with
+    ``polyopt/bench/ops.py``'s GEMMs, not measured on its own: re-measure with
     ``options={"knobs": {"pack": True}}`` against ``False`` at short reductions. Not derived: a
     copy's cost is in the model (one pass over the operand), but its gain, fewer TLB misses and
     cache-set conflicts in the micro-kernel's strided panel loads, is below the model's grain
@@ -131,7 +131,7 @@ class CpuPolicy:
     column operand (``B``) once per row tile, the row operand (``A``) once per column tile; a
     pass that reads an operand once reuses nothing of its copy (and an operand that fits in half
     of L1 stays there between passes: ``register_tile._pays_to_pack``). Measured on one thread,
-    CPU time, ``python scripts/bench_gemm_plans.py --cpu --shapes
+    CPU time, ``python scripts/checks/bench_gemm_plans.py --cpu --shapes
     4096x16x1024,2048x128x1024,1024x1024x1024 --variants pack_a=False pack_a=True``: A swept
     once (16 output columns) 8.5 ms packed against 3.2 ms not; 4 times 7.2 against 10.5 ms; 32
     times (1024^3) 26.2 against 44.8 ms. Not derived, as ``pack_min_reduction``: a sweep count
@@ -159,7 +159,7 @@ class CpuPolicy:
     not): ResNet-50 layer 2 (64->64 at 56x56, 0.20) 1.38x, MobileNetV2 layers 18 (0.22)
     1.25x, 22 (0.10) 1.09x, 26 (0.26) 1.52x, 27 (0.14) 1.02x, 29 (0.18) 1.16x; copied
     below the share: MobileNetV2 30 (0.09) 0.94x, 31 (0.05) 0.80x, ResNet-50 4 (0.05)
-    0.88x, 16 (0.05) 0.75x, 14 (0.03) 0.92x. Re-measure with ``scripts/compare_commits.py
+    0.88x, 16 (0.05) 0.75x, 14 (0.03) 0.92x. Re-measure with ``scripts/dev/compare_commits.py
     OLD NEW --cases r50:2,r50:16,mv2:18,mv2:22,mv2:30``."""
 
     row_block: int | None = None
@@ -189,7 +189,7 @@ class CpuPolicy:
     l2_bytes_per_cycle: float = 32.0
     """Bytes per cycle from L2 into L1 (half a line per cycle: Zen 2-4, Skylake). A read
     stream of AVX-512 loads over 128-512 KiB measured 46-62 on the AMD EPYC host of
-    BENCHMARKS.md's thirteenth round (``scripts/bench_cache_bandwidth.py``); kept at 32
+    BENCHMARKS.md's thirteenth round (``scripts/calibrate/bench_cache_bandwidth.py``); kept at 32
     until an A/B of the orders it ranks says otherwise (``order_min_gain`` absorbs its
     error)."""
 
@@ -202,8 +202,8 @@ class CpuPolicy:
     l1_tlb_entries: int = 64
     """First-level data TLB entries (Zen 2-4: 64-72; Skylake: 64): a strip of a
     transposed access whose rows are pages apart keeps no more rows than this
-    (``cpu._pages_apart``). ``python3 scripts/bench_tlb.py`` (a chase over one line of each
-    of N pages): up to 64 pages 4 cycles a load, 96-512 pages 11. Not detected: CPUID
+    (``cpu._pages_apart``). ``python3 scripts/calibrate/bench_tlb.py`` (a chase over one
+    line of each of N pages): up to 64 pages 4 cycles a load, 96-512 pages 11. Not detected: CPUID
     describes it, sysfs does not."""
 
     tlb_entries: int = 2048
@@ -212,7 +212,7 @@ class CpuPolicy:
 
     tlb_miss_cycles: float = 30.0
     """Cycles of a page walk that hits the caches. With it the model predicts the two-stage
-    blur of 2050^2 walked by columns at ~200 ms; measured 236 ms (``scripts/bench_nests.py
+    blur of 2050^2 walked by columns at ~200 ms; measured 236 ms (``scripts/checks/bench_nests.py
     --cases blur``, main before the model)."""
 
     order_min_gain: float = 1.5
@@ -221,7 +221,7 @@ class CpuPolicy:
     (bandwidths not measured per machine), so a small predicted gain is noise. Of the 55
     ResNet-50/MobileNetV2 conv layers, 8 MobileNetV2 layers change (the zeroing nest of 5,
     the taps of 3 depthwise ones): 0.57-0.86x the time on main, or within the run's noise,
-    by ``scripts/compare_commits.py`` (BENCHMARKS.md, loop order model)."""
+    by ``scripts/dev/compare_commits.py`` (BENCHMARKS.md, loop order model)."""
 
     order_max_permuted: int = 4
     """Chains of up to this many loops are tried in every order (24 estimates); longer
@@ -234,7 +234,7 @@ class CpuPolicy:
     them (``vpermt2ps``) up to stride 4 and gives up the permutes from 5. Measured on the
     2-core AVX-512 Xeon VM, ``o[i] = o[i] > x[k*i] ? o[i] : x[k*i]`` over 2048 floats under
     ``omp simd``: 0.069, 0.109, 0.140, 0.191 ns per element for k = 1..4, 0.375 at 5, and
-    0.64-1.0 ns scalar. Re-measure: ``scripts/bench_strided_loads.py``."""
+    0.64-1.0 ns scalar. Re-measure: ``scripts/calibrate/bench_strided_loads.py``."""
 
     strip_min_vectors: int = 4
     """Smallest strip (in vectors) of a strip-mined parallel loop the model considers: a shorter
@@ -270,11 +270,11 @@ class CpuPolicy:
     time_tile_cache_share: float = 0.5
     """Share of L2 one step of a time tile may use (``time_tile``): the other half holds the
     halo rows of neighbouring tiles and the hardware prefetcher's lines. As ``cube_tile``'s
-    budget; checked against the measured best by ``scripts/stencil_study.py``."""
+    budget; checked against the measured best by ``scripts/checks/stencil_study.py``."""
 
     time_tile_space_max: int = 256
     """Largest space size of a time tile: above it a wavefront has too few tiles to share
-    out (jacobi-2d, ``scripts/stencil_study.py``). The old floor of 64 (measured with every
+    out (jacobi-2d, ``scripts/checks/stencil_study.py``). The old floor of 64 (measured with every
     plane streaming to memory, before storage contraction) is gone: contracted, tiles from
     4 x 16 to 32 x 128 ran within 10% at N=1500, and heat-3d's 64-wide tiles at N=120 left
     a wavefront fewer tiles than cores (1.5x slower than no time tiling)."""
@@ -334,7 +334,7 @@ class CpuPolicy:
           multiple of the cores' count of tiles, so that no wavefront leaves a core idle
           for a round (60 steps by at most 16: four tiles of 15, not 16, 16, 16, 12; 59
           steps by at most 29 on 2 cores: four of 15, not three of 20, measured 1.2x
-          faster on fdtd-2d at N=1000, ``scripts/stencil_study.py``)."""
+          faster on fdtd-2d at N=1000, ``scripts/checks/stencil_study.py``)."""
         lanes = self.lanes(elem_bytes)
         l1 = self.machine.l1d_bytes
         cut = 0

@@ -14,7 +14,7 @@ plane's run on. Their number is the runs of memory the continuing loop's body to
 
 A core's prefetchers follow ``Machine.prefetch_streams`` streams; the lines of the
 others come at ``untracked_share`` of the rate a followed stream gets (:func:`share`).
-Both are measured by ``scripts/bench_streams.py --mode rows`` on one thread.
+Both are measured by ``scripts/calibrate/bench_streams.py --mode rows`` on one thread.
 """
 
 from __future__ import annotations

@@ -368,7 +368,7 @@ def _reduction_block(b: Blocking, policy: CpuPolicy, red: int, step_bytes: int) 
     stay far below L2's bandwidth); else the model's ``kc`` (the panel in L1). A split
     costs a pass over the output and, the parallel loop being inside it, a fork and join
     per block: 4096 x 16 x 1024 ran 1.75 ms with kc = 128 and 1.29 ms unsplit, 2 threads
-    (``scripts/bench_gemm_plans.py --variants kc=1024``; 1024^3 12.7 against 13.1 ms)."""
+    (``scripts/checks/bench_gemm_plans.py --variants kc=1024``; 1024^3 12.7 against 13.1 ms)."""
     if red < UNKNOWN_TRIP and red * step_bytes <= policy.machine.l2_bytes // 2:
         return red
     return b.kc

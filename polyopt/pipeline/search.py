@@ -50,7 +50,7 @@ def _in_layouts(program: ir.Program, options: Mapping[str, Any],
     layouts unmerged. A merge serves the own layout, whose vector loop then runs along the
     whole run (a 1x1 convolution's 3136 pixels at 56x56, where a row was 3.5 vectors); in
     channel blocks the vectors run along the channels and the pixels are the register
-    tile's rows, which a merge changes little. Measured (``scripts/compare_commits.py``, 3
+    tile's rows, which a merge changes little. Measured (``scripts/dev/compare_commits.py``, 3
     rounds, call time merged in blocks over unmerged in blocks): ResNet-50 layers 14 and
     18 (14x14) 1.12 and 1.18, MobileNetV2 layers 17, 18, 22 1.01-1.07; and each candidate
     is a whole lowering (ResNet-50 layer 18 lowered in 0.82 s with it, 0.38 without any

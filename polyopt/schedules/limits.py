@@ -43,7 +43,7 @@ class Caps:
     tile unrolls (84 updates), and MobileNetV2's depthwise layers 3, 6, 9 and 14 ran no
     faster within the noise (``polyopt bench conv --model mobilenetv2 --layers 3,6,9,14
     --repeat 20``, 64 and 128 alternating twice) while dwconv_3x3_s2_b8 compiled in 1.24 s
-    instead of 0.64 s (``scripts/compile_split.py``; the issue's limit is 1 s)."""
+    instead of 0.64 s (``scripts/dev/compile_split.py``; the issue's limit is 1 s)."""
 
     max_slice_bytes: int = 64 * 1024
     """Largest slice of a contracted local (``schedules/contraction.py``): it lives on each
@@ -59,7 +59,7 @@ class Caps:
     legal). Measured: a chain of 160 elementwise statements needs 576k operations (0.3 s),
     of 320 1.28M (2.2 s); the bundled kernels need at most 400k (a padded conv2d with sizes
     unbound, 4 statements); past the budget, 2000 statements gave up within 0.01 s, where
-    1M operations took 20 s. Re-measure: ``scripts/compile_time.py``."""
+    1M operations took 20 s. Re-measure: ``polyopt/bench/compile_time.py``."""
 
     max_scheduler_operations: int = 4_000_000
     """isl's scheduler's operations per call, however few the statements (see
@@ -72,7 +72,7 @@ class Caps:
     (``isl_tab_basic_set_non_trivial_lexmin``), and unbounded coefficients let them grow:
     a 1-D padded convolution with a bias, ``O(f,h) +=! I(r_c, h + r_kh - 2) * Wt(f, r_c,
     r_kh)`` at C=1, F=3, KH=2, H=6 or 8, did not finish within 10 minutes (found by
-    ``scripts/fuzz_schedules.py``); bounded, it takes 0.03 s. The bundled kernels' schedules
+    ``scripts/dev/fuzz_schedules.py``); bounded, it takes 0.03 s. The bundled kernels' schedules
     need at most 2: bounded by 1, the C of the stencils (jacobi, heat, seidel) and
     layernorm changes; by 2 or 8, the C of none of 233 kernels does (the suite's operators,
     the ResNet-50 and MobileNetV2 layers, bench_kernels' and tests/kernels' cases). A def
@@ -83,7 +83,7 @@ class Caps:
     """The loop-order model (``pipeline/order.py``) weighs distributing a fused nest only
     when it holds at most this many statements: it estimates each statement's nest apart,
     which took 4.2 s of a 7.6 s lowering (cProfile) for 1000 fused independent statements.
-    Such a nest keeps the pipeline's fusion. Re-measure: ``scripts/compile_time.py``."""
+    Such a nest keeps the pipeline's fusion. Re-measure: ``polyopt/bench/compile_time.py``."""
 
     legality_whole_order: int = 64
     """Schedules of at most this many statements (pieces) are checked against the
@@ -92,7 +92,7 @@ class Caps:
     but slower per dependence). Measured under cProfile on ResNet-50's conv1 (15 checks):
     1.69 s the per-dependence way against 0.86-1.18 s the whole-order way; a chain of 2000
     statements: 3.0 s the whole-order way against 0.8 s (commit f95a3ef). Re-measure:
-    ``scripts/compile_time.py`` and ``scripts/compare_commits.py``."""
+    ``polyopt/bench/compile_time.py`` and ``scripts/dev/compare_commits.py``."""
 
 
 CAPS = Caps()

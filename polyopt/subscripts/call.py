@@ -52,7 +52,7 @@ __all__ = ["GENERIC_POINTS", "Contraction", "EinsumPlan", "contraction", "einsum
 GENERIC_POINTS = 1 << 16  # iteration points up to which a size-generic kernel is used
 # Iteration points up to which a path's steps run fused, as one definition (einsum_fused):
 # where a step's work (about 1 ns a point in a plain loop nest) is of the order of a kernel
-# call's fixed cost (3-5 us, scripts/bench_latency.py). At GENERIC_POINTS, fused paths at 4x
+# call's fixed cost (3-5 us, polyopt/bench/latency.py). At GENERIC_POINTS, fused paths at 4x
 # opt_einsum's extents ran up to 2.4x slower than a kernel per step (their loops unmerged).
 FUSED_POINTS = 1 << 12
 _array_types: dict[type, Callable[..., Any]] = {}  # see use_array_type

@@ -11,7 +11,7 @@ nearest candidates) and one random candidate (exploration: the models can be wro
 
 Candidates whose register tile needs more accumulators than the machine has vector
 registers are proposed only when no other is left, by every pick: the accumulators spill.
-On the measured tables of ``scripts/search_vs_random.py`` such tiles ran at a median of
+On the measured tables of ``scripts/studies/search_vs_random.py`` such tiles ran at a median of
 55-82x the table's best on the large products (attn_pv, bmm, mm_square, mm_odd, linear),
 9x on mm_skinny_k and 3-18x on the convolutions, and about 40% of a uniform sample of a
 product's space is such a tile; neither the prior (it leaves the register tile at the
@@ -116,7 +116,7 @@ def _scorer(state: State) -> Score:
 def _prior(state: State) -> Score:
     """The predicted log2 cycles, ties broken at random. (Breaking them toward fewer knobs
     moved off the model's choice kept the first picks near a mediocre default on the
-    products' tables of scripts/search_vs_random.py: attn_pv's median best at 8 trials
+    products' tables of scripts/studies/search_vs_random.py: attn_pv's median best at 8 trials
     1.83x the table's best, against 1.41x.)"""
     prior = state.prior
     jitter = state.rng.random

@@ -22,7 +22,7 @@ class CostModel:
     every measurement so far (failed ones count as twice the slowest).
 
     ``boosted``: gradient-boosted trees (XGBoost). On a study's 1,400 measured schedules
-    (scripts/cost_model_eval.py, 32 for training) they ranked held-out schedules with
+    (scripts/checks/cost_model_eval.py, 32 for training) they ranked held-out schedules with
     Spearman's rho 0.65-0.78, and their top five held the best to within 0.4-3% on
     the convolutions, against rho 0.47-0.60 and 13-28% for ``ridge``: ridge regression on the
     encoding and its pairwise products (no dependency; the fallback when XGBoost is not

@@ -131,7 +131,7 @@ PADDED_1D = """def cv(float(C,H) I pad(0, 2), float(F,C,KH) Wt, float(F) bias) -
 
 def test_bounded_coefficients_keep_the_scheduler_from_running_away() -> None:
     """At these sizes isl's unbounded integer programs grew for over 10 minutes, past the
-    operation budget, which does not count their pivots (found by scripts/fuzz_schedules.py).
+    operation budget, which does not count their pivots (found by scripts/dev/fuzz_schedules.py).
     The schedule runs in a child process so that a regression fails here instead of hanging
     the suite; the bound does not outlive the call."""
     code = ("import polyopt\n"

@@ -1,6 +1,6 @@
 """A long-lived process stays within bounds (issue 40): a kernel's plans, variants and
 scratch, the extents' cache, and the libraries loaded, which close with their last user.
-Counted, never timed; ``scripts/bench_memory.py`` shows RSS over 100k calls."""
+Counted, never timed; ``polyopt bench memory`` shows RSS over 100k calls."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ are skipped; every accepted schedule is compiled, run and compared with the floa
 interpreter. A wrong answer or a crash fails with a runnable reproducer.
 
 Hypothesis draws the programs and verbs (derandomized: CI sees the same pairs every run);
-``scripts/fuzz_schedules.py`` runs the same checks in long seeded campaigns.
+``scripts/dev/fuzz_schedules.py`` runs the same checks in long seeded campaigns.
 """
 
 from __future__ import annotations
