@@ -22,7 +22,9 @@ Cases:
 - bcast: ``O(i,j,k) = A(i,k) where j in 0:131072`` at I=64, K=131072, lowered only (the
   output would be 4 PB): a 3-D broadcast whose inner copy the transpose printer examines.
 
-Run against another checkout (main, say) with --repo PATH (it goes first on PYTHONPATH):
+Run against another checkout (main, say) with --repo PATH (it goes first on PYTHONPATH; this
+module runs there, so the checkout needs ``polyopt.subscripts``: older ones have
+``scripts/compile_time.py``, which takes the same cases and ``--repo``):
     polyopt bench compile-time                     # every case, this checkout
     polyopt bench compile-time --repo /tmp/ct-main --cases einsum7,chain160
 
@@ -180,8 +182,10 @@ def measure(case: str, repo: Path, timeout: float, memory_gb: float) -> dict[str
                str(memory_gb)]
         t0 = time.perf_counter()
         try:
+            # cwd: with ``-c``, the working directory comes first on sys.path, before
+            # PYTHONPATH: run from a checkout, its own polyopt would be measured.
             done = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                                  timeout=timeout, check=False)
+                                  timeout=timeout, check=False, cwd=cache)
         except subprocess.TimeoutExpired:
             return {"status": f"did not finish in {timeout:.0f} s"}
         wall = time.perf_counter() - t0
