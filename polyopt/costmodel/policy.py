@@ -44,7 +44,7 @@ class CpuPolicy:
     natural_vectors: int = 4
     """An output whose last extent is a multiple of the lanes and at least this many vectors
     keeps its natural layout (no channel blocks): its register tiles are full vectors. Chosen,
-    not measured (the cost model has no term for a layout's register tile): see Decisions."""
+    not measured (the cost model has no term for a layout's register tile): BENCHMARKS.md."""
 
     wide_rows: int = 28
     """Output rows (the last extent) from which a convolution with filter taps gets channel
@@ -97,10 +97,10 @@ class CpuPolicy:
     transposed ``B``). Measured on the suite's contractions: BENCHMARKS.md, Decisions."""
 
     panel_l2_max_share: float = 0.1
-    """...but a 1x1 convolution's input that fits in half of L2 is copied in panel order
-    (``blocked._panel_copies``) only when the copy's predicted cycles (fork, bytes at
-    ``l2_bytes_per_cycle``) are at most this share of the contraction's (FMAs at
-    ``fma_units``), both over the cores. Measured on 1x1 layers: BENCHMARKS.md, Decisions."""
+    """...but a 1x1 convolution's input in half of L2 is copied in panel order
+    (``blocked._panel_copies``) only when the copy's predicted cycles (fork and join, bytes at
+    ``l2_bytes_per_cycle``) are at most this share of the contraction's (FMAs at ``fma_units``
+    vectors a cycle), both over the cores. Measured on 1x1 layers: BENCHMARKS.md, Decisions."""
 
     row_block: int | None = None
     """Rows per L2 block of a register-tiled nest (GotoBLAS's MC), 0 for none; None derives

@@ -15,10 +15,9 @@ class Caps:
     program order, so a cap never changes a result, only how it is computed."""
 
     max_accumulators: int = 32
-    """Vector accumulators a register-tile micro-kernel may hold (``codegen/microkernel.py``);
-    larger tiles print as plain loops. 32: the largest register file polyopt targets (AVX-512,
-    NEON); the model's tiles fit the machine's own (``CpuPolicy.register_rows``), a knob's may
-    spill."""
+    """Vector accumulators a micro-kernel may hold (``codegen/microkernel.py``); larger tiles
+    print as plain loops. 32: the largest register file polyopt targets (AVX-512, NEON); the
+    model's tiles fit the machine's own (``CpuPolicy.register_rows``), a knob's may spill."""
 
     max_reduction_loops: int = 4
     """Reduction loops a micro-kernel keeps its accumulators across (``c, kh, kw`` of a
@@ -47,11 +46,10 @@ class Caps:
     A larger one stays a whole tensor in memory."""
 
     scheduler_work: int = 200_000_000
-    """isl's scheduler's budget (``pipeline/auto.py``) in isl's operations times statements
-    (an operation costs more the more statements share isl's linear programs): a call gets
-    this over its statements, at most ``max_scheduler_operations``. Past it the base schedule
-    is program order, checked, with a ``PolyoptWarning`` (the CPU pipeline still fuses where
-    legal). Measured: BENCHMARKS.md, Decisions."""
+    """isl's scheduler's budget (``pipeline/auto.py``) in operations times statements (an
+    operation costs more the more statements share isl's programs): a call gets this over its
+    statements, at most ``max_scheduler_operations``; past it the base schedule is program
+    order, checked, with a ``PolyoptWarning``. Measured: BENCHMARKS.md, Decisions."""
 
     max_scheduler_operations: int = 4_000_000
     """isl's scheduler's operations per call, however few the statements (see
@@ -59,9 +57,9 @@ class Caps:
 
     scheduler_max_coefficient: int = 8
     """Largest absolute coefficient of an iterator or size in isl's schedules (isl's
-    ``schedule_max_coefficient``, unbounded by default): the budget above does not count the
-    pivots of isl's integer programs, which unbounded coefficients let grow. A def with no
-    schedule within it gets program order. Measured: BENCHMARKS.md, Decisions."""
+    ``schedule_max_coefficient``, unbounded by default): unbounded ones let the pivots the
+    budget above does not count grow. A def with no schedule within it gets program order.
+    Measured: BENCHMARKS.md, Decisions."""
 
     model_statements: int = 256
     """The loop-order model (``pipeline/order.py``) weighs distributing a fused nest only when
@@ -69,10 +67,9 @@ class Caps:
     nest keeps the pipeline's fusion. A limit on compile work, measured: see Decisions."""
 
     legality_whole_order: int = 64
-    """Schedules of at most this many statements are checked against the dependences through
-    their whole lexicographic order, built once (quadratic in the statements); larger ones
-    through each dependence's ends (``lex_lt_at``, linear, slower per dependence). Measured:
-    BENCHMARKS.md, Decisions."""
+    """Schedules of at most this many statements are checked through their whole lexicographic
+    order, built once (quadratic); larger ones through each dependence's ends (``lex_lt_at``,
+    linear, slower per dependence). Measured: BENCHMARKS.md, Decisions."""
 
 
 CAPS = Caps()
