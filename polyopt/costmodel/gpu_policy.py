@@ -1,7 +1,7 @@
 """The thresholds of the CUDA mapping (``pipeline/gpu.py``) and its tuning space:
 :class:`GpuPolicy`, with the :class:`GpuModel` the CUDA features measure against. The CPU
-pipeline's are in ``costmodel/policy.py`` (with :class:`Caps`, which bounds generated code
-on every target); each field says where its value comes from, as there.
+pipeline's are in ``costmodel/policy.py``; :class:`~polyopt.schedules.limits.Caps` bounds
+generated code on every target. Each field says where its value comes from, as there.
 """
 
 from __future__ import annotations
@@ -60,17 +60,16 @@ class GpuPolicy:
 
     block: tuple[int, int] = (32, 8)
     """Threads per block (x, y) for plain nests: a warp along the stride-1 loop (coalesced
-    accesses), 256 threads in all."""
+    accesses), 256 threads in all. Chosen, not measured."""
 
     big_tile: tuple[int, int, int] = (128, 128, 8)
     """Block tile (rows, columns, reduction) of a contraction whose output is at least
-    ``big_min`` on both sides: the classic SGEMM tile (CUTLASS's 128x128x8); 8 KB of
-    shared memory, 256 threads of ``big_regs``."""
+    ``big_min`` on both sides: the classic SGEMM tile (CUTLASS's 128x128x8), not measured
+    here; 8 KB of shared memory, 256 threads of ``big_regs``."""
 
     big_regs: tuple[int, int] = (8, 8)
-    """Each thread's outputs (rows, columns) in the big tile: 64 accumulators (the 4096^3
-    matmul's kernel takes 125 registers under ``__launch_bounds__(256, 2)`` without spills,
-    ``nvcc -arch=sm_90``)."""
+    """Each thread's outputs (rows, columns) in the big tile: 64 accumulators, which compile
+    without spills (``scripts/bench_gpu.py --compile-only``; BENCHMARKS.md, GPU)."""
 
     small_tile: tuple[int, int, int] = (64, 64, 8)
     """Block tile of smaller outputs (and with a tile given without ``regs``): 256 threads
