@@ -18,6 +18,7 @@ from polyopt.bench import (  # import neither torch nor TVM
     compile_time,
     contention,
     conv,
+    einsum_paths,
     formulations,
     latency,
     memory,
@@ -174,6 +175,7 @@ BENCHMARKS: dict[str, tuple[Any, str]] = {
     "compile-time": (compile_time, "compile-time reproducers, each in a child under limits"),
     "formulations": (formulations, "equivalent formulations of the bundled stencils against "
                      "program order and numpy"),
+    "einsum-paths": (einsum_paths, "multi-operand einsum along a path against numpy's"),
 }
 
 

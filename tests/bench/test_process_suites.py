@@ -1,5 +1,5 @@
 """``polyopt bench latency``, ``memory``, ``compile-time`` and ``formulations`` (each
-measures processes) on tiny settings: their tables and option errors.
+measures processes) and ``einsum-paths`` on tiny settings: their tables and option errors.
 The figures are theirs to measure, never a test's."""
 
 from __future__ import annotations
@@ -65,3 +65,14 @@ def test_formulations_times_every_variant_in_a_child(capsys: pytest.CaptureFixtu
         "input", "previous", "staged", "piecewise", "program-order", "numpy"]
     assert not [r for r in rows if "error" in r], rows
 
+
+@pytest.mark.cc
+def test_einsum_paths_checks_each_expression(capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
+    assert cli.main(["bench", "einsum-paths", "--only", "ij,jk,kl->il", "--rounds", "1",
+                     "--budget", "0.001", "--breakdown"]) == 0
+    out = capsys.readouterr().out
+    assert "ij,jk,kl->il" in out and "WRONG RESULT" not in out
+    assert "geomean polyopt / numpy optimize=True:" in out
