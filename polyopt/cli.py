@@ -18,6 +18,8 @@ from polyopt.bench import (  # import neither torch nor TVM
     compile_time,
     contention,
     conv,
+    einsum_paths,
+    formulations,
     latency,
     memory,
     ops,
@@ -171,6 +173,9 @@ BENCHMARKS: dict[str, tuple[Any, str]] = {
     "latency": (latency, "import, first result and call overhead of fresh processes"),
     "memory": (memory, "RSS and mapped files of a long-running process"),
     "compile-time": (compile_time, "compile-time reproducers, each in a child under limits"),
+    "formulations": (formulations, "equivalent formulations of the bundled stencils against "
+                     "program order and numpy"),
+    "einsum-paths": (einsum_paths, "multi-operand einsum along a path against numpy's"),
 }
 
 

@@ -10,6 +10,9 @@ Suites, each with ``add_arguments(parser)`` and ``run(args)``:
 - ``latency``: import, first result and call overhead of fresh processes.
 - ``memory``: RSS and mapped files of a long-running process.
 - ``compile-time`` (``compile_time``): the compile-time reproducers, each in a child process.
+- ``formulations``: equivalent formulations of the bundled stencils (``stencil_forms``, which
+  the tests read too) against program order and numpy, each in a child process.
+- ``einsum-paths`` (``einsum_paths``): multi-operand einsum along a path against numpy's.
 
 Shared: ``measure`` (build, check and time a system) over ``timing`` (interleaved rounds),
 ``tvm_gemm`` (TVM's GEMM peer), ``markdown`` (BENCHMARKS.md sections and ``--update``).

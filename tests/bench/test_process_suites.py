@@ -1,6 +1,6 @@
-"""``polyopt bench latency``, ``memory`` and ``compile-time`` (each measures processes) on
-tiny settings: their tables and option errors. The figures are theirs to measure, never a
-test's."""
+"""``polyopt bench latency``, ``memory``, ``compile-time`` and ``formulations`` (each
+measures processes) and ``einsum-paths`` on tiny settings: their tables and option errors.
+The figures are theirs to measure, never a test's."""
 
 from __future__ import annotations
 
@@ -51,3 +51,28 @@ def test_compile_time_runs_each_case_in_a_child(capsys: pytest.CaptureFixture[st
 def test_compile_time_names_an_unknown_case(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["bench", "compile-time", "--cases", "einsum7,nope"]) == 2
     assert "unknown --cases nope" in capsys.readouterr().err
+
+
+@pytest.mark.cc
+def test_formulations_times_every_variant_in_a_child(capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
+    assert cli.main(["bench", "formulations", "--quick", "--names", "jacobi_1d",
+                     "--reps", "1"]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [r.split(" | ")[2] for r in rows] == [
+        "input", "previous", "staged", "piecewise", "program-order", "numpy"]
+    assert not [r for r in rows if "error" in r], rows
+
+
+@pytest.mark.cc
+def test_einsum_paths_checks_each_expression(capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
+    assert cli.main(["bench", "einsum-paths", "--only", "ij,jk,kl->il", "--rounds", "1",
+                     "--budget", "0.001", "--breakdown"]) == 0
+    out = capsys.readouterr().out
+    assert "ij,jk,kl->il" in out and "WRONG RESULT" not in out
+    assert "geomean polyopt / numpy optimize=True:" in out

@@ -1,4 +1,4 @@
-"""Equivalent formulations of the bundled stencils (tests/stencil_formulations.py, issue 40)
+"""Equivalent formulations of the bundled stencils (polyopt/bench/stencil_forms.py, issue 40)
 compute the bundled values and compile to the same storage and time tiling: the copies of
 the ``previous`` and ``staged`` forms are seen through (``lang.copyflow``), and the
 ``piecewise`` form's statements are cut into their arms (``lang.piecewise``)."""
@@ -9,10 +9,10 @@ import islpy as isl
 import numpy as np
 import polybench_refs as refs
 import pytest
-import stencil_formulations as forms
 
 import polyopt
 from polyopt import lang
+from polyopt.bench import stencil_forms as forms
 from polyopt.schedules.storage import stored
 
 SIZES = {"jacobi_1d": {"N": 40, "T": 8}, "jacobi_2d": {"N": 24, "T": 6},

@@ -11,7 +11,8 @@ same storage and the same time tiling (``lang.copyflow`` sees through their copi
   (``At(t,i) = (1 <= i && i < N-1) ? <stencil> : A(i) where t in 0:T, i in 0:N``; the first
   step's stencil, which reads the input, is a ``t == 0 ?`` arm).
 
-``source(name, kind)`` is the text of def ``name`` (renamed ``<name>_<kind>``)."""
+``source(name, kind)`` is the text of def ``name`` (renamed ``<name>_<kind>``). ``polyopt
+bench formulations`` times them; tests/pipeline/test_formulations.py checks them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Multi-operand einsum along a path: polyopt vs numpy, on opt_einsum's test expressions.
+"""``polyopt bench einsum-paths``: multi-operand einsum along a path, polyopt vs numpy, on
+opt_einsum's test expressions.
 
 The expressions are those of opt_einsum's own contraction tests (``tests/test_contract.py``)
 with three or more operands, plus ``ij,jk,kl->il``, at opt_einsum's default extents
@@ -15,7 +16,7 @@ The ratios are polyopt's time over numpy's (< 1: polyopt is faster). ``--breakdo
 times each step of polyopt's path three ways: the whole ``einsum`` call, its compiled
 kernel called directly on prepared operands, and what numpy's path takes for that step.
 
-    flock -s /tmp/bench.lock python3 scripts/bench_einsum_paths.py [--breakdown] [--only EXPR]
+    flock -s /tmp/bench.lock polyopt bench einsum-paths [--breakdown] [--only EXPR]
 """
 
 from __future__ import annotations
@@ -24,15 +25,17 @@ import argparse
 import math
 import os
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-import polyopt
-from polyopt.subscripts.call import einsum_plan
+from polyopt import api
+from polyopt.errors import PolyoptError
+from polyopt.subscripts.call import einsum, einsum_plan
 from polyopt.subscripts.path import contraction_path
 
 # opt_einsum's tests/test_contract.py, the expressions of three or more operands.
@@ -82,11 +85,11 @@ def measure(expr: str, ops: list[np.ndarray], rounds: int, budget: float,
     """First call of polyopt, then the ways interleaved over ``rounds`` rounds (numpy's one
     nest only if ``naive``)."""
     t = time.perf_counter()
-    got = polyopt.einsum(expr, *ops, optimize=True)
+    got = einsum(expr, *ops, optimize=True)
     first = time.perf_counter() - t
     want = np.einsum(expr, *ops, optimize=True)
     ways: dict[str, Callable[[], Any]] = {
-        "polyopt": lambda: polyopt.einsum(expr, *ops, optimize=True),
+        "polyopt": lambda: einsum(expr, *ops, optimize=True),
         "np opt": lambda: np.einsum(expr, *ops, optimize=True),
     }
     if naive:
@@ -114,8 +117,8 @@ def breakdown(expr: str, ops: list[np.ndarray], budget: float) -> None:
     for step in path.steps:
         args = [pending.pop(p) for p in step.operands]
         plan = einsum_plan(step.subscripts, *args)
-        kernel = polyopt.compile(plan.text, "einsum", sizes=plan.sizes)
-        call = per_call(partial(polyopt.einsum, step.subscripts, *args, optimize=False), budget)
+        kernel = api.compile(plan.text, "einsum", sizes=plan.sizes)
+        call = per_call(partial(einsum, step.subscripts, *args, optimize=False), budget)
         bare = per_call(partial(kernel, *plan.operands), budget)
         mine = per_call(partial(np.einsum, step.subscripts, *args, optimize=True), budget)
         print(f"  {step.subscripts:28} {call * 1e6:10.1f} {bare * 1e6:10.1f} {mine * 1e6:10.1f}")
@@ -124,16 +127,20 @@ def breakdown(expr: str, ops: list[np.ndarray], budget: float) -> None:
     print(f"  numpy's path search on each call: {search * 1e6:.1f} us")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", action="append", help="an expression to run (repeatable)")
-    ap.add_argument("--scale", type=int, default=1, help="multiply every extent by this")
-    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median kept)")
-    ap.add_argument("--budget", type=float, default=0.02, help="seconds per timing")
-    ap.add_argument("--breakdown", action="store_true", help="time each step of the path")
-    ap.add_argument("--max-naive", type=float, default=1e9,
-                    help="skip numpy's one nest above this many flops (it takes seconds)")
-    args = ap.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``polyopt bench einsum-paths``."""
+    parser.add_argument("--only", action="append", help="an expression to run (repeatable)")
+    parser.add_argument("--scale", type=int, default=1, help="multiply every extent by this")
+    parser.add_argument("--rounds", type=int, default=7,
+                        help="interleaved rounds (median kept)")
+    parser.add_argument("--budget", type=float, default=0.02, help="seconds per timing")
+    parser.add_argument("--breakdown", action="store_true", help="time each step of the path")
+    parser.add_argument("--max-naive", type=float, default=1e9,
+                        help="skip numpy's one nest above this many flops (it takes seconds)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """A line per expression of ``--only`` (default: all), then the geometric mean."""
     rng = np.random.default_rng(0)
     # polyopt's kernels run OpenMP threads: on a busy machine they wait for each other.
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
@@ -155,7 +162,21 @@ def main() -> None:
     over = sum(r > 1.5 for r in ratios)
     print(f"geomean polyopt / numpy optimize=True: {geo:.2f}; over 1.5x: {over} of {len(ratios)}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``polyopt bench einsum-paths ...`` as a module of its own (``python3 -m
+    polyopt.bench.einsum_paths``)."""
+    parser = argparse.ArgumentParser(prog="polyopt bench einsum-paths", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(argv))
+    except PolyoptError as e:
+        print(f"polyopt bench einsum-paths: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
