@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import polyopt.kernels as kernels
 
 import polyopt
-import polyopt.kernels as kernels
 from polyopt.schedules import Schedule
 from polyopt.tuning.tuner import tune
 
