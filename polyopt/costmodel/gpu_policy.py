@@ -81,20 +81,6 @@ class GpuPolicy:
     big_min: int = 128
     """Rows and columns from which a contraction takes the big tile (one big tile's side)."""
 
-    space_blocks: tuple[tuple[int, int], ...] = ((32, 8), (64, 4), (16, 16), (128, 2))
-    """Threads per block the tuner tries (all 256 threads)."""
-
-    space_tiles: tuple[tuple[int, int, int], ...] = (
-        (64, 64, 8), (128, 128, 8), (64, 128, 8), (128, 64, 8), (32, 32, 8), (64, 64, 16),
-        (128, 128, 16))
-    """Block tiles the tuner tries."""
-
-    space_regs: tuple[tuple[int, int], ...] = ((4, 4), (8, 8), (4, 8), (8, 4), (2, 2))
-    """Per-thread register tiles the tuner tries."""
-
-    space_unroll: tuple[int, ...] = (2, 4)
-    """Unroll factors of the tile's reduction loop the tuner tries (default: fully)."""
-
     caps: Caps = CAPS
     """Code-size limits (machine-independent)."""
 

@@ -53,7 +53,7 @@ class CpuPolicy:
 
     wide_block_vectors: int = 2
     """Vectors per channel block of a wide convolution: two accumulators per output pixel.
-    Measured with ``wide_rows`` (the tuner also offers 4, ``space_block_vectors``)."""
+    Measured with ``wide_rows`` (the tuner also offers 4: ``tuning.space.CpuSpace``)."""
 
     small_reduction: int = 16
     """Reductions this short besides the longest are filter taps: they run inside the register
@@ -105,7 +105,7 @@ class CpuPolicy:
     row_block: int | None = None
     """Rows per L2 block of a register-tiled nest (GotoBLAS's MC), 0 for none; None derives
     them from the machine model (``register_tile.row_block``: the operand panel in half of L2,
-    whole rounds of the cores). Knob ``mc``; the tuner offers ``space_mc``."""
+    whole rounds of the cores). Knob ``mc``; the tuner offers ``CpuSpace.mc``."""
 
     cache_tile_min_tiles: int = 2
     """A transposed access is cache-tiled (``cache_tile``) only when its loop has at least this
@@ -166,31 +166,6 @@ class CpuPolicy:
     """Smallest strip (in vectors) of a strip-mined parallel loop the model considers: a shorter
     run per row defeats the hardware prefetcher. A guess, neither measured nor derived (the
     machine model holds no prefetcher): four lines on AVX-512."""
-
-    # ---- the tuning space (tuning/space.py) ----
-    conv_rank: int = 4
-    """Outputs of this rank or more (NCHW) are convolutions to the tuner: it offers channel
-    blocks (``space_block_vectors``) instead of L2 row blocks (a convolution's rows are too
-    short to cut)."""
-
-    space_mr: tuple[int, ...] = (4, 6, 8, 12, 14, 16, 20, 24, 28)
-    """Register-tile rows the tuner tries besides the model's (up to ``max_rows``)."""
-
-    space_nr_vectors: tuple[int, ...] = (1, 2, 3, 4)
-    """Register-tile columns the tuner tries, in vectors of the contraction's lanes."""
-
-    space_kc: tuple[int, ...] = (32, 64, 96, 128, 192, 256, 384, 512)
-    """Reduction tiles the tuner tries (the model's kc lies in [16, 512])."""
-
-    space_mc: tuple[int, ...] = (64, 128, 256, 512)
-    """L2 row blocks the tuner tries for contractions that are not convolutions."""
-
-    space_block_vectors: tuple[int, ...] = (2, 4)
-    """Channel blocks the tuner tries besides one vector (the default) and none, in vectors."""
-
-    space_cache_tile: tuple[int, ...] = (8, 32, 64)
-    """Cache tiles the tuner tries for transposed accesses besides the line (default) and
-    none."""
 
     time_tile_cache_share: float = 0.5
     """Share of L2 one step of a time tile may use (``time_tile``): the other half holds the

@@ -38,6 +38,58 @@ Config = dict[str, Any]
 
 
 @dataclass(frozen=True)
+class CpuSpace:
+    """The values the tuner tries for the CPU pipeline's knobs besides the model's own: the
+    search's bounds, not thresholds of the pipeline (``costmodel/policy.py``)."""
+
+    conv_rank: int = 4
+    """Outputs of this rank or more (NCHW) are convolutions to the tuner: it offers channel
+    blocks (``block_vectors``) instead of L2 row blocks (a convolution's rows are too short
+    to cut)."""
+
+    mr: tuple[int, ...] = (4, 6, 8, 12, 14, 16, 20, 24, 28)
+    """Register-tile rows (up to ``CpuPolicy.max_rows``)."""
+
+    nr_vectors: tuple[int, ...] = (1, 2, 3, 4)
+    """Register-tile columns, in vectors of the contraction's lanes."""
+
+    kc: tuple[int, ...] = (32, 64, 96, 128, 192, 256, 384, 512)
+    """Reduction tiles (the model's kc lies in [16, 512])."""
+
+    mc: tuple[int, ...] = (64, 128, 256, 512)
+    """L2 row blocks, for contractions that are not convolutions."""
+
+    block_vectors: tuple[int, ...] = (2, 4)
+    """Channel blocks besides one vector (the default) and none, in vectors."""
+
+    cache_tile: tuple[int, ...] = (8, 32, 64)
+    """Cache tiles for transposed accesses besides the line (the default) and none."""
+
+
+@dataclass(frozen=True)
+class GpuSpace:
+    """The values the tuner tries for the CUDA mapping's knobs (``pipeline/gpu.py``)."""
+
+    blocks: tuple[tuple[int, int], ...] = ((32, 8), (64, 4), (16, 16), (128, 2))
+    """Threads per block (all 256 threads)."""
+
+    tiles: tuple[tuple[int, int, int], ...] = (
+        (64, 64, 8), (128, 128, 8), (64, 128, 8), (128, 64, 8), (32, 32, 8), (64, 64, 16),
+        (128, 128, 16))
+    """Block tiles."""
+
+    regs: tuple[tuple[int, int], ...] = ((4, 4), (8, 8), (4, 8), (8, 4), (2, 2))
+    """Per-thread register tiles."""
+
+    unroll: tuple[int, ...] = (2, 4)
+    """Unroll factors of the tile's reduction loop (default: fully)."""
+
+
+CPU_SPACE = CpuSpace()
+GPU_SPACE = GpuSpace()
+
+
+@dataclass(frozen=True)
 class Space:
     """Knob name -> candidate values (the first is the model's default)."""
 
@@ -229,7 +281,7 @@ def _register_tiled(probe: _Probe, policy: CpuPolicy) -> bool:
     differed. Asked of the pipeline: the smallest and largest register rows change the
     schedule of a register-tiled nest (one of them is not the model's)."""
     default = probe.key(register_tile=True)
-    return any(probe.key(mr=mr) != default for mr in (min(policy.space_mr), max(policy.space_mr)))
+    return any(probe.key(mr=mr) != default for mr in (min(CPU_SPACE.mr), max(CPU_SPACE.mr)))
 
 
 def _contractions(program: ir.Program) -> list[ir.Stmt]:
@@ -245,19 +297,19 @@ def _cpu_knobs(program: ir.Program,
     if contractions:
         lanes = policy.lanes(DTYPES[program.tensors[contractions[0].tensor].dtype].np.itemsize)
         knobs += [("register_tile", (None, True, False)),
-                  ("mr", (None, *policy.space_mr)),
-                  ("nr", (None, *(v * lanes for v in policy.space_nr_vectors))),
-                  ("kc", (None, *policy.space_kc)),
+                  ("mr", (None, *CPU_SPACE.mr)),
+                  ("nr", (None, *(v * lanes for v in CPU_SPACE.nr_vectors))),
+                  ("kc", (None, *CPU_SPACE.kc)),
                   ("pack_a", (None, True, False)),
                   ("pack_b", (None, True, False)),
                   ("rows_outer", (None, True, False))]
-        if any(len(s.lhs) >= policy.conv_rank for s in program.stmts):  # NCHW: channel
+        if any(len(s.lhs) >= CPU_SPACE.conv_rank for s in program.stmts):  # NCHW: channel
             # blocks of the default (None), none, or several vectors (more accumulators)
-            knobs.append(("block", (None, 0, *(v * lanes for v in policy.space_block_vectors))))
+            knobs.append(("block", (None, 0, *(v * lanes for v in CPU_SPACE.block_vectors))))
         else:  # L2 row blocks (a convolution's rows are too short to cut)
-            knobs.append(("mc", (None, 0, *policy.space_mc)))
+            knobs.append(("mc", (None, 0, *CPU_SPACE.mc)))
     if any(len(s.lhs) >= 2 for s in program.stmts):
-        knobs.append(("cache_tile", (None, 0, *policy.space_cache_tile)))
+        knobs.append(("cache_tile", (None, 0, *CPU_SPACE.cache_tile)))
     if mergeable(program):  # merged loops (a 1x1 convolution's pixels) or as written
         knobs.append(("merge", (None, True, False)))
     return tuple(knobs)
@@ -265,10 +317,10 @@ def _cpu_knobs(program: ir.Program,
 
 def _cuda_knobs(program: ir.Program,
                 policy: GpuPolicy) -> tuple[tuple[str, tuple[Any, ...]], ...]:
-    knobs: list[tuple[str, tuple[Any, ...]]] = [("gpu_block", (None, *policy.space_blocks))]
+    knobs: list[tuple[str, tuple[Any, ...]]] = [("gpu_block", (None, *GPU_SPACE.blocks))]
     if _contractions(program):
-        knobs += [("gpu_tile", (None, *policy.space_tiles)),
-                  ("gpu_regs", (None, *policy.space_regs)),
+        knobs += [("gpu_tile", (None, *GPU_SPACE.tiles)),
+                  ("gpu_regs", (None, *GPU_SPACE.regs)),
                   ("gpu_shared", (None, False)),
-                  ("gpu_unroll", (None, *policy.space_unroll))]
+                  ("gpu_unroll", (None, *GPU_SPACE.unroll))]
     return tuple(knobs)

@@ -17,7 +17,7 @@ from polyopt.costmodel import gpu_policy as gpol
 from polyopt.costmodel import policy as pol
 from polyopt.costmodel.gpu_policy import DEFAULT_GPU, GpuModel, GpuPolicy, gpu_policy
 from polyopt.costmodel.machine import Machine, gemm_blocking
-from polyopt.costmodel.policy import CpuPolicy, cpu_policy
+from polyopt.costmodel.policy import cpu_policy
 from polyopt.pipeline.blocked import plan_blocking
 from polyopt.pipeline.gpu import GpuMapping
 from polyopt.pipeline.register_tile import (
@@ -30,7 +30,7 @@ from polyopt.poly.model import PolyStmt
 from polyopt.schedules.limits import Caps
 from polyopt.schedules.nest import UNKNOWN_TRIP
 from polyopt.tuning.features import Footprints
-from polyopt.tuning.space import space_for
+from polyopt.tuning.space import CPU_SPACE, space_for
 
 AVX512 = Machine(vector_bytes=64, vector_registers=32, cores=4, l1d_bytes=48 << 10,
                  l2_bytes=2 << 20, l3_bytes=32 << 20)
@@ -206,7 +206,7 @@ def test_space_candidates_are_in_the_contractions_lanes(machine: Machine) -> Non
         lanes = cpu_policy(machine).lanes(elem)
         knobs = dict(space_for(source, None, {"M": 90, "N": 70, "K": 50}, machine=machine).knobs)
         assert knobs["nr"] == (None, lanes, 2 * lanes, 3 * lanes, 4 * lanes)
-        assert knobs["mr"] == (None, *CpuPolicy.space_mr) and "block" not in knobs
+        assert knobs["mr"] == (None, *CPU_SPACE.mr) and "block" not in knobs
     conv = dict(space_for(CONV, None, _conv(30, f=64), machine=machine).knobs)
     lanes = cpu_policy(machine).lanes(4)
     assert conv["block"] == (None, 0, 2 * lanes, 4 * lanes) and "mc" not in conv
