@@ -18,6 +18,7 @@ from polyopt.lang import build_program, define
 from polyopt.lang.flow import compute_flow
 from polyopt.poly import build_poly
 from polyopt.poly import deps as dep_module
+from polyopt.poly.model import PolyProgram
 from polyopt.schedules import legality, tree
 from polyopt.schedules import transform as tf
 from polyopt.schedules.tree import Loop, Sequence, filter_domain, filter_map, path_to, stmts_of
@@ -62,19 +63,28 @@ def _programs() -> dict[str, str]:
     return out
 
 
+def _poly_or_skip(src: str) -> PolyProgram:
+    """The polyhedral model of ``src``'s def, or a skip where it needs sizes."""
+    name = define(src).name if src.count("def ") == 1 else None
+    try:
+        return build_poly(build_program(src, name))
+    except polyopt.PolyoptError:
+        pytest.skip("needs sizes")
+
+
+def _analyses(pp: PolyProgram) -> tuple[tuple[isl.UnionMap | None, ...], ...]:
+    """(sink, must, may, kill) of the flow, anti and output analyses ``compute_deps`` runs."""
+    return ((pp.reads, pp.writes, None, None), (pp.writes, None, pp.reads, pp.writes),
+            (pp.writes, pp.writes, None, None))
+
+
 @pytest.mark.parametrize("src", list(_programs().values()), ids=list(_programs()))
 def test_dataflow_one_array_at_a_time_equals_all_at_once(src: str) -> None:
     """Each statement writes one array, so the dependences per array are those of the whole
     analysis (for the bundled kernels, as sets)."""
-    name = define(src).name if src.count("def ") == 1 else None
-    try:
-        pp = build_poly(build_program(src, name))
-    except polyopt.PolyoptError:
-        pytest.skip("needs sizes")
+    pp = _poly_or_skip(src)
     order = pp.program_order
-    for sink, must, may, kill in ((pp.reads, pp.writes, None, None),
-                                  (pp.writes, None, pp.reads, pp.writes),
-                                  (pp.writes, pp.writes, None, None)):
+    for sink, must, may, kill in _analyses(pp):
         whole = dep_module._flow(sink, must, may, order, kill)
         split = dep_module._flow_by_array(sink, must, may, order, kill=kill)
         assert split.is_equal(whole)
@@ -86,15 +96,9 @@ def test_dataflow_in_windows_equals_all_at_once(src: str, width: int, reach: int
     """``flow.compute_flow`` analyses a few statements' sinks at a time against the sources
     just before them, then the sinks left without a must source against all: isl's
     answer for the whole program, must and may dependences alike."""
-    name = define(src).name if src.count("def ") == 1 else None
-    try:
-        pp = build_poly(build_program(src, name))
-    except polyopt.PolyoptError:
-        pytest.skip("needs sizes")
+    pp = _poly_or_skip(src)
     order = pp.program_order
-    for sink, must, may, kill in ((pp.reads, pp.writes, None, None),
-                                  (pp.writes, None, pp.reads, pp.writes),
-                                  (pp.writes, pp.writes, None, None)):
+    for sink, must, may, kill in _analyses(pp):
         info = isl.UnionAccessInfo.from_sink(sink)
         info = info.set_must_source(must) if must is not None else info
         info = info.set_may_source(may) if may is not None else info

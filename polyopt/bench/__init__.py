@@ -15,7 +15,8 @@ Suites, each with ``add_arguments(parser)`` and ``run(args)``:
 - ``einsum-paths`` (``einsum_paths``): multi-operand einsum along a path against numpy's.
 
 Shared: ``measure`` (build, check and time a system) over ``timing`` (interleaved rounds),
-``tvm_gemm`` (TVM's GEMM peer), ``markdown`` (BENCHMARKS.md sections and ``--update``).
+``tvm_gemm`` (TVM's GEMM peer), ``markdown`` (BENCHMARKS.md sections and ``--update``),
+``entry`` (a suite run as a module of its own).
 Importing this package imports neither torch nor TVM.
 """
 

@@ -48,7 +48,8 @@ from pathlib import Path
 import numpy as np
 
 from polyopt import api
-from polyopt.errors import OptionError, PolyoptError
+from polyopt.bench.entry import suite_main
+from polyopt.errors import OptionError
 from polyopt.subscripts.call import einsum_plan
 
 # The directory polyopt is imported from (a checkout, or site-packages).
@@ -233,14 +234,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``polyopt bench compile-time ...`` as a module or file of its own."""
-    parser = argparse.ArgumentParser(prog="polyopt bench compile-time", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    try:
-        return run(parser.parse_args(argv))
-    except PolyoptError as e:
-        print(f"polyopt bench compile-time: error: {e}", file=sys.stderr)
-        return 2
+    return suite_main("compile-time", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import numpy as np
 
 from polyopt import host
 from polyopt.bench import report, timing, tvm_conv
+from polyopt.bench.entry import suite_main
 from polyopt.bench.layers import MODELS, Layer, scaled, select
 from polyopt.bench.peers import (
     Context,
@@ -42,7 +43,7 @@ from polyopt.bench.peers import (
 )
 from polyopt.bench.records import SYSTEMS, TOLERANCE, Record, Settings, add_speedups, totals
 from polyopt.bench.timing import describe
-from polyopt.errors import OptionError, PolyoptError
+from polyopt.errors import OptionError
 
 __all__ = ["Settings", "add_arguments", "choose_baseline", "in_own_thread", "main",
            "measure_layer", "run", "settings_from", "time_rounds"]
@@ -383,14 +384,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``polyopt bench conv ...`` as a module of its own (``python3 -m polyopt.bench.conv``)."""
-    parser = argparse.ArgumentParser(prog="polyopt bench conv", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    try:
-        return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
-    except PolyoptError as e:
-        print(f"polyopt bench conv: error: {e}", file=sys.stderr)
-        return 2
+    return suite_main("conv", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

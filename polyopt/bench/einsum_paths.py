@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from polyopt import api
-from polyopt.errors import PolyoptError
+from polyopt.bench.entry import suite_main
 from polyopt.subscripts.call import einsum, einsum_plan
 from polyopt.subscripts.path import contraction_path
 
@@ -168,14 +168,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``polyopt bench einsum-paths ...`` as a module of its own (``python3 -m
     polyopt.bench.einsum_paths``)."""
-    parser = argparse.ArgumentParser(prog="polyopt bench einsum-paths", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    try:
-        return run(parser.parse_args(argv))
-    except PolyoptError as e:
-        print(f"polyopt bench einsum-paths: error: {e}", file=sys.stderr)
-        return 2
+    return suite_main("einsum-paths", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

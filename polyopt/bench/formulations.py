@@ -26,7 +26,7 @@ import numpy as np
 
 from polyopt import api
 from polyopt.bench import stencil_forms as forms
-from polyopt.errors import PolyoptError
+from polyopt.bench.entry import suite_main
 
 SIZES = {"jacobi_2d": {"N": 3000, "T": 60}, "jacobi_1d": {"N": 400000, "T": 100},
          "heat_3d": {"N": 100, "T": 20}}
@@ -153,14 +153,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``polyopt bench formulations ...`` as a module of its own (``python3 -m
     polyopt.bench.formulations``)."""
-    parser = argparse.ArgumentParser(prog="polyopt bench formulations", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    try:
-        return run(parser.parse_args(argv))
-    except PolyoptError as e:
-        print(f"polyopt bench formulations: error: {e}", file=sys.stderr)
-        return 2
+    return suite_main("formulations", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

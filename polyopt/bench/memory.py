@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from polyopt import api
-from polyopt.errors import OptionError, PolyoptError
+from polyopt.bench.entry import suite_main
+from polyopt.errors import OptionError
 from polyopt.runtime import compiler
 from polyopt.subscripts.call import einsum
 
@@ -132,14 +133,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``polyopt bench memory ...`` as a module of its own (``python3 -m
     polyopt.bench.memory``)."""
-    parser = argparse.ArgumentParser(prog="polyopt bench memory", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    try:
-        return run(parser.parse_args(argv))
-    except PolyoptError as e:
-        print(f"polyopt bench memory: error: {e}", file=sys.stderr)
-        return 2
+    return suite_main("memory", __doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -45,10 +45,11 @@ from pathlib import Path
 import numpy as np
 
 from polyopt.bench import markdown, measure, tvm_gemm
+from polyopt.bench.entry import suite_main
 from polyopt.bench.measure import Bench, Prepared, Timing
 from polyopt.bench.operators import OPS, Case, all_cases
 from polyopt.config import scratch_cache
-from polyopt.errors import OptionError, PolyoptError
+from polyopt.errors import OptionError
 
 SECTION = "## CPU: operators"
 COMMAND_PREFIX = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE polyopt bench ops"
@@ -202,15 +203,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``polyopt bench ops ...`` as a module of its own (``python3 -m polyopt.bench.ops``)."""
-    parser = argparse.ArgumentParser(prog="polyopt bench ops", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        return run(parser.parse_args(argv), argv)
-    except PolyoptError as e:
-        print(f"polyopt bench ops: error: {e}", file=sys.stderr)
-        return 2
+    return suite_main("ops", __doc__, add_arguments, run, argv, pass_argv=True)
 
 
 if __name__ == "__main__":

@@ -48,12 +48,13 @@ from typing import Any
 import numpy as np
 
 from polyopt.bench import markdown, measure, tvm_conv, tvm_gemm
+from polyopt.bench.entry import suite_main
 from polyopt.bench.measure import Bench, Prepared, Timing
 from polyopt.bench.operators import Inputs
 from polyopt.bench.peers import Context, Skip
 from polyopt.bench.suite_cases import FAMILIES, SuiteCase, all_cases
 from polyopt.config import scratch_cache
-from polyopt.errors import OptionError, PolyoptError
+from polyopt.errors import OptionError
 
 SECTION = "## CPU: operator suite"
 COMMAND_PREFIX = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE polyopt bench suite"
@@ -368,15 +369,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``polyopt bench suite ...`` as a module of its own (``python3 -m polyopt.bench.suite``)."""
-    parser = argparse.ArgumentParser(prog="polyopt bench suite", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        return run(parser.parse_args(argv), argv)
-    except PolyoptError as e:
-        print(f"polyopt bench suite: error: {e}", file=sys.stderr)
-        return 2
+    return suite_main("suite", __doc__, add_arguments, run, argv, pass_argv=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import islpy as isl
 
 from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
+from polyopt.lang.flow import sets_of as sets
 from polyopt.poly.model import PolyProgram
 from polyopt.schedules.tree import (
     Leaf,
@@ -50,7 +51,6 @@ from polyopt.schedules.tree import (
     prune,
     rename,
     sequence,
-    sets,
     stmts_of,
     to_isl,
 )

@@ -26,6 +26,7 @@ import islpy as isl
 
 from polyopt.errors import ScheduleError
 from polyopt.ir import fresh_name
+from polyopt.lang.flow import sets_of as sets
 from polyopt.lang.flow import union_all
 from polyopt.schedules.marks import NO_MARKS, Marks, Tag, listed, loop_mark, marked_name
 
@@ -345,10 +346,6 @@ def pieces(upa: isl.UnionPwAff) -> list[isl.PwAff]:
     return out
 
 
-def sets(uset: isl.UnionSet) -> list[isl.Set]:
-    out: list[isl.Set] = []
-    uset.foreach_set(out.append)
-    return out
 
 
 # -- isl conversion -------------------------------------------------------------------------

@@ -110,12 +110,15 @@ def checked(fn: F) -> F:
     """``fn`` (a Schedule verb) with its arguments checked against ``SIGNATURES``."""
     verb = fn.__name__
     kinds = SIGNATURES[verb]
-    signature = functools.cache(lambda: inspect.signature(fn))  # at the first call: import
+    @functools.cache
+    def signature() -> tuple[inspect.Signature, set[str]]:
+        """The verb's signature and its ``*args`` names, at the first call, not at import."""
+        sig = inspect.signature(fn)
+        return sig, {p.name for p in sig.parameters.values() if p.kind is p.VAR_POSITIONAL}
 
     @functools.wraps(fn)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        sig = signature()
-        star = {p.name for p in sig.parameters.values() if p.kind is p.VAR_POSITIONAL}
+        sig, star = signature()
         try:
             bound = sig.bind(self, *args, **kwargs)
         except TypeError as e:
