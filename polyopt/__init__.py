@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from polyopt.api import Kernel, compile, schedule
+from polyopt.driver import schedule_from_json
 from polyopt.errors import (
     BoundsError,
     CodegenError,
@@ -94,5 +95,6 @@ __all__ = [
     "grad",
     "kernels",
     "schedule",
+    "schedule_from_json",
     "tune",
 ]

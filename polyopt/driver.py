@@ -36,7 +36,6 @@ from polyopt.poly.relayout import LAYOUT_VERBS, Layout, layout_of, relayout
 from polyopt.runtime import warm
 from polyopt.runtime.warm import Compiled, Signature
 from polyopt.schedules import Schedule
-from polyopt.schedules.schedule import register_json_loader
 from polyopt.schedules.storage import modulo_storage, stored
 
 OPTIONS: dict[str, str] = {
@@ -242,6 +241,11 @@ def schedule_from_json(text: str, source: str | lang.Definition, name: str | Non
     (its leading ``pack`` steps with one analysis)."""
     data, steps = Schedule.parse_steps(text)
     name = name or data.get("def")
+    if data.get("base") == "from_isl":  # its base is the isl text it keeps, read again
+        if not isinstance(data.get("isl"), str):
+            raise ScheduleError("schedule JSON of base 'from_isl' needs its isl text ('isl')")
+        return _with_notes(Schedule.from_isl(source, data["isl"], name=name, sizes=sizes)
+                           .replay(steps), data)
     bases: dict[str, bool | str] = {"isl": "isl", "program-order": False}
     base = bases.get(str(data.get("base", "")))
     if base is None:
@@ -255,13 +259,16 @@ def schedule_from_json(text: str, source: str | lang.Definition, name: str | Non
         layout = [layout_of(st.verb, st.args) for st in steps[:lead]]
     except TypeError as e:
         raise ScheduleError(f"bad arguments for schedule verb pack: {e}") from e
-    out = schedule_of(source, name, sizes, options, base, layout).replay(steps[lead:])
-    notes = data.get("notes", [])  # the cost model's reasons, kept with the steps
+    return _with_notes(schedule_of(source, name, sizes, options, base, layout)
+                       .replay(steps[lead:]), data)
+
+
+def _with_notes(out: Schedule, data: Mapping[str, Any]) -> Schedule:
+    """``out`` with the cost model's reasons that the JSON kept with its steps."""
+    notes = data.get("notes", [])
     return replace(out, notes=tuple(str(n) for n in notes)) if isinstance(
         notes, list) and notes else out
 
-
-register_json_loader(schedule_from_json)
 
 
 def _schedule(program: ir.Program, options: Mapping[str, Any],

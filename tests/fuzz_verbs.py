@@ -26,7 +26,7 @@ import numpy as np
 from fuzz_programs import FuzzProgram
 
 import polyopt
-from polyopt import lang
+from polyopt import lang, schedule_from_json
 from polyopt.errors import CompileError, PolyoptError, ScheduleError
 from polyopt.poly.merge import mergeable
 from polyopt.runtime.interp import evaluate
@@ -262,7 +262,7 @@ def check_malformed(s: Schedule, step: Step) -> str:
                        "steps": [{"verb": verb, "args": list(args), "kwargs": kw}]})
     calls: tuple[tuple[str, Callable[[], Any]], ...] = (
         ("called", lambda: getattr(s, verb)(*args, **kw)),
-        ("from JSON", lambda: Schedule.from_json(text, program.source, program.name,
+        ("from JSON", lambda: schedule_from_json(text, program.source, program.name,
                                                  sizes=dict(program.bound) or None)))
     for how, call in calls:
         try:
@@ -353,7 +353,7 @@ def check_pair(prog: FuzzProgram, inputs: list[np.ndarray], want: list[np.ndarra
             return out
         out.reproducer = pair.reproducer(s, _run_text(pair, inputs))
         if rng.random() < 0.15 and not _replays(s, prog, sizes):
-            out.status, out.message = "crash", "Schedule.from_json(s.as_json()) differs from s"
+            out.status, out.message = "crash", "schedule_from_json(s.as_json()) differs from s"
             return out
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -379,7 +379,7 @@ def _replays(s: Schedule, prog: FuzzProgram, sizes: dict[str, int] | None) -> bo
     """Schedules are data: the JSON of ``s`` replays to the same loop nest."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        again = Schedule.from_json(s.as_json(), prog.source, prog.name, sizes=sizes)
+        again = schedule_from_json(s.as_json(), prog.source, prog.name, sizes=sizes)
     return str(again) == str(s) and again.steps == s.steps
 
 

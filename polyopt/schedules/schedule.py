@@ -3,13 +3,16 @@ transformations (steps) that produced it from its base.
 
 Every verb returns a new Schedule and is checked against the exact dependences; an illegal
 one raises ``IllegalScheduleError`` naming the violated dependence. Schedules are data:
-``as_python()`` and ``as_json()`` print the steps, ``Schedule.from_json`` replays them.
+``as_python()`` and ``as_json()`` print the steps, ``polyopt.schedule_from_json`` replays them
+(in the driver: a replay starts from the base schedule the pipeline builds).
 ``Schedule.from_isl`` reads a schedule written in isl's notation (``to_isl`` writes one).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import warnings
 from collections.abc import Callable, Mapping
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, replace
@@ -530,20 +533,15 @@ class Schedule:
     @staticmethod
     def from_json(text: str, source: str, name: str | None = None, *,
                   sizes: Mapping[str, int] | None = None) -> Schedule:
-        """Replay a schedule saved by ``as_json`` on def ``name`` of ``source``."""
-        data, steps = Schedule.parse_steps(text)
-        if data.get("base") == "from_isl":  # its base is read here, not built by the driver
-            if not isinstance(data.get("isl"), str):
-                raise ScheduleError("schedule JSON of base 'from_isl' needs its isl text "
-                                    "('isl')")
-            out = Schedule.from_isl(source, data["isl"], name=name or data.get("def"),
-                                    sizes=sizes).replay(steps)
-            notes = data.get("notes", [])
-            return replace(out, notes=tuple(str(n) for n in notes)) if isinstance(
-                notes, list) else out
-        if _json_loader is None:
-            raise ScheduleError("Schedule.from_json needs polyopt's driver: import polyopt")
-        return _json_loader(text, source, name, sizes=sizes)
+        """Deprecated: use ``polyopt.schedule_from_json`` (removed in the next release).
+
+        Replaying needs the base schedule, which the automatic pipeline (a layer above this
+        one) builds; so the replay lives there, and this alias reaches it by name."""
+        warnings.warn("Schedule.from_json is deprecated; use polyopt.schedule_from_json "
+                      "(same arguments)", DeprecationWarning, stacklevel=2)
+        driver = importlib.import_module("polyopt.driver")
+        out: Schedule = driver.schedule_from_json(text, source, name, sizes=sizes)
+        return out
 
     @staticmethod
     def parse_steps(text: str) -> tuple[dict[str, Any], tuple[Step, ...]]:
@@ -568,18 +566,6 @@ class Schedule:
                 f"or compile with the sizes it was made for")
         check_legal(out.map, deps)
         return out
-
-
-# A saved schedule replays on its def's base schedule, which the driver (a layer above this
-# one) builds from the source: it registers how when it is imported, as every use of polyopt
-# does.
-_json_loader: Callable[..., Schedule] | None = None
-
-
-def register_json_loader(loader: Callable[..., Schedule]) -> None:
-    """Let ``Schedule.from_json`` replay through ``loader`` (the driver's)."""
-    global _json_loader
-    _json_loader = loader
 
 
 def program_order(pp: PolyProgram, deps: Deps) -> Schedule:

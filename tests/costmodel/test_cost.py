@@ -221,7 +221,7 @@ def test_pooling_against_numpy(k, stride, pad, sizes):
 def test_notes_print_and_survive_json():
     s = polyopt.schedule(COLSUM, sizes=dict(N=4096, M=4096), options={"machine": _MACHINE})
     assert "# why: " in str(s) and "# j" in s.as_python()
-    again = polyopt.Schedule.from_json(s.as_json(), COLSUM, sizes=dict(N=4096, M=4096))
+    again = polyopt.schedule_from_json(s.as_json(), COLSUM, sizes=dict(N=4096, M=4096))
     assert again.steps == s.steps and again.notes == s.notes
 
 

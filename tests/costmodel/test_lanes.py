@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import polyopt
+from polyopt import schedule_from_json
 from polyopt.costmodel import lanes as vl
 from polyopt.costmodel.machine import configured
 from polyopt.errors import OptionError, ScheduleError
-from polyopt.schedules.schedule import Schedule
 from polyopt.tuning.space import space_for
 
 MACHINE = ("vector_bytes={},vector_registers=32,l1d_bytes=32768,l2_bytes=1048576,"
@@ -103,7 +103,7 @@ def test_the_verb_checks_and_replays_its_lanes() -> None:
     inner = s.loops[-1]
     wide = s.vectorize(inner, lanes=32)
     assert "32 lanes" in str(wide) and f"vectorize({inner!r}, lanes=32)" in wide.as_python()
-    back = Schedule.from_json(wide.as_json(), SCALE, sizes={"N": 8, "M": 64})
+    back = schedule_from_json(wide.as_json(), SCALE, sizes={"N": 8, "M": 64})
     assert back.as_python() == wide.as_python()
     narrow = wide.vectorize(inner, lanes=4)  # a second call replaces the width
     assert "4 lanes" in str(narrow) and "32 lanes" not in str(narrow)

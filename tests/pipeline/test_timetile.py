@@ -85,7 +85,7 @@ def test_default_fusion_switches_to_min_for_stencils() -> None:
     s = _check("jacobi_2d", sizes, {"knobs": SMALL_TILES})
     assert s.fusion == "min" and "w" in s.loops, s
     assert any("min fusion, not smart" in n for n in s.notes), s.notes
-    again = polyopt.Schedule.from_json(s.as_json(), src, "jacobi_2d", sizes=sizes)
+    again = polyopt.schedule_from_json(s.as_json(), src, "jacobi_2d", sizes=sizes)
     assert again.loops == s.loops
 
 

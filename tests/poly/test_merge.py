@@ -104,7 +104,7 @@ def test_a_merged_schedule_replays() -> None:
     sizes = {**SIZES_1X1, "H": 14, "W": 14}
     s = polyopt.schedule(CONV, "conv2d", sizes=sizes, options={"knobs": {"merge": True}})
     assert s.steps[0].verb == "merge"
-    again = polyopt.Schedule.from_json(s.as_json(), CONV, "conv2d", sizes=sizes)
+    again = polyopt.schedule_from_json(s.as_json(), CONV, "conv2d", sizes=sizes)
     assert again.steps == s.steps
     by_hand = polyopt.schedule(CONV, "conv2d", sizes=sizes, auto=False).merge(
         *s.steps[0].args)
@@ -141,6 +141,6 @@ def test_merge_of_malformed_arguments_names_them(args: tuple, message: str) -> N
     text = json.dumps({"def": "mm", "base": "program-order",
                        "steps": [{"verb": "merge", "args": list(args)}]})
     with pytest.raises(ScheduleError, match=message.split(";")[0]):
-        polyopt.Schedule.from_json(text, MM, sizes=MM_SIZES)
+        polyopt.schedule_from_json(text, MM, sizes=MM_SIZES)
     with pytest.raises(ScheduleArgumentError, match="merge: argument"):
         Merge(*args)

@@ -88,7 +88,7 @@ def test_replays_from_json_and_runs() -> None:
     s = _band().hyperplanes(("t5", "c"), FACES, names=("p", "m", "t5", "c"), offsets=LEAN)
     s = s.tile(("p", "m"), 8).hyperplanes(
         ("p_i", "m_i", "t5", "c"), ((0, 0, 1, 0), (0, 0, 0, 1)), names=("t5", "c"))
-    again = polyopt.Schedule.from_json(s.as_json(), src, "jacobi_1d", sizes=SIZES)
+    again = polyopt.schedule_from_json(s.as_json(), src, "jacobi_1d", sizes=SIZES)
     assert again.loops == s.loops and str(again) == str(s)
     k = polyopt.compile(src, "jacobi_1d", sizes=SIZES, schedule=again)
     ins, want, red = refs.CASES["jacobi_1d"][0](np.random.default_rng(3), SIZES)

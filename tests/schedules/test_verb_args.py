@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polyopt
-from polyopt import Schedule
+from polyopt import Schedule, schedule_from_json
 from polyopt.errors import ScheduleArgumentError, ScheduleError
 from polyopt.schedules.schedule import VERBS
 from polyopt.schedules.verb_args import SIGNATURES
@@ -74,7 +74,7 @@ def test_each_kind_of_bad_argument_is_named(verb: str, args: tuple, message: str
     text = json.dumps({"def": "mm", "base": "program-order",
                        "steps": [{"verb": verb, "args": list(args)}]})
     with pytest.raises(ScheduleError, match=message.split(";")[0]):
-        Schedule.from_json(text, MM, sizes={"M": 4, "K": 3, "N": 5})
+        schedule_from_json(text, MM, sizes={"M": 4, "K": 3, "N": 5})
 
 
 def test_a_verbs_own_message_words_a_float_factor() -> None:
