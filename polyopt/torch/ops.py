@@ -188,8 +188,8 @@ class Op:
         """The real implementation: the compiled kernel on the tensors' memory."""
         self._check(inputs)
         if all(t.is_cpu for t in inputs):
-            result = self.kernel(*(_as_array(t) for t in inputs))
-            outs = [_as_tensor(a) for a in (result if isinstance(result, tuple) else (result,))]
+            result = self.kernel(*(as_array(t) for t in inputs))
+            outs = [as_tensor(a) for a in (result if isinstance(result, tuple) else (result,))]
         elif any(t.is_cuda for t in inputs):
             outs = self._on_cuda(inputs)
         else:
@@ -382,7 +382,7 @@ def _check_dense(t: torch.Tensor, what: str) -> None:
                              f" polyopt reads plain dense tensors: pass it as {fix}")
 
 
-def _as_array(t: torch.Tensor) -> np.ndarray:
+def as_array(t: torch.Tensor) -> np.ndarray:
     """A numpy array on a CPU tensor's memory (a contiguous copy of a strided tensor: the
     kernels read dense row-major buffers). numpy has no bfloat16: ml_dtypes' shares the bits.
     A lazily negated or conjugated view (``x.conj()``) is made real first."""
@@ -395,7 +395,7 @@ def _as_array(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
-def _as_tensor(a: np.ndarray) -> torch.Tensor:
+def as_tensor(a: np.ndarray) -> torch.Tensor:
     """A tensor on a numpy array's memory."""
     if a.dtype == ml_dtypes.bfloat16:
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
@@ -423,8 +423,8 @@ class _DeviceBuffer:
 
 # -- einsum ----------------------------------------------------------------------------------
 def _einsum_run(subscripts: str, operands: list[torch.Tensor]) -> torch.Tensor:
-    result = numpy_einsum(subscripts, *(_as_array(t) for t in operands))
-    return _as_tensor(np.require(np.asarray(result), requirements="C"))
+    result = numpy_einsum(subscripts, *(as_array(t) for t in operands))
+    return as_tensor(np.require(np.asarray(result), requirements="C"))
 
 
 _einsum_op = torch.library.custom_op(f"{NAMESPACE}::einsum", _einsum_run, mutates_args=())

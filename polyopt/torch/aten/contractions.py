@@ -1,0 +1,158 @@
+"""Contractions (mm, addmm, bmm, convolution with groups, stride, padding and dilation)
+and pooling: one reduction each, padding as the language's ``pad`` (never a padded copy)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from polyopt.torch.aten.pointwise import pointwise
+from polyopt.torch.aten.table import (
+    Builder,
+    Lowering,
+    Out,
+    const,
+    out_index,
+    writer,
+)
+from polyopt.torch.graph import (
+    Merged,
+    Stored,
+    Unsupported,
+    Value,
+)
+
+aten = torch.ops.aten
+LOWERINGS: dict[Any, Lowering] = {}
+lowers = writer(LOWERINGS)
+
+
+def _acc(dtype: str) -> str:
+    return "float" if dtype in ("float16", "bfloat16") else dtype
+
+
+@lowers(aten.mm.default)
+def mm(b: Builder, out: Out, x: Value | Merged, y: Value) -> Stored | Merged:
+    if isinstance(x, Merged):  # a merged reshape: rows batched, the reduction over its dims
+        rows, red = x.groups
+        shape = x.value.shape
+        ks = [f"k{d}" for d in range(len(red))]
+        flat = " + ".join(f"{math.prod(shape[red[0] + j + 1:red[-1] + 1])}*{k}"
+                          for j, k in enumerate(ks[:-1])) + (" + " if len(ks) > 1 else "")
+        c = b.fresh("mm", (*shape[:len(rows)], out.shape[1]), out.dtype)
+        i = out_index(len(rows) + 1)
+        b.emit(c, "+=!", f"{x.value.read([*i[:-1], *ks])} * {y.read([flat + ks[-1], i[-1]])}",
+               reduce=[shape[d] for d in red])
+        return Merged(c, out.shape, (rows, (len(rows),)))
+    c = b.fresh("mm", out.shape, out.dtype)
+    b.emit(c, "+=!", f"{x.read(['i0', 'k0'])} * {y.read(['k0', 'i1'])}", reduce=[x.shape[1]])
+    return c
+
+
+@lowers(aten.bmm.default)
+def bmm(b: Builder, out: Out, x: Value | Merged, y: Value | Merged) -> Stored | Merged:
+    if isinstance(x, Merged) or isinstance(y, Merged):  # batch dims merged by a reshape
+        if not (isinstance(x, Merged) and isinstance(y, Merged)
+                and x.groups[0] == y.groups[0] and all(len(g) == 1 for g in
+                                                       (*x.groups[1:], *y.groups[1:]))):
+            raise Unsupported("batched matmul whose operands merge different dims")
+        lead = len(x.groups[0])
+        c = b.fresh("bmm", (*x.value.shape[:lead], out.shape[1], out.shape[2]), out.dtype)
+        i = out_index(lead + 2)
+        b.emit(c, "+=!", f"{x.value.read([*i[:lead], i[lead], 'k0'])} * "
+                         f"{y.value.read([*i[:lead], 'k0', i[lead + 1]])}", reduce=[x.shape[2]])
+        return Merged(c, out.shape, (x.groups[0], (lead,), (lead + 1,)))
+    c = b.fresh("bmm", out.shape, out.dtype)
+    b.emit(c, "+=!", f"{x.read(['i0', 'i1', 'k0'])} * {y.read(['i0', 'k0', 'i2'])}",
+           reduce=[x.shape[2]])
+    return c
+
+
+@lowers(aten.addmm.default)
+def addmm(b: Builder, out: Out, bias: Value, x: Value | Merged, y: Value, *, beta: Any = 1,
+          alpha: Any = 1) -> Stored | Merged:
+    c = mm(b, out, x, y)
+    a, s = const(alpha, "float"), const(beta, "float")
+    return pointwise(b, out, lambda p, q: f"{p if alpha == 1 else f'{a} * {p}'} + "
+                                          f"{q if beta == 1 else f'{s} * {q}'}", c, bias)
+
+
+@lowers(aten.convolution.default)
+def convolution(b: Builder, out: Out, x: Value, w: Value, bias: Value | None,
+                stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+                transposed: bool, output_padding: Sequence[int], groups: int) -> Stored:
+    """A 1-, 2- or 3-D convolution (groups, stride, padding, dilation) as one reduction;
+    padding is the language's ``pad`` (no padded copy), the bias a second statement."""
+    if transposed:
+        raise Unsupported("transposed convolution")
+    spatial = len(x.shape) - 2
+    f_all, c_all = w.shape[0], x.shape[1]
+    fg, cg = f_all // groups, c_all // groups
+    xs = b.store(x, "convin") if any(padding) else x
+    chan = "k0" if groups == 1 else ("i1" if cg == 1 and fg == 1 else f"(i1 / {fg}) * {cg} + k0")
+    taps = [f"{stride[d]}*i{d + 2} + {dilation[d]}*k{d + 1} - {padding[d]}"
+            .replace(" - 0", "").replace("1*", "") for d in range(spatial)]
+    ks = [f"k{d + 1}" for d in range(spatial)]
+    reads = f"{xs.read(['i0', chan, *taps])} * {w.read(['i1', 'k0', *ks])}"
+    u = b.fresh("conv", out.shape, _acc(out.dtype) if bias is not None else out.dtype)
+    pad = f"pad {xs.base.name}({', '.join(['0', '0', *map(str, padding)])})" if any(padding) else ""
+    b.emit(u, "+=!", reads, reduce=[w.shape[1], *w.shape[2:]], pad=pad)
+    if bias is None:
+        return u
+    y = b.fresh("convb", out.shape, out.dtype)
+    idx = out_index(len(out.shape))
+    b.emit(y, "=", f"{u.read(idx)} + {bias.read(['i1'])}")
+    return y
+
+
+# ------------------------------------------------------------------ pooling
+def _window(b: Builder, out: Out, x: Value, kernel: Sequence[int], stride: Sequence[int],
+            padding: Sequence[int], dilation: Sequence[int], op: str, fill: str,
+            hint: str) -> Stored:
+    spatial = len(kernel)
+    stride = list(stride) or list(kernel)
+    pads = list(padding) * spatial if len(padding) == 1 else list(padding)
+    dil = list(dilation) * spatial if len(dilation) == 1 else list(dilation)
+    strd = list(stride) * spatial if len(stride) == 1 else list(stride)
+    lead = len(x.shape) - spatial
+    xs = b.store(x, "poolin") if any(pads) else x
+    idx = out_index(lead)
+    taps = [f"{strd[d]}*i{lead + d} + {dil[d]}*k{d} - {pads[d]}" for d in range(spatial)]
+    target = b.fresh(hint, out.shape, _acc(out.dtype))
+    pad = (f"pad {xs.base.name}({', '.join(['0'] * lead + [str(p) for p in pads])}) = {fill}"
+           if any(pads) else "")
+    ks = list(kernel) * spatial if len(kernel) == 1 else list(kernel)
+    b.emit(target, op, xs.read([*idx, *taps]), reduce=ks, pad=pad)
+    return target
+
+
+@lowers(aten.max_pool2d_with_indices.default)
+def max_pool(b: Builder, out: Out, x: Value, kernel: Sequence[int],
+             stride: Sequence[int] = (), padding: Sequence[int] = (0,),
+             dilation: Sequence[int] = (1,), ceil_mode: bool = False) -> tuple[Value]:
+    """Values only: the indices output stays unsupported (a user of it keeps the op in
+    torch). Padding reads the lowest finite value, which no window of torch's (padding at
+    most half the kernel) takes as its maximum."""
+    lowest = {"float": "-3.4028234663852886e+38", "double": "-1.7976931348623157e+308"}
+    if out.dtype not in lowest:
+        raise Unsupported(f"max pooling of {out.dtype}")
+    return (_window(b, out, x, kernel, stride, padding, dilation, "max=!", lowest[out.dtype],
+                    "maxpool"),)
+
+
+@lowers(aten.avg_pool2d.default)
+def avg_pool(b: Builder, out: Out, x: Value, kernel: Sequence[int],
+             stride: Sequence[int] = (), padding: Sequence[int] = (0,),
+             ceil_mode: bool = False, count_include_pad: bool = True,
+             divisor_override: int | None = None) -> Stored:
+    if any(padding) and not count_include_pad:
+        raise Unsupported("avg_pool2d with count_include_pad=False and padding")
+    s = _window(b, out, x, kernel, stride, padding, (1,), "+=!", "0.0", "avgsum")
+    ks = list(kernel) * 2 if len(kernel) == 1 else list(kernel)
+    y = b.fresh("avgpool", out.shape, out.dtype)
+    n = divisor_override or math.prod(ks)
+    b.emit(y, "=", f"{s.read(out_index(len(out.shape)))} / {const(n, 'float')}")
+    return y

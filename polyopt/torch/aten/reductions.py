@@ -1,0 +1,161 @@
+"""Reductions and the normalizations built on them (sum, mean, amax, amin, softmax,
+log_softmax, layer norm, batch norm in inference): locals over the kept dims."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from polyopt.torch.aten.table import (
+    Builder,
+    Lowering,
+    Out,
+    const,
+    dims_of,
+    out_index,
+    writer,
+)
+from polyopt.torch.graph import (
+    Stored,
+    Value,
+    view_of,
+)
+
+aten = torch.ops.aten
+LOWERINGS: dict[Any, Lowering] = {}
+lowers = writer(LOWERINGS)
+
+
+def reduce(b: Builder, x: Value, dims: Sequence[int], op: str, term: Callable[[str], str],
+           hint: str, dtype: str) -> Stored:
+    """``op`` over ``dims`` of ``x`` (``+=!``, ``max=!``...), each term ``term(read)``; the
+    result keeps the other dims (rank ``len(x.shape) - len(dims)``)."""
+    kept = [d for d in range(len(x.shape)) if d not in dims]
+    target = b.fresh(hint, [x.shape[d] for d in kept], dtype)
+    idx, j = [], 0
+    for d in range(len(x.shape)):
+        if d in dims:
+            idx.append(f"k{dims.index(d)}")
+        else:
+            idx.append(f"i{j}")
+            j += 1
+    b.emit(target, op, term(x.read(idx)), reduce=[x.shape[d] for d in dims])
+    return target
+
+
+def keep(value: Stored, rank: int, dims: Sequence[int], keepdim: bool) -> Value:
+    """A reduction's result with its reduced dims back as size 1 (``keepdim``)."""
+    if not keepdim:
+        return value
+    shape, exprs, j = [], [], 0
+    for d in range(rank):
+        if d in dims:
+            shape.append(1)
+        else:
+            shape.append(value.shape[j])
+            exprs.append(f"{{{d}}}")
+            j += 1
+    return view_of(value, shape, exprs)
+
+
+@lowers(aten.sum.dim_IntList, aten.sum.default)
+def total(b: Builder, out: Out, x: Value, dims: Any = None, keepdim: bool = False,
+          dtype: Any = None) -> Value:
+    d = dims_of(dims, len(x.shape))
+    return keep(reduce(b, x, d, "+=!", lambda r: r, "sum", out.dtype), len(x.shape), d, keepdim)
+
+
+@lowers(aten.mean.dim, aten.mean.default)
+def mean(b: Builder, out: Out, x: Value, dims: Any = None, keepdim: bool = False,
+         dtype: Any = None) -> Value:
+    d = dims_of(dims, len(x.shape))
+    s = reduce(b, x, d, "+=!", lambda r: r, "sum", out.dtype)
+    m = b.fresh("mean", s.shape, out.dtype)
+    b.emit(m, "=", f"{s.read(out_index(len(s.shape)))} / "
+                   f"{const(math.prod(x.shape[k] for k in d), out.dtype)}")
+    return keep(m, len(x.shape), d, keepdim)
+
+
+@lowers(aten.amax.default)
+def amax(b: Builder, out: Out, x: Value, dims: Any = (), keepdim: bool = False) -> Value:
+    d = dims_of(dims, len(x.shape))
+    return keep(reduce(b, x, d, "max=!", lambda r: r, "max", out.dtype), len(x.shape), d,
+                keepdim)
+
+
+@lowers(aten.amin.default)
+def amin(b: Builder, out: Out, x: Value, dims: Any = (), keepdim: bool = False) -> Value:
+    d = dims_of(dims, len(x.shape))
+    return keep(reduce(b, x, d, "min=!", lambda r: r, "min", out.dtype), len(x.shape), d,
+                keepdim)
+
+
+def _without(idx: Sequence[str], dims: Sequence[int]) -> list[str]:
+    return [i for d, i in enumerate(idx) if d not in dims]
+
+
+@lowers(aten._softmax.default, aten._log_softmax.default)
+def softmax(b: Builder, out: Out, x: Value, dim: int, half_to_float: bool = False, *,
+            log: bool = False) -> Stored:
+    """Max, then the sum of ``exp(x - max)``, then each element: three passes that the
+    scheduler may fuse (the max and sum are locals over the other dims)."""
+    d = dim % len(x.shape)
+    idx = out_index(len(x.shape))
+    m = reduce(b, x, [d], "max=!", lambda r: r, "smax", "float")
+    row = _without(idx, [d])
+    s = reduce(b, x, [d], "+=!", lambda r: f"exp({r} - {m.read(out_index(len(row)))})", "ssum",
+               "float")
+    y = b.fresh("softmax", x.shape, out.dtype)
+    shifted = f"{x.read(idx)} - {m.read(row)}"
+    b.emit(y, "=", f"{shifted} - log({s.read(row)})" if log
+           else f"exp({shifted}) / {s.read(row)}")
+    return y
+
+
+LOWERINGS[aten._log_softmax.default] = lambda b, out, x, dim, h=False: softmax(b, out, x, dim, h,
+                                                                           log=True)
+
+
+@lowers(aten.native_layer_norm.default)
+def layer_norm(b: Builder, out: Out, x: Value, shape: Sequence[int], w: Value | None,
+               bias: Value | None, eps: float) -> tuple[Value, Value, Value]:
+    rank, n = len(x.shape), len(shape)
+    dims = list(range(rank - n, rank))
+    count = const(math.prod(shape), "float")
+    s = reduce(b, x, dims, "+=!", lambda r: r, "lnsum", "float")
+    mu = b.fresh("lnmean", s.shape, "float")
+    b.emit(mu, "=", f"{s.read(out_index(len(s.shape)))} / {count}")
+    outer = out_index(rank - n)
+    v = reduce(b, x, dims, "+=!", lambda r: f"({r} - {mu.read(outer)}) * ({r} - "
+                                            f"{mu.read(outer)})", "lnvar", "float")
+    r = b.fresh("lnrstd", s.shape, "float")
+    b.emit(r, "=", f"rsqrt({v.read(outer)} / {count} + {const(eps, 'float')})")
+    idx = out_index(rank)
+    expr = f"({x.read(idx)} - {mu.read(outer)}) * {r.read(outer)}"
+    inner = idx[rank - n:]
+    if w is not None:
+        expr = f"{expr} * {w.read(inner)}"
+    if bias is not None:
+        expr = f"{expr} + {bias.read(inner)}"
+    y = b.fresh("ln", x.shape, out.dtype)
+    b.emit(y, "=", expr)
+    return y, keep(mu, rank, dims, True), keep(r, rank, dims, True)
+
+
+@lowers(aten._native_batch_norm_legit_no_training.default)
+def batch_norm(b: Builder, out: Out, x: Value, w: Value | None, bias: Value | None,
+               mean_: Value, var: Value, momentum: float, eps: float) -> tuple[Value, ...]:
+    """Inference: statistics are inputs, so each element is one affine map of its channel."""
+    idx = out_index(len(x.shape))
+    c = [idx[1]]
+    expr = f"({x.read(idx)} - {mean_.read(c)}) * rsqrt({var.read(c)} + {const(eps, 'float')})"
+    if w is not None:
+        expr = f"{expr} * {w.read(c)}"
+    if bias is not None:
+        expr = f"{expr} + {bias.read(c)}"
+    y = b.fresh("bn", x.shape, out.dtype)
+    b.emit(y, "=", expr)
+    return (y,)

@@ -1,0 +1,145 @@
+"""``torch.compile(model, backend="polyopt")``: whole graphs through polyopt.
+
+Dynamo hands over an FX graph; AOTAutograd (with core ATen decompositions) turns it into ATen
+graphs, the forward and, when training, the backward. ``compile_graph`` cuts each into
+partitions (``partition.plan``), compiles every partition's TC def with ``polyopt.compile``
+(cached on disk like every kernel) and rewrites the graph so that each partition is one call
+of its kernel; what stays in torch runs as torch runs it. ``explain`` prints the cut.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+
+from polyopt import api
+from polyopt.torch.decompositions import decompositions
+from polyopt.torch.ops import as_array, as_tensor
+from polyopt.torch.partition import Partition, Plan, plan
+
+# Above this many seconds a partition's compile prints a line (the issue's progress rule).
+PROGRESS_SECONDS = 1.0
+
+
+class PartitionCall:
+    """A compiled partition as the rewritten graph calls it: tensors in, tensors out, no
+    copies of contiguous CPU tensors."""
+
+    def __init__(self, part: Partition, kernel: api.Kernel) -> None:
+        self.part = part
+        self.kernel = kernel
+        self.__name__ = part.name  # FX prints call targets by name
+
+    def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        result = self.kernel(*(as_array(t) for t in tensors))
+        outs = result if isinstance(result, tuple) else (result,)
+        return tuple(as_tensor(a) for a in outs)
+
+    def __repr__(self) -> str:
+        return f"PartitionCall({self.part.name})"
+
+
+@dataclass
+class Record:
+    """What the backend did with the graphs it was given (``explain`` prints it)."""
+
+    plans: list[Plan] = field(default_factory=list)
+    kernels: dict[str, api.Kernel] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def compile_partition(part: Partition, options: dict[str, Any] | None) -> api.Kernel:
+    start = time.perf_counter()
+    kernel = api.compile(part.source, part.name, options=options)
+    kernel.lowered()  # compile now, not at the first call
+    spent = time.perf_counter() - start
+    if spent > PROGRESS_SECONDS:
+        print(f"polyopt: compiled {part.name} ({len(part.nodes)} ops) in {spent:.1f} s",
+              file=sys.stderr)
+    return kernel
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
+                  record: Record | None = None, options: dict[str, Any] | None = None
+                  ) -> Callable[..., Any]:
+    """AOTAutograd's compiler: ``gm`` with each partition replaced by its kernel's call."""
+    cut = plan(gm, f"part{len(record.plans) if record else 0}_")
+    calls = {}
+    for part in cut.partitions:
+        start = time.perf_counter()
+        calls[part.name] = PartitionCall(part, compile_partition(part, options))
+        if record is not None:
+            record.kernels[part.name] = calls[part.name].kernel
+            record.seconds[part.name] = time.perf_counter() - start
+    if record is not None:
+        record.plans.append(cut)
+    rewrite(gm, cut, calls)
+    return make_boxed_func(gm.forward)
+
+
+def rewrite(gm: torch.fx.GraphModule, cut: Plan, calls: dict[str, PartitionCall]) -> None:
+    """Replace each partition's nodes by one call at its last node; the nodes torch keeps
+    between them do not read the partition (``plan`` closes it before such a node)."""
+    by_name = {n.name: n for n in gm.graph.nodes}
+    member = {name: p for p in cut.partitions for name in p.nodes}
+    new = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in gm.graph.nodes:
+        part = member.get(node.name)
+        if part is None:
+            env[node] = new.node_copy(node, lambda n: env[n])
+            continue
+        if node.name != part.nodes[-1]:
+            continue
+        args = tuple(env[by_name[i]] for i in part.inputs)
+        call = new.call_function(calls[part.name], args)
+        for k, out in enumerate(part.outputs):
+            got = new.call_function(operator.getitem, (call, k))
+            shape = part.reshapes[k] if part.reshapes else None
+            env[by_name[out]] = got if shape is None else new.call_function(
+                torch.ops.aten.view.default, (got, list(shape)))
+    gm.graph = new
+    gm.recompile()
+
+
+def make_backend(record: Record | None = None, options: dict[str, Any] | None = None
+                 ) -> Callable[..., Any]:
+    def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        return compile_graph(gm, example_inputs, record=record, options=options)
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                        decompositions=decompositions())
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
+    """The ``torch.compile`` backend (``backend="polyopt"`` through the entry point, or this
+    function itself). ``options=`` of ``torch.compile`` reaches polyopt.compile's options."""
+    return make_backend(options=kwargs.get("options"))(gm, example_inputs)
+
+
+def explain(model: Callable[..., Any], *inputs: Any, options: dict[str, Any] | None = None
+            ) -> str:
+    """Compile ``model`` at ``inputs`` and say what runs where: each partition's TC, its
+    kernel's schedule and compile time, and each op left in torch with the reason."""
+    record = Record()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=make_backend(record, options))
+    compiled(*inputs)
+    lines = []
+    for k, cut in enumerate(record.plans):
+        lines.append(f"== graph {k}: {len(cut.partitions)} partitions, "
+                     f"{len(cut.fallbacks)} ops in torch")
+        for part in cut.partitions:
+            lines.append(str(part))
+            lines.append(f"-- schedule ({record.seconds[part.name]:.2f} s to compile):")
+            lines.append(str(record.kernels[part.name].schedule))
+        lines += [f"torch: {f.node} ({f.target}): {f.reason}" for f in cut.fallbacks]
+    return "\n".join(lines)

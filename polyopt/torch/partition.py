@@ -1,0 +1,242 @@
+"""An FX graph of ATen operators cut into partitions, each one TC def of several statements.
+
+Nodes are taken in the graph's order. A supported node joins the open partition; a node that
+stays in torch closes it only when it reads a value the partition computes (it must run
+after the partition's call), otherwise it runs before that call. So each partition is a
+maximal run of supported operators, and fusing, contracting and laying out across them is
+the scheduler's and the cost model's decision, not a pattern list's. A partition without a
+statement (only views) or without a computation worth a call stays in torch.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from polyopt.torch.aten import TABLE, Builder, Out, Statement
+from polyopt.torch.graph import Merged, Stored, Unsupported, Value, tc_type, tensor_name
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A node left to torch, and why."""
+
+    node: str
+    target: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One TC def: the FX nodes it computes, its inputs and outputs (FX value names, in the
+    def's order) and its source."""
+
+    name: str
+    nodes: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    source: str
+    reshapes: tuple[tuple[int, ...] | None, ...] = ()
+    """Per output, the shape torch views it as (a merging reshape's result, which the def
+    computes unmerged), or None."""
+
+    def __str__(self) -> str:
+        return (f"partition {self.name}: {len(self.nodes)} ops "
+                f"({', '.join(self.nodes)})\n{self.source}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A graph's partitions and fallbacks, in graph order."""
+
+    partitions: tuple[Partition, ...]
+    fallbacks: tuple[Fallback, ...]
+
+    def __str__(self) -> str:
+        lines = [str(p) for p in self.partitions]
+        lines += [f"torch: {f.node} ({f.target}): {f.reason}" for f in self.fallbacks]
+        return "\n\n".join(lines)
+
+
+@dataclass
+class _Open:
+    """The partition being built."""
+
+    builder: Builder = field(default_factory=Builder)
+    values: dict[str, Any] = field(default_factory=dict)  # FX name -> Value or tuple
+    nodes: list[torch.fx.Node] = field(default_factory=list)
+    inputs: dict[str, Stored] = field(default_factory=dict)
+
+
+def plan(gm: torch.fx.GraphModule, prefix: str = "part") -> Plan:
+    """Cut ``gm``'s graph into partitions (``Partition``) and fallbacks."""
+    parts: list[Partition] = []
+    falls: list[Fallback] = []
+    cur = _Open()
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr", "output"):
+            continue
+        if node.op != "call_function":
+            falls.append(Fallback(node.name, str(node.target), f"{node.op} node"))
+            cur = _close(cur, gm, parts, prefix)
+            continue
+        reason = _try_lower(cur, node)
+        if reason is None:
+            continue
+        falls.append(Fallback(node.name, str(node.target), reason))
+        if any(_name(a) in cur.values for a in node.all_input_nodes):
+            cur = _close(cur, gm, parts, prefix)
+    _close(cur, gm, parts, prefix)
+    return Plan(tuple(parts), tuple(falls))
+
+
+def _name(node: torch.fx.Node) -> str:
+    return str(node.name)
+
+
+def _try_lower(cur: _Open, node: torch.fx.Node) -> str | None:
+    """Lower ``node`` into the open partition; the reason it stays in torch, or None."""
+    fn = TABLE.get(node.target)
+    if fn is None:
+        return f"no lowering for {node.target}"
+    mark = (len(cur.builder.stmts), cur.builder.count, dict(cur.inputs))
+    try:
+        out = _out_of(node)
+        args = [_value(cur, a) for a in node.args]
+        kwargs = {k: _value(cur, v) for k, v in node.kwargs.items()}
+        result = fn(cur.builder, out, *args, **kwargs)
+    except Unsupported as e:
+        del cur.builder.stmts[mark[0]:]
+        cur.builder.count, cur.inputs = mark[1], mark[2]
+        return str(e)
+    except (TypeError, ValueError, IndexError, KeyError) as e:  # an argument form not handled
+        del cur.builder.stmts[mark[0]:]
+        cur.builder.count, cur.inputs = mark[1], mark[2]
+        return f"arguments not supported ({type(e).__name__}: {e})"
+    if isinstance(result, tuple) and any(
+            u.target is not operator.getitem or not isinstance(u.args[1], int)
+            or u.args[1] >= len(result) for u in node.users):
+        del cur.builder.stmts[mark[0]:]
+        cur.builder.count, cur.inputs = mark[1], mark[2]
+        return "a result this lowering does not compute is used (e.g. pooling's indices)"
+    cur.values[_name(node)] = result
+    cur.nodes.append(node)
+    return None
+
+
+def _out_of(node: torch.fx.Node) -> Out | None:
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        if any(not isinstance(s, int) for s in val.shape):
+            raise Unsupported("symbolic shape (dynamic=True): not lowered yet")
+        if val.device.type != "cpu":
+            raise Unsupported(f"device {val.device}: the backend lowers CPU tensors")
+        return Out(tuple(int(s) for s in val.shape), tc_type(val.dtype))
+    if isinstance(val, (tuple, list)) and val and isinstance(val[0], torch.Tensor):
+        first = val[0]
+        return Out(tuple(int(s) for s in first.shape), tc_type(first.dtype))
+    if node.target is operator.getitem:
+        return None
+    raise Unsupported("no tensor metadata")
+
+
+def _value(cur: _Open, arg: Any) -> Any:
+    """An argument as the lowering takes it: a node's Value (an input of the def when it is
+    computed outside the partition), lists element by element, the rest as is."""
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_value(cur, a) for a in arg)
+    if not isinstance(arg, torch.fx.Node):
+        return arg
+    key = _name(arg)
+    if key in cur.values:
+        return cur.values[key]
+    if key not in cur.inputs:
+        val = arg.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise Unsupported(f"input {key} is not a tensor")
+        if any(not isinstance(s, int) for s in val.shape):
+            raise Unsupported("symbolic shape (dynamic=True): not lowered yet")
+        cur.inputs[key] = Stored(tensor_name(key), tuple(int(s) for s in val.shape),
+                                 tc_type(val.dtype))
+    return cur.inputs[key]
+
+
+def _close(cur: _Open, gm: torch.fx.GraphModule, parts: list[Partition], prefix: str
+           ) -> _Open:
+    """Finish the open partition as a ``Partition`` (when it computes anything) and open a
+    new one."""
+    if cur.nodes:
+        part = _assemble(cur, f"{prefix}{len(parts)}")
+        if part is not None:
+            parts.append(part)
+    return _Open()
+
+
+def _assemble(cur: _Open, name: str) -> Partition | None:
+    inside = {_name(n) for n in cur.nodes}
+    escaping = [n for n in cur.nodes if any(_name(u) not in inside for u in n.users)]
+    b = cur.builder
+    outs: list[tuple[str, Stored]] = []
+    shapes: list[tuple[int, ...] | None] = []
+    taken: set[str] = set()
+    for node in escaping:
+        value = cur.values[_name(node)]
+        if isinstance(value, tuple):
+            continue  # a multi-output op: its getitems escape instead
+        logical = None
+        if isinstance(value, Merged):
+            logical, value = value.shape, value.value
+        if isinstance(value, Stored) and value.name not in taken and not _is_input(cur, value):
+            stored = value
+        else:  # a view, an input passed through, or one tensor that two outputs name
+            stored = b.fresh("out", value.shape, value.dtype)
+            b.emit(stored, "=", value.read([f"i{d}" for d in range(len(value.shape))]))
+        taken.add(stored.name)
+        outs.append((_name(node), stored))
+        shapes.append(logical)
+    if not outs:
+        return None
+    stmts = _live(b.stmts, {s.name for _, s in outs})
+    if not stmts:
+        return None
+    return Partition(name, tuple(_name(n) for n in cur.nodes), tuple(cur.inputs),
+                     tuple(n for n, _ in outs), _source(name, cur, stmts, outs), tuple(shapes))
+
+
+def _is_input(cur: _Open, value: Value) -> bool:
+    return any(value is s or (isinstance(value, Stored) and value.name == s.name)
+               for s in cur.inputs.values())
+
+
+def _live(stmts: Sequence[Statement], outputs: set[str]) -> list[Statement]:
+    """The statements an output needs (a lowering may compute what nobody reads, such as
+    layer norm's mean and rstd)."""
+    needed, keep = set(outputs), []
+    for s in reversed(stmts):
+        if s.target in needed:
+            keep.append(s)
+            needed |= s.reads
+    return list(reversed(keep))
+
+
+def _source(name: str, cur: _Open, stmts: Sequence[Statement],
+            outs: Sequence[tuple[str, Stored]]) -> str:
+    params = ", ".join(str(s) for s in cur.inputs.values())
+    out_names = [s.name for _, s in outs]
+    targets = list(dict.fromkeys(s.target for s in stmts))
+    locals_ = [t for t in targets if t not in out_names]
+    head = f"def {name}({params}) -> ({', '.join(out_names)})"
+    if locals_:
+        head += f" local ({', '.join(locals_)})"
+    body = "\n".join(f"    {s.text}" for s in stmts)
+    return f"{head} {{\n{body}\n}}"
+
+
+__all__ = ["Fallback", "Partition", "Plan", "plan"]

@@ -1,0 +1,176 @@
+"""Each ATen operator the backend lowers, against eager torch, at seeded random shapes.
+
+Every case compiles a small function with ``torch.compile(backend=polyopt)`` under
+``no_grad``, checks that the operator under test ran inside a partition (no fallback), and
+compares with eager: relative L2 error within float32's reach for the reduction's length
+(16-bit types: their own epsilon).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch backend needs PyTorch")
+F = torch.nn.functional
+compiler = pytest.importorskip("polyopt.torch.compiler")
+
+EPS = {torch.float32: 1e-6, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def run(fn: Callable[..., Any], *inputs: Any, dtype: Any = torch.float32, reduce: int = 1,
+        allowed: tuple[str, ...] = ()) -> compiler.Record:
+    """Compile ``fn``, compare with eager, and return what the backend did."""
+    record = compiler.Record()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(fn, backend=compiler.make_backend(record))(*inputs)
+        want = fn(*inputs)
+    assert record.plans and any(p.partitions for p in record.plans), "nothing was lowered"
+    falls = [f for p in record.plans for f in p.fallbacks
+             if not any(a in f.target for a in allowed)]
+    assert not falls, falls
+    outs = got if isinstance(got, tuple) else (got,)
+    refs = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(outs, refs, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if not w.dtype.is_floating_point:
+            assert torch.equal(g, w)
+            continue
+        tol = 8 * EPS[w.dtype] * math.sqrt(reduce) + 1e-7
+        err = ((g.double() - w.double()).norm() / max(w.double().norm(), 1e-30)).item()
+        assert err <= tol, (err, tol)
+    return record
+
+
+def shape(rng: random.Random, rank: int, lo: int = 1, hi: int = 9) -> tuple[int, ...]:
+    return tuple(rng.randint(lo, hi) for _ in range(rank))
+
+
+UNARY = [torch.relu, torch.exp, torch.tanh, torch.sigmoid, torch.neg, torch.abs,
+         lambda x: torch.sqrt(x.abs() + 1), lambda x: torch.rsqrt(x.abs() + 1),
+         lambda x: torch.log(x.abs() + 1), F.gelu, lambda x: F.gelu(x, approximate="tanh"),
+         F.silu, F.relu6, lambda x: F.hardtanh(x, -0.5, 0.5), F.hardswish,
+         lambda x: F.leaky_relu(x, 0.1), lambda x: x.clamp(-0.2, 0.3), torch.erf,
+         lambda x: x.pow(2), lambda x: x.pow(3.0), lambda x: 1 / (x.abs() + 1)]
+
+
+@pytest.mark.parametrize("k", range(len(UNARY)))
+def test_unary(k: int) -> None:
+    rng = random.Random(k)
+    x = torch.randn(shape(rng, rng.randint(1, 4)))
+    run(lambda t: UNARY[k](t) * 2.0, x)
+
+
+BINARY = [torch.add, torch.sub, torch.mul, torch.div, torch.maximum, torch.minimum,
+          lambda a, b: a - 2.5 * b, lambda a, b: torch.where(a > b, a, b * 3),
+          lambda a, b: 1.5 - a + b]
+
+
+@pytest.mark.parametrize("k", range(len(BINARY)))
+def test_binary_broadcast(k: int) -> None:
+    rng = random.Random(100 + k)
+    s = shape(rng, 3)
+    other = tuple(1 if rng.random() < 0.4 else n for n in s)[rng.randint(0, 2):]
+    a, b = torch.randn(s), torch.randn(other).abs() + 0.5
+    run(lambda x, y: BINARY[k](x, y) + 0.0, a, b)
+
+
+@pytest.mark.parametrize("op", ["gt", "lt", "ge", "le", "eq", "ne"])
+def test_comparisons(op: str) -> None:
+    a, b = torch.randint(0, 3, (4, 5)).float(), torch.randint(0, 3, (5,)).float()
+    run(lambda x, y: torch.where(getattr(torch, op)(x, y), x, y * 2), a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_matmuls(dtype: Any) -> None:
+    rng = random.Random(7)
+    m, k, n, bsz = (rng.randint(3, 40) for _ in range(4))
+    a, b, c = (torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype),
+               torch.randn(n, dtype=dtype))
+    run(lambda x, y, z: torch.relu(x @ y + z), a, b, c, dtype=dtype, reduce=k)
+    lin = torch.nn.Linear(k, n).to(dtype)
+    run(lambda x: lin(x), torch.randn(bsz, m, k, dtype=dtype), dtype=dtype, reduce=k)
+    x3, y3 = torch.randn(bsz, m, k, dtype=dtype), torch.randn(bsz, k, n, dtype=dtype)
+    run(torch.bmm, x3, y3, dtype=dtype, reduce=k)
+
+
+@pytest.mark.parametrize("groups, stride, padding, dilation", [
+    (1, 1, 1, 1), (1, 2, 0, 1), (2, 1, 2, 2), (6, 2, 1, 1), (3, 1, 0, 1)])
+def test_conv2d(groups: int, stride: int, padding: int, dilation: int) -> None:
+    rng = random.Random(groups * 31 + stride)
+    conv = torch.nn.Conv2d(6, 3 * groups, 3, stride, padding, dilation, groups,
+                           bias=rng.random() < 0.5)
+    x = torch.randn(rng.randint(1, 2), 6, rng.randint(7, 12), rng.randint(7, 12))
+    run(lambda t: conv(t), x, reduce=6 * 9 // groups)
+
+
+def test_conv1d_and_batch_norm_eval() -> None:
+    conv, bn = torch.nn.Conv1d(4, 5, 3, padding=1), torch.nn.BatchNorm1d(5).eval()
+    bn.running_mean.normal_()
+    bn.running_var.uniform_(0.5, 2)
+    run(lambda t: torch.relu(bn(conv(t))), torch.randn(2, 4, 11), reduce=12)
+
+
+@pytest.mark.parametrize("dims, keepdim", [((1,), False), ((0, 2), True), ((-1,), True)])
+def test_reductions(dims: tuple[int, ...], keepdim: bool) -> None:
+    x = torch.randn(5, 6, 7)
+    run(lambda t: t.sum(dims, keepdim=keepdim) + t.mean(dims, keepdim=keepdim)
+        + t.amax(dims, keepdim=keepdim) - t.amin(dims, keepdim=keepdim), x, reduce=42)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_log_softmax(dim: int) -> None:
+    x = torch.randn(4, 9, 5) * 3
+    run(lambda t: torch.softmax(t, dim) + torch.log_softmax(t, dim), x, reduce=9)
+
+
+def test_layer_norm() -> None:
+    ln = torch.nn.LayerNorm((5, 7))
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+    run(lambda t: ln(t), torch.randn(3, 5, 7) * 2 + 1, reduce=35)
+    run(lambda t: F.layer_norm(t, (7,)), torch.randn(4, 7))
+
+
+def test_pooling() -> None:
+    x = torch.randn(2, 3, 13, 11)
+    run(lambda t: F.max_pool2d(t, 3, 2, 1), x)
+    run(lambda t: F.avg_pool2d(t, 2), x, reduce=4)
+    run(lambda t: F.avg_pool2d(t, 3, 2, 1), x, reduce=9)
+    run(lambda t: F.adaptive_avg_pool2d(t, 1).flatten(1), x, reduce=143)
+
+
+def test_views_read_through() -> None:
+    x = torch.randn(2, 3, 4, 5)
+    run(lambda t: (t.permute(0, 2, 3, 1) * 2).reshape(2, 4, 5, 3, 1)[:, 1:3, ::2], x)
+    run(lambda t: t.transpose(1, 3).unsqueeze(0).expand(3, 2, 5, 4, 3) + 1, x)
+    run(lambda t: t.select(1, 2).squeeze() * t[:, -1], x)
+    run(lambda t: (t * 2).view(6, 4, 5).view(6, 20).view(2, 3, 4, 5) + 1, x)
+
+
+def test_merging_reshapes_compute_unmerged() -> None:
+    """A reshape that merges dims feeds pointwise ops and a matmul's rows, which compute on
+    the unmerged shape; torch views the result (a linear layer on a 3-d input)."""
+    lin = torch.nn.Linear(5, 7)
+    run(lambda t: torch.relu(lin(t.reshape(6, 4, 5) * 2)).reshape(24, 7) + 1,
+        torch.randn(2, 3, 4, 5), reduce=5)
+
+
+def test_cat_and_embedding() -> None:
+    a, b = torch.randn(3, 4), torch.randn(3, 2)
+    run(lambda x, y: torch.cat([x * 2, y, x], 1), a, b)
+    table, ids = torch.randn(10, 6), torch.tensor([[1, 9, 0], [3, 3, 2]])
+    run(lambda t, i: F.embedding(i, t) * 2, table, ids)
+
+
+def test_merging_reshape_stays_in_torch_with_its_reason() -> None:
+    record = run(lambda t: (t * 2).reshape(6, 20)[:, 3:] + 1, torch.randn(2, 3, 4, 5),
+                 allowed=("slice",))
+    reasons = [f.reason for p in record.plans for f in p.fallbacks]
+    assert any("merges dims" in r for r in reasons), reasons
