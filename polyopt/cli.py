@@ -20,6 +20,7 @@ from polyopt.bench import (  # import neither torch nor TVM
     conv,
     einsum_paths,
     formulations,
+    gpu,
     latency,
     memory,
     ops,
@@ -176,6 +177,7 @@ BENCHMARKS: dict[str, tuple[Any, str]] = {
     "formulations": (formulations, "equivalent formulations of the bundled stencils against "
                      "program order and numpy"),
     "einsum-paths": (einsum_paths, "multi-operand einsum along a path against numpy's"),
+    "gpu": (gpu, "CUDA matmul and conv layers against torch on an NVIDIA GPU (PyCUDA)"),
 }
 
 

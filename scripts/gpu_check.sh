@@ -11,7 +11,8 @@
 #              against this machine's CUDA (the wheel is saved with the results for reuse)
 #     polyopt  pip install --no-deps -e .
 #     tests    python -m pytest -q -m "gpu or cuda" tests
-#     bench    python scripts/bench_gpu.py (extra arguments: BENCH_ARGS, e.g. "--quick")
+#     bench    polyopt bench gpu, the venv's console script (extra arguments: BENCH_ARGS,
+#              e.g. "--quick")
 # Results (logs, bench_gpu.md, bench_gpu.json, pytest-gpu.xml, summary.txt) go to $OUT when
 # set (the device runner collects it), else to gpu_results/. A phase that fails or times out
 # is recorded and the later phases still run where they can; the exit status is always 0.
@@ -166,8 +167,9 @@ phase_tests() {
 phase_bench() {
     local extra
     read -r -a extra <<< "${BENCH_ARGS:-}"  # words, e.g. "--quick --repeat 50"
+    # The console script that phase_polyopt's `pip install -e .` put in the venv.
     cd "$ROOT" &&
-        "$VPY" scripts/bench_gpu.py "${extra[@]}" --json "$RESULTS/bench_gpu.json" \
+        "$VENV/bin/polyopt" bench gpu "${extra[@]}" --json "$RESULTS/bench_gpu.json" \
             --md "$RESULTS/bench_gpu.md"
 }
 

@@ -1,6 +1,8 @@
-"""The GPU run's scripts (scripts/gpu_check.sh, fetch_gpu_deps.sh, bench_gpu.py) checked
+"""The GPU run (scripts/gpu_check.sh, dev/fetch_gpu_deps.sh, ``polyopt bench gpu``) checked
 where there is no GPU: the shell parses, the benchmark's options and its exit without PyCUDA,
-and every benchmark case compiled with nvcc. On a GPU machine, the quick benchmark itself."""
+and every benchmark case compiled with nvcc. On a GPU machine, the quick benchmark itself.
+The benchmark runs as a child (``python -m polyopt.cli``): a stand-in pycuda must come first
+on its path."""
 
 from __future__ import annotations
 
@@ -14,12 +16,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
-BENCH = SCRIPTS / "bench_gpu.py"
+BENCH = ("-m", "polyopt.cli", "bench", "gpu")
 
 
 def _bench(*args: str, env: dict[str, str] | None = None,
            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, *BENCH, *args], capture_output=True, text=True,
                           cwd=ROOT, env=env, timeout=timeout, check=False)
 
 
@@ -33,7 +35,8 @@ def test_shell_script_parses(script: str) -> None:
 def test_bench_help_lists_the_options() -> None:
     proc = _bench("--help")
     assert proc.returncode == 0, proc.stderr
-    for option in ("--quick", "--repeat", "--json", "--md", "--compile-only"):
+    assert proc.stdout.startswith("usage: polyopt bench gpu")
+    for option in ("--quick", "--repeat", "--warmup", "--json", "--md", "--compile-only"):
         assert option in proc.stdout
 
 
@@ -47,7 +50,7 @@ def test_bench_without_pycuda_exits_2_and_says_why(tmp_path: Path) -> None:
     json_path = tmp_path / "out.json"
     proc = _bench("--quick", "--json", str(json_path), env={**os.environ, "PYTHONPATH": path})
     assert proc.returncode == 2
-    assert "needs PyCUDA and an NVIDIA GPU" in proc.stderr
+    assert "polyopt bench gpu: needs PyCUDA and an NVIDIA GPU" in proc.stderr
     assert "no PyCUDA in this test" in proc.stderr
     assert not json_path.exists()  # nothing is written, nothing estimated
 
@@ -59,6 +62,10 @@ def test_bench_cases_all_compile_with_nvcc() -> None:
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")][1:]
     assert len(rows) == 7 and not any("ERROR" in row for row in rows)
     assert all("_k1 (" in row for row in rows)  # every case has its compute kernel
+    # The same cases as before the move to polyopt bench gpu, in the same order.
+    assert [row.split(" | ")[1] for row in rows] == [
+        "256x256x256 (MxNxK)", "100x70x30 (MxNxK)", "3x3 8->8 14x14 p1", "1x1 16->8 14x14",
+        "3x3 8->8 7x7 p1", "7x7 3->8 28x28 s2 p3", "dw 3x3 8ch 14x14 p1"]
 
 
 @pytest.mark.gpu
@@ -69,6 +76,7 @@ def test_quick_bench_runs_and_matches(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out_json.read_text())
     assert data["device"] and len(data["rows"]) == 7
+    assert data["command"][:4] == ["polyopt", "bench", "gpu", "--quick"]
     for row in data["rows"]:
         assert row["error"] is None and row["matched"] is True, row
         assert row["polyopt"]["min_ms"] <= row["polyopt"]["median_ms"] <= row["polyopt"]["max_ms"]

@@ -13,11 +13,13 @@ Suites, each with ``add_arguments(parser)`` and ``run(args)``:
 - ``formulations``: equivalent formulations of the bundled stencils (``stencil_forms``, which
   the tests read too) against program order and numpy, each in a child process.
 - ``einsum-paths`` (``einsum_paths``): multi-operand einsum along a path against numpy's.
+- ``gpu``: CUDA matmul and conv layers (``gpu_cases``) against torch on an NVIDIA GPU through
+  PyCUDA, loaded at first use (``gpu_device``); rows, table and files (``gpu_records``).
 
 Shared: ``measure`` (build, check and time a system) over ``timing`` (interleaved rounds),
 ``tvm_gemm`` (TVM's GEMM peer), ``markdown`` (BENCHMARKS.md sections and ``--update``),
 ``entry`` (a suite run as a module of its own).
-Importing this package imports neither torch nor TVM.
+Importing this package imports neither torch, TVM nor PyCUDA.
 """
 
 from __future__ import annotations
