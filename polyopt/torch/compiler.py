@@ -23,8 +23,9 @@ from torch._functorch.aot_autograd import make_boxed_func
 
 from polyopt import api
 from polyopt.torch.decompositions import decompositions
+from polyopt.torch.freezing import fold_batch_norms, parameters
 from polyopt.torch.ops import as_array, as_tensor
-from polyopt.torch.partition import Partition, Plan, plan
+from polyopt.torch.partition import MAX_CONTRACTIONS, Partition, Plan, plan
 
 # Above this many seconds a partition's compile prints a line (the issue's progress rule).
 PROGRESS_SECONDS = 1.0
@@ -69,10 +70,10 @@ def compile_partition(part: Partition, options: dict[str, Any] | None) -> api.Ke
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
-                  record: Record | None = None, options: dict[str, Any] | None = None
-                  ) -> Callable[..., Any]:
+                  record: Record | None = None, options: dict[str, Any] | None = None,
+                  max_contractions: int | None = MAX_CONTRACTIONS) -> Callable[..., Any]:
     """AOTAutograd's compiler: ``gm`` with each partition replaced by its kernel's call."""
-    cut = plan(gm, f"part{len(record.plans) if record else 0}_")
+    cut = plan(gm, f"part{len(record.plans) if record else 0}_", max_contractions)
     calls = {}
     for part in cut.partitions:
         start = time.perf_counter()
@@ -111,12 +112,24 @@ def rewrite(gm: torch.fx.GraphModule, cut: Plan, calls: dict[str, PartitionCall]
     gm.recompile()
 
 
-def make_backend(record: Record | None = None, options: dict[str, Any] | None = None
-                 ) -> Callable[..., Any]:
+def make_backend(record: Record | None = None, options: dict[str, Any] | None = None,
+                 max_contractions: int | None = MAX_CONTRACTIONS) -> Callable[..., Any]:
     def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-        return compile_graph(gm, example_inputs, record=record, options=options)
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
-                        decompositions=decompositions())
+        return compile_graph(gm, example_inputs, record=record, options=options,
+                             max_contractions=max_contractions)
+
+    frozen: list[torch.Tensor | None] = []
+
+    def inference(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        fold_batch_norms(gm, frozen)  # no gradient: the weights are constants
+        return compiler(gm, example_inputs)
+    aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler, inference_compiler=inference,
+                       decompositions=decompositions())
+
+    def dynamo_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        frozen[:] = parameters(example_inputs)
+        return aot(gm, example_inputs)
+    return dynamo_backend
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:

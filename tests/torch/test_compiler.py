@@ -12,13 +12,16 @@ compiler = pytest.importorskip("polyopt.torch.compiler")
 
 
 def rel(a: Any, b: Any) -> float:
-    return float((a.double() - b.double()).norm() / b.double().norm())
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm())
 
 
-def compiled(model: Any, *inputs: Any) -> tuple[Any, compiler.Record]:
+def compiled(model: Any, *inputs: Any, limit: int | None = compiler.MAX_CONTRACTIONS
+             ) -> tuple[Any, compiler.Record]:
     record = compiler.Record()
     torch._dynamo.reset()
-    return torch.compile(model, backend=compiler.make_backend(record))(*inputs), record
+    backend = compiler.make_backend(record, max_contractions=limit)
+    return torch.compile(model, backend=backend)(*inputs), record
 
 
 def test_backend_by_name_through_the_entry_point() -> None:
@@ -31,16 +34,17 @@ def test_backend_by_name_through_the_entry_point() -> None:
         assert rel(got, model(x)) < 1e-5
 
 
-def test_transformer_encoder_layer_is_one_partition() -> None:
-    """The inference fast path (one fused ATen op) is decomposed, and the whole layer,
-    attention included, becomes one def."""
+@pytest.mark.parametrize("limit", [compiler.MAX_CONTRACTIONS, None])
+def test_transformer_encoder_layer_runs_in_partitions(limit: int | None) -> None:
+    """The inference fast path (one fused ATen op) is decomposed; with no limit the whole
+    layer, attention included, is one def, else one def per contraction (six)."""
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True).eval()
     x = torch.randn(2, 7, 32)
     with torch.no_grad():
-        got, record = compiled(layer, x)
+        got, record = compiled(layer, x, limit=limit)
         assert rel(got, layer(x)) < 1e-5
-    assert [len(p.partitions) for p in record.plans] == [1]
+    assert [len(p.partitions) for p in record.plans] == [1 if limit is None else 6]
     assert not record.plans[0].fallbacks
 
 
@@ -67,6 +71,29 @@ def test_conv_block_with_batch_norm_and_residual() -> None:
         got, record = compiled(block, x)
         assert rel(got, block(x)) < 1e-5
     assert not record.plans[0].fallbacks
+
+
+def test_inference_folds_batch_norm_into_the_convolution() -> None:
+    """Under no_grad the weights are constants: each conv + batch norm is one convolution
+    with folded weights (no statement reads the statistics); with gradients, nothing folds."""
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(),
+                          nn.Conv2d(6, 4, 1, bias=False), nn.BatchNorm2d(4)).eval()
+    for bn in (model[1], model[4]):
+        bn.running_mean.normal_(0, 0.3)
+        bn.running_var.uniform_(0.5, 2)
+        bn.weight.data.normal_()
+        bn.bias.data.normal_()
+    x = torch.randn(2, 3, 7, 7)
+    with torch.no_grad():
+        got, record = compiled(model, x)
+        assert rel(got, model(x)) < 1e-5
+    sources = [p.source for p in record.plans[0].partitions]
+    assert len(sources) == 2 and not any("rsqrt" in s for s in sources)
+    assert all("_polyopt_frozen_w" in s for s in sources)
+    got, record = compiled(model, x)  # gradients enabled: a forward and a backward graph
+    assert rel(got, model(x)) < 1e-5
+    assert any("rsqrt" in p.source for p in record.plans[0].partitions)
 
 
 def test_training_step_matches_eager_gradients() -> None:
