@@ -20,6 +20,7 @@ import torch
 import torch.fx
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from polyopt import api
 from polyopt.torch.decompositions import decompositions
@@ -72,7 +73,10 @@ def compile_partition(part: Partition, options: dict[str, Any] | None) -> api.Ke
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                   record: Record | None = None, options: dict[str, Any] | None = None,
                   max_contractions: int | None = MAX_CONTRACTIONS) -> Callable[..., Any]:
-    """AOTAutograd's compiler: ``gm`` with each partition replaced by its kernel's call."""
+    """AOTAutograd's compiler: ``gm`` with each partition replaced by its kernel's call (a
+    graph with symbolic sizes: per concrete shape, ``PerShape``)."""
+    if symbolic(gm):
+        return make_boxed_func(PerShape(gm, record, options, max_contractions))
     cut = plan(gm, f"part{len(record.plans) if record else 0}_", max_contractions)
     calls = {}
     for part in cut.partitions:
@@ -85,6 +89,41 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         record.plans.append(cut)
     rewrite(gm, cut, calls)
     return make_boxed_func(gm.forward)
+
+
+def symbolic(gm: torch.fx.GraphModule) -> bool:
+    """Whether an input of ``gm`` has a symbolic size (``torch.compile(dynamic=True)``)."""
+    for node in gm.graph.nodes:
+        val = node.meta.get("val") if node.op == "placeholder" else None
+        if isinstance(val, torch.SymInt) or (isinstance(val, torch.Tensor) and any(
+                not isinstance(s, int) for s in val.shape)):
+            return True
+    return False
+
+
+class PerShape:
+    """A graph with symbolic sizes, run per concrete shape: at the first call with new
+    shapes it is traced again at those shapes (``make_fx``, fake tensors: nothing runs) and
+    compiled as a static graph; later calls with the same shapes reuse that. polyopt's
+    kernels are specialized per shape (their loops, tiles and vector loops are sized from
+    them), so one graph serves every shape with a compile per shape, as torch's guards would
+    recompile it, but without a new Dynamo trace."""
+
+    def __init__(self, gm: torch.fx.GraphModule, record: Record | None,
+                 options: dict[str, Any] | None, max_contractions: int | None) -> None:
+        self.gm, self.record, self.options, self.limit = gm, record, options, max_contractions
+        self.compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a
+                    for a in args)
+        fn = self.compiled.get(key)
+        if fn is None:
+            static = make_fx(self.gm, tracing_mode="fake")(*args)
+            fn = compile_graph(static, args, record=self.record, options=self.options,
+                               max_contractions=self.limit)
+            self.compiled[key] = fn
+        return fn(list(args))
 
 
 def rewrite(gm: torch.fx.GraphModule, cut: Plan, calls: dict[str, PartitionCall]) -> None:
@@ -108,6 +147,7 @@ def rewrite(gm: torch.fx.GraphModule, cut: Plan, calls: dict[str, PartitionCall]
             shape = part.reshapes[k] if part.reshapes else None
             env[by_name[out]] = got if shape is None else new.call_function(
                 torch.ops.aten.view.default, (got, list(shape)))
+    new.eliminate_dead_code()  # the views only partitions read
     gm.graph = new
     gm.recompile()
 
@@ -151,8 +191,20 @@ def explain(model: Callable[..., Any], *inputs: Any, options: dict[str, Any] | N
         lines.append(f"== graph {k}: {len(cut.partitions)} partitions, "
                      f"{len(cut.fallbacks)} ops in torch")
         for part in cut.partitions:
-            lines.append(str(part))
-            lines.append(f"-- schedule ({record.seconds[part.name]:.2f} s to compile):")
-            lines.append(str(record.kernels[part.name].schedule))
+            kernel = record.kernels[part.name]
+            lines += [str(part), f"-- {predicted(kernel)}",
+                      f"-- schedule ({record.seconds[part.name]:.2f} s to compile):",
+                      str(kernel.schedule)]
         lines += [f"torch: {f.node} ({f.target}): {f.reason}" for f in cut.fallbacks]
     return "\n".join(lines)
+
+
+def predicted(kernel: api.Kernel) -> str:
+    """The cost model's bound on a partition's time: its flops at the roofline's attainable
+    rate for its compulsory DRAM traffic (``Kernel.stats``)."""
+    stats = kernel.stats()
+    flops, top = stats.flops.value, stats.attainable_gflops
+    if flops is None or not top:
+        return "predicted: no roofline (symbolic sizes or no traffic)"
+    return (f"predicted: {flops / 1e6:.2f} MFLOP, {(stats.dram_bytes.value or 0) / 1e6:.2f} MB "
+            f"from DRAM, at least {flops / top / 1e6:.3f} ms (roofline at {top:.1f} GFLOP/s)")

@@ -71,9 +71,20 @@ class _Open:
 
     builder: Builder = field(default_factory=Builder)
     values: dict[str, Any] = field(default_factory=dict)  # FX name -> Value or tuple
+    free: dict[str, torch.fx.Node] = field(default_factory=dict)  # VIEWS left to readers
+    viewed: dict[str, Any] = field(default_factory=dict)  # free views lowered here
     nodes: list[torch.fx.Node] = field(default_factory=list)
     inputs: dict[str, Stored] = field(default_factory=dict)
 
+
+# Views (index maps, no statement) of values no open partition computes: each partition that
+# reads one lowers it again, reading the tensor under it directly, so that a view of a weight
+# is never a partition's output (a copy per call) nor a strided input (a copy per call).
+VIEWS = frozenset({aten.permute.default, aten.transpose.int, aten.t.default,
+                   aten.expand.default, aten.view.default, aten._unsafe_view.default,
+                   aten.reshape.default, aten.unsqueeze.default, aten.squeeze.dim,
+                   aten.squeeze.dims, aten.squeeze.default, aten.slice.Tensor, aten.select.int,
+                   aten.alias.default})
 
 CONTRACTIONS = frozenset({aten.convolution.default, aten.mm.default, aten.addmm.default,
                           aten.bmm.default})
@@ -92,13 +103,18 @@ def plan(gm: torch.fx.GraphModule, prefix: str = "part",
     most ``max_contractions`` contractions (None: no limit)."""
     parts: list[Partition] = []
     falls: list[Fallback] = []
-    cur = _Open()
+    free: dict[str, torch.fx.Node] = {}
+    cur = _Open(free=free)
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr", "output"):
             continue
         if node.op != "call_function":
             falls.append(Fallback(node.name, str(node.target), f"{node.op} node"))
             cur = _close(cur, gm, parts, prefix)
+            continue
+        if node.target in VIEWS and all(_name(a) not in cur.values or _name(a) in free
+                                        for a in node.all_input_nodes):
+            free[_name(node)] = node  # lowered where it is read, in each partition
             continue
         if (node.target in CONTRACTIONS and max_contractions is not None
                 and sum(n.target in CONTRACTIONS for n in cur.nodes) >= max_contractions):
@@ -122,7 +138,7 @@ def _try_lower(cur: _Open, node: torch.fx.Node) -> str | None:
     fn = TABLE.get(node.target)
     if fn is None:
         return f"no lowering for {node.target}"
-    mark = (len(cur.builder.stmts), cur.builder.count, dict(cur.inputs))
+    mark = (len(cur.builder.stmts), cur.builder.count, dict(cur.inputs), dict(cur.viewed))
     try:
         out = _out_of(node)
         args = [_value(cur, a) for a in node.args]
@@ -130,17 +146,17 @@ def _try_lower(cur: _Open, node: torch.fx.Node) -> str | None:
         result = fn(cur.builder, out, *args, **kwargs)
     except Unsupported as e:
         del cur.builder.stmts[mark[0]:]
-        cur.builder.count, cur.inputs = mark[1], mark[2]
+        cur.builder.count, cur.inputs, cur.viewed = mark[1], mark[2], mark[3]
         return str(e)
     except (TypeError, ValueError, IndexError, KeyError) as e:  # an argument form not handled
         del cur.builder.stmts[mark[0]:]
-        cur.builder.count, cur.inputs = mark[1], mark[2]
+        cur.builder.count, cur.inputs, cur.viewed = mark[1], mark[2], mark[3]
         return f"arguments not supported ({type(e).__name__}: {e})"
     if isinstance(result, tuple) and any(
             u.target is not operator.getitem or not isinstance(u.args[1], int)
             or u.args[1] >= len(result) for u in node.users):
         del cur.builder.stmts[mark[0]:]
-        cur.builder.count, cur.inputs = mark[1], mark[2]
+        cur.builder.count, cur.inputs, cur.viewed = mark[1], mark[2], mark[3]
         return "a result this lowering does not compute is used (e.g. pooling's indices)"
     cur.values[_name(node)] = result
     cur.nodes.append(node)
@@ -173,6 +189,10 @@ def _value(cur: _Open, arg: Any) -> Any:
     key = _name(arg)
     if key in cur.values:
         return cur.values[key]
+    if key in cur.free and key not in cur.viewed:
+        cur.viewed[key] = _view(cur, arg)
+    if cur.viewed.get(key) is not None:
+        return cur.viewed[key]
     if key not in cur.inputs:
         val = arg.meta.get("val")
         if not isinstance(val, torch.Tensor):
@@ -184,6 +204,16 @@ def _value(cur: _Open, arg: Any) -> Any:
     return cur.inputs[key]
 
 
+def _view(cur: _Open, node: torch.fx.Node) -> Any:
+    """A free view lowered in this partition, or None where it cannot be (then the partition
+    reads torch's result of it as an input)."""
+    try:
+        args = [_value(cur, a) for a in node.args]
+        return TABLE[node.target](cur.builder, _out_of(node), *args)
+    except (Unsupported, TypeError, ValueError, IndexError, KeyError):
+        return None
+
+
 def _close(cur: _Open, gm: torch.fx.GraphModule, parts: list[Partition], prefix: str
            ) -> _Open:
     """Finish the open partition as a ``Partition`` (when it computes anything) and open a
@@ -192,7 +222,7 @@ def _close(cur: _Open, gm: torch.fx.GraphModule, parts: list[Partition], prefix:
         part = _assemble(cur, f"{prefix}{len(parts)}")
         if part is not None:
             parts.append(part)
-    return _Open()
+    return _Open(free=cur.free)
 
 
 def _assemble(cur: _Open, name: str) -> Partition | None:
