@@ -173,7 +173,7 @@ def _out_of(node: torch.fx.Node) -> Out | None:
         return Out(tuple(int(s) for s in val.shape), tc_type(val.dtype))
     if isinstance(val, (tuple, list)) and val and isinstance(val[0], torch.Tensor):
         first = val[0]
-        return Out(tuple(int(s) for s in first.shape), tc_type(first.dtype))
+        return Out(tuple(int(s) for s in first.shape), tc_type(first.dtype), True)
     if node.target is operator.getitem:
         return None
     raise Unsupported("no tensor metadata")

@@ -174,3 +174,33 @@ def test_merging_reshape_stays_in_torch_with_its_reason() -> None:
                  allowed=("slice",))
     reasons = [f.reason for p in record.plans for f in p.fallbacks]
     assert any("merges dims" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_scaled_dot_product_attention(causal: bool) -> None:
+    """Decomposed by core ATen into bmm, softmax and masks (-inf, logical ops, any, arange)."""
+    q, k, v = (torch.randn(2, 3, 6, 4) for _ in range(3))
+    run(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=causal), q, k, v,
+        reduce=6)
+
+
+def test_masked_fill_with_minus_infinity() -> None:
+    mask = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    run(lambda t: torch.softmax(t.masked_fill(mask, float("-inf")), -1), torch.randn(2, 5, 5),
+        reduce=5)
+
+
+def test_var_mean_and_adaptive_pooling_and_depthwise() -> None:
+    run(lambda t: torch.var_mean(t, -1)[0] + torch.var(t, 0).sum(), torch.randn(4, 9), reduce=36)
+    run(lambda t: F.adaptive_avg_pool2d(t, 7), torch.randn(1, 4, 14, 14), reduce=4)
+    conv = torch.nn.Conv2d(8, 8, 3, 1, 1, groups=8).eval()
+    run(lambda t: F.relu6(conv(t)), torch.randn(1, 8, 9, 9), reduce=9)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_normalizations_and_activations(dtype: Any) -> None:
+    """Computed in float32 inside a statement, stored in the tensor's own type."""
+    x = torch.randn(3, 16).to(dtype)
+    run(lambda t: F.layer_norm(t, (16,)), x, dtype=dtype, reduce=16)
+    run(lambda t: torch.softmax(t, -1), x, dtype=dtype, reduce=16)
+    run(lambda t: F.gelu(t) * 2 + torch.sigmoid(t), x, dtype=dtype)

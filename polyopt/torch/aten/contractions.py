@@ -54,21 +54,31 @@ def mm(b: Builder, out: Out, x: Value | Merged, y: Value) -> Stored | Merged:
 
 @lowers(aten.bmm.default)
 def bmm(b: Builder, out: Out, x: Value | Merged, y: Value | Merged) -> Stored | Merged:
-    if isinstance(x, Merged) or isinstance(y, Merged):  # batch dims merged by a reshape
-        if not (isinstance(x, Merged) and isinstance(y, Merged)
-                and x.groups[0] == y.groups[0] and all(len(g) == 1 for g in
-                                                       (*x.groups[1:], *y.groups[1:]))):
-            raise Unsupported("batched matmul whose operands merge different dims")
-        lead = len(x.groups[0])
-        c = b.fresh("bmm", (*x.value.shape[:lead], out.shape[1], out.shape[2]), out.dtype)
-        i = out_index(lead + 2)
-        b.emit(c, "+=!", f"{x.value.read([*i[:lead], i[lead], 'k0'])} * "
-                         f"{y.value.read([*i[:lead], 'k0', i[lead + 1]])}", reduce=[x.shape[2]])
-        return Merged(c, out.shape, (x.groups[0], (lead,), (lead + 1,)))
-    c = b.fresh("bmm", out.shape, out.dtype)
-    b.emit(c, "+=!", f"{x.read(['i0', 'i1', 'k0'])} * {y.read(['i0', 'k0', 'i2'])}",
+    merged = x if isinstance(x, Merged) else y if isinstance(y, Merged) else None
+    if merged is None:
+        c = b.fresh("bmm", out.shape, out.dtype)
+        b.emit(c, "+=!", f"{x.read(['i0', 'i1', 'k0'])} * {y.read(['i0', 'k0', 'i2'])}",
+               reduce=[x.shape[2]])
+        return c
+    # batch dims merged by a reshape: computed on them unmerged; an operand stored merged is
+    # read at their linear index (affine)
+    group = merged.groups[0]
+    batch = merged.value.shape[:len(group)]
+    lead = len(group)
+    i = out_index(lead + 2)
+    flat = " + ".join(f"{math.prod(batch[j + 1:])}*{i[j]}" for j in range(lead - 1))
+    flat = f"{flat} + {i[lead - 1]}" if flat else i[lead - 1]
+
+    def read(v: Value | Merged, rest: list[str]) -> str:
+        if isinstance(v, Merged):
+            if v.groups[0] != group or any(len(g) != 1 for g in v.groups[1:]):
+                raise Unsupported("batched matmul whose operands merge different dims")
+            return v.value.read([*i[:lead], *rest])
+        return v.read([flat, *rest])
+    c = b.fresh("bmm", (*batch, out.shape[1], out.shape[2]), out.dtype)
+    b.emit(c, "+=!", f"{read(x, [i[lead], 'k0'])} * {read(y, ['k0', i[lead + 1]])}",
            reduce=[x.shape[2]])
-    return c
+    return Merged(c, out.shape, (group, (lead,), (lead + 1,)))
 
 
 @lowers(aten.addmm.default)
@@ -156,3 +166,14 @@ def avg_pool(b: Builder, out: Out, x: Value, kernel: Sequence[int],
     n = divisor_override or math.prod(ks)
     b.emit(y, "=", f"{s.read(out_index(len(out.shape)))} / {const(n, 'float')}")
     return y
+
+
+@lowers(aten._adaptive_avg_pool2d.default)
+def adaptive_avg_pool(b: Builder, out: Out, x: Value, size: Sequence[int]) -> Stored | Merged:
+    """Windows of equal size when each output extent divides the input's: an average pool
+    whose kernel is its stride."""
+    ins = x.shape[-2:]
+    if any(n % o for n, o in zip(ins, size, strict=True)):
+        raise Unsupported(f"adaptive pooling {tuple(ins)} -> {tuple(size)} with unequal windows")
+    k = [n // o for n, o in zip(ins, size, strict=True)]
+    return avg_pool(b, out, x, k, k)

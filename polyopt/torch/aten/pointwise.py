@@ -194,5 +194,43 @@ def identity(b: Builder, out: Out, x: Value, **kwargs: Any) -> Value:
 def full(b: Builder, out: Out, size: Any, value: Any = None, **kwargs: Any) -> Stored | Merged:
     fill = size if value is None else value  # scalar_tensor(value)
     target = b.fresh("full", out.shape, out.dtype)
-    b.emit(target, "=", const(fill, out.dtype))
+    b.emit(target, "=", _typed(const(fill, out.dtype), out.dtype))
     return target
+
+
+@lowers(aten.full_like.default)
+def full_like(b: Builder, out: Out, x: Any, value: Any, **kwargs: Any) -> Stored | Merged:
+    return full(b, out, None, value)
+
+
+@lowers(aten.arange.start_step, aten.arange.start, aten.arange.default)
+def arange(b: Builder, out: Out, start: Any, end: Any = None, step: Any = 1,
+           **kwargs: Any) -> Stored | Merged:
+    first = 0 if end is None else start
+    target = b.fresh("arange", out.shape, out.dtype)
+    b.emit(target, "=", _typed(f"{const(first, 'int64')} + {const(step, 'int64')} * i0",
+                               out.dtype))
+    return target
+
+
+def _typed(expr: str, dtype: str) -> str:
+    """``expr`` cast to ``dtype`` (TC infers a tensor's type from what it stores)."""
+    return f"{dtype}({expr})"
+
+
+@lowers(aten.logical_not.default, aten.bitwise_not.default)
+def logical_not(b: Builder, out: Out, x: Value) -> Stored | Merged:
+    if out.dtype != "bool":
+        raise Unsupported(f"bitwise not of {out.dtype}")
+    return pointwise(b, out, lambda p: f"!({p})", x)
+
+
+for _target, _sym in ((aten.logical_and.default, "&&"), (aten.logical_or.default, "||"),
+                      (aten.bitwise_and.Tensor, "&&"), (aten.bitwise_or.Tensor, "||")):
+    LOWERINGS[_target] = (lambda s: lambda b, out, x, y: _boolean(b, out, x, y, s))(_sym)
+
+
+def _boolean(b: Builder, out: Out, x: Any, y: Any, sym: str) -> Stored | Merged:
+    if out.dtype != "bool":
+        raise Unsupported(f"bitwise operator on {out.dtype}")
+    return pointwise(b, out, lambda p, q: f"(bool({p}) {sym} bool({q}))", x, y)

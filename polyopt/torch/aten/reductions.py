@@ -159,3 +159,32 @@ def batch_norm(b: Builder, out: Out, x: Value, w: Value | None, bias: Value | No
     y = b.fresh("bn", x.shape, out.dtype)
     b.emit(y, "=", expr)
     return (y,)
+
+
+@lowers(aten.any.dim, aten.any.dims, aten.any.default)
+def any_(b: Builder, out: Out, x: Value, dims: Any = None, keepdim: bool = False) -> Value:
+    """Whether any element is true (non-zero): the largest of 0 and 1 over ``dims``."""
+    d = dims_of(dims, len(x.shape))
+    m = reduce(b, x, d, "max=!", lambda r: f"int32({r} != 0)", "anymax", "int32")
+    y = b.fresh("any", m.shape, "bool")
+    b.emit(y, "=", f"bool({m.read(out_index(len(m.shape)))} > 0)")
+    return keep(y, len(x.shape), d, keepdim)
+
+
+@lowers(aten.var_mean.correction, aten.var.correction)
+def var_mean(b: Builder, out: Out, x: Value, dims: Any = None, *, correction: Any = 1,
+             keepdim: bool = False) -> Any:
+    """Variance about the mean (two passes, as torch computes it), divided by ``n -
+    correction``; ``var_mean`` returns both."""
+    d = dims_of(dims, len(x.shape))
+    n = math.prod(x.shape[k] for k in d)
+    s = reduce(b, x, d, "+=!", lambda r: r, "vsum", "float")
+    mu = b.fresh("vmean", s.shape, out.dtype)
+    kept = out_index(len(s.shape))
+    b.emit(mu, "=", f"{s.read(kept)} / {const(n, 'float')}")
+    sq = reduce(b, x, d, "+=!", lambda r: f"({r} - {mu.read(kept)}) * ({r} - "
+                                          f"{mu.read(kept)})", "vsq", "float")
+    var = b.fresh("var", s.shape, out.dtype)
+    b.emit(var, "=", f"{sq.read(kept)} / {const(float(n - (correction or 0)), 'float')}")
+    both = (keep(var, len(x.shape), d, keepdim), keep(mu, len(x.shape), d, keepdim))
+    return both if out.tuple else both[0]

@@ -63,12 +63,16 @@ def out_index(rank: int) -> list[str]:
 
 def const(x: Any, dtype: str) -> str:
     """A Python number as a TC literal of ``dtype``'s kind (checked: this text reaches C)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
+    if isinstance(x, bool):
+        return f"bool({int(x)})"
+    if not isinstance(x, (int, float)):
         raise Unsupported(f"constant {x!r} is not a number")
     if dtype in FLOAT_TYPES or isinstance(x, float):
         v = float(x)
-        if not math.isfinite(v):
-            raise Unsupported(f"constant {v} is not finite")
+        if math.isnan(v):
+            return "(0.0 / 0.0)"  # IEEE division: what C computes (no trap: -fno-trapping-math)
+        if math.isinf(v):
+            return "(1.0 / 0.0)" if v > 0 else "(-1.0 / 0.0)"
         return repr(v) if v >= 0 else f"({v!r})"
     return str(int(x)) if x >= 0 else f"({int(x)})"
 
@@ -91,10 +95,12 @@ def dims_of(dims: Any, rank: int) -> list[int]:
 
 @dataclass(frozen=True)
 class Out:
-    """The result torch's fake tensor gives: shape and TC dtype."""
+    """The result torch's fake tensor gives: shape and TC dtype (of the first result, for
+    an operator with several: ``tuple``)."""
 
     shape: tuple[int, ...]
     dtype: str
+    tuple: bool = False
 
 
 Lowering = Callable[..., Any]
