@@ -9,12 +9,17 @@ modules only in the package's PEP 562 ``__getattr__`` (public names loaded at fi
 from __future__ import annotations
 
 import ast
+import dataclasses
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import polyopt
+from polyopt.costmodel.gpu_machine import GpuModel
+from polyopt.costmodel.machine import Machine
+from polyopt.pipeline.gpu_policy import GpuPolicy
+from polyopt.pipeline.policy import CpuPolicy
 
 ROOT = Path(polyopt.__file__).parent
 
@@ -187,3 +192,30 @@ def test_import_polyopt_leaves_optional_parts_unloaded() -> None:
     loaded = [m for m in out if any(m == p or m.startswith(p + ".") for p in NOT_AT_IMPORT)]
     assert not loaded, f"import polyopt loaded {loaded}"
     assert "polyopt.tuning.replay" in out  # compile reads the tuning database itself
+
+
+# The cost model reads the machine model alone: a pipeline's threshold (a field or method
+# of ``CpuPolicy``/``GpuPolicy`` that the machine models lack) is an argument of the cost
+# model's functions, never read there. Imports from the pipeline already fail the layer
+# order above; this also catches a policy passed in and read by name.
+def _policy_names() -> set[str]:
+    def names(cls: type) -> set[str]:
+        return {n for n in vars(cls) if not n.startswith("_")} | {
+            f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+
+    # ``machine``, ``model``: the policy's own models, which the cost model takes itself
+    return (names(CpuPolicy) | names(GpuPolicy)) - names(Machine) - names(GpuModel) - {
+        "machine", "model"}
+
+
+def test_the_cost_model_reads_no_pipeline_threshold() -> None:
+    thresholds, found = _policy_names(), []
+    for name, path in modules().items():
+        if layer_of(name) != layer_of("polyopt.costmodel"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in thresholds:
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: .{node.attr}")
+            if isinstance(node, ast.Name) and node.id in {"CpuPolicy", "GpuPolicy"}:
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.id}")
+    assert not found, "the cost model reads a pipeline threshold:\n" + "\n".join(found)

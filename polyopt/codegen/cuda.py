@@ -27,7 +27,7 @@ from polyopt.codegen.exprs import Types, cname
 from polyopt.codegen.gputile import TileEmitter, analyze, find_tile
 from polyopt.codegen.stmt import KernelContext, StmtPrinter, specialized_values
 from polyopt.codegen.walker import AstWalker
-from polyopt.costmodel.gpu_policy import GPU_POLICY
+from polyopt.costmodel.gpu_machine import DEFAULT_GPU
 from polyopt.errors import CodegenError
 from polyopt.schedules.marks import GPU_AXES, Marks, bind_of, marked_loop
 
@@ -160,7 +160,7 @@ def _bounds(threads: int | None, tiled: bool) -> str:
     if tiled and threads is not None and threads <= 256:
         return f"__launch_bounds__({threads}, 2) "
     if threads is None or threads > 256:
-        return f"__launch_bounds__({threads or GPU_POLICY.model.max_threads_per_block}) "
+        return f"__launch_bounds__({threads or DEFAULT_GPU.max_threads_per_block}) "
     return ""
 
 

@@ -29,10 +29,11 @@ For a nest (a subtree of the schedule) the model computes:
   (``polyopt.costmodel.streams``); a parallel loop that forks more often than the cores
   save runs on one thread.
 
-Constants of the core (cache bandwidths, TLB, fork cost) are fields of
-:class:`~polyopt.costmodel.policy.CpuPolicy`; sizes of caches and vectors, and the memory
-system (its bandwidth, a core's share, the prefetched streams, measured on the host by
-``polyopt machine --calibrate``), come from its :class:`~polyopt.costmodel.machine.Machine`.
+Every fact of the core comes from the :class:`~polyopt.costmodel.machine.Machine`: sizes of
+caches and vectors, the constants the host does not report (cache bandwidths, the TLB), and
+the memory system and fork cost (measured on the host by ``polyopt machine --calibrate``).
+The one threshold of the pipeline the model mirrors, the iterations a parallel loop needs,
+is an argument (``parallel_trips``).
 The model needs every extent known (a schedule made for given sizes); :func:`estimate`
 returns None otherwise.
 """
@@ -49,7 +50,7 @@ from polyopt import ir
 from polyopt.costmodel import calls, streams
 from polyopt.costmodel import lanes as vl
 from polyopt.costmodel import registers as reg
-from polyopt.costmodel.policy import CpuPolicy
+from polyopt.costmodel.machine import Machine
 from polyopt.costmodel.strides import (
     GATHER,
     INVARIANT,
@@ -131,13 +132,18 @@ def _granules(lo: list[int], hi: list[int], ext: tuple[int, ...], elem: int,
 
 Box = tuple[list[int], list[int]]  # the lowest and highest index of each dimension
 
+MAX_VECTOR_STRIDE = 4
+"""Reads strided by at most this many elements along the innermost loop vectorize in the
+model (a pooling window's ``I(2*w + x)``), at a load per element of stride and a shuffle per
+extra load: a fact of the compiler (GCC 12 permutes up to stride 4)."""
+
 
 @dataclass
 class _Ctx:
     """One model evaluation: the program and memo tables (per tree node identity)."""
 
     poly: PolyProgram
-    policy: CpuPolicy
+    machine: Machine
     padded: frozenset[str] = frozenset()  # zero-padded packed copies (Schedule.buffers)
     skip: frozenset[str] = frozenset()  # statements the printer leaves out (dead inits)
     foot: dict[tuple[int, int, int, str | None], int | None] = field(default_factory=dict)
@@ -281,30 +287,30 @@ def vectorizes(poly: PolyProgram, s: PolyStmt, path: list[Loop]) -> bool:
 
 
 def vector_splits(poly: PolyProgram, root: Node, loop: Loop,
-                  policy: CpuPolicy) -> tuple[vl.Split, ...]:
+                  machine: Machine) -> tuple[vl.Split, ...]:
     """The widths innermost ``loop`` of ``root`` may vectorize at, best first
     (``polyopt.costmodel.lanes.choose``): its trip count with the outer loops at their first
     value, a register's lanes of its statements' widest output element, whether a read
     strided along it keeps its last iteration scalar, and the predicted cycles of its body
     at each width (``_iteration``)."""
-    return _splits(poly, policy, *_loop_group(poly, root, loop, policy))
+    return _splits(poly, machine, *_loop_group(poly, root, loop, machine))
 
 
-def _loop_group(poly: PolyProgram, root: Node, loop: Loop, policy: CpuPolicy
+def _loop_group(poly: PolyProgram, root: Node, loop: Loop, machine: Machine
                 ) -> tuple[list[Loop], list[tuple[PolyStmt, int | None]]]:
     """``loop``'s path from ``root``, and its statements with their vector loads."""
     path = [*(n for n in path_to(root, loop)[:-1] if isinstance(n, Loop)), loop]
     return path, [(poly.stmt(n), vector_loads(poly, poly.stmt(n), path,
-                                              policy.max_vector_stride))
+                                              MAX_VECTOR_STRIDE))
                   for n in stmts_of(loop)]
 
 
-def _splits(poly: PolyProgram, policy: CpuPolicy, path: list[Loop],
+def _splits(poly: PolyProgram, machine: Machine, path: list[Loop],
             group: list[tuple[PolyStmt, int | None]]) -> tuple[vl.Split, ...]:
     """``vector_splits`` of ``path[-1]`` for its statements and their vector loads."""
     elem = max((elem_bytes(poly, s.stmt.tensor) for s, _ in group), default=4)
-    return vl.choose(trip(poly, path[-1], path[:-1]), policy.lanes(elem), _gap(group),
-                     _body_cost(poly, policy, group))
+    return vl.choose(trip(poly, path[-1], path[:-1]), machine.lanes(elem), _gap(group),
+                     _body_cost(poly, machine, group))
 
 
 def _gap(group: list[tuple[PolyStmt, int | None]]) -> bool:
@@ -312,21 +318,21 @@ def _gap(group: list[tuple[PolyStmt, int | None]]) -> bool:
     return any(loads is not None and loads > len(s.reads) for s, loads in group)
 
 
-def _iteration(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, loads: int,
+def _iteration(poly: PolyProgram, machine: Machine, s: PolyStmt, loads: int,
                lanes: int) -> float:
     """Cycles of one vector iteration of ``s`` at ``lanes`` (1: a scalar remainder's):
     its operations and a strided read's shuffles on the FMA pipes, its vector loads."""
     ops = _ops(s, lanes, elem_bytes(poly, s.stmt.tensor)) + loads - len(s.reads)
-    return ops / policy.machine.fma_units + loads / policy.loads_per_cycle
+    return ops / machine.fma_units + loads / machine.loads_per_cycle
 
 
-def _body_cost(poly: PolyProgram, policy: CpuPolicy,
+def _body_cost(poly: PolyProgram, machine: Machine,
                group: list[tuple[PolyStmt, int | None]]) -> vl.Cost:
     """Cycles of one iteration of a vector loop over ``group`` at each width."""
     body = [(s, k) for s, k in group if k is not None]
     if not body:
         return lambda lanes: 1.0
-    return lambda lanes: sum(_iteration(poly, policy, s, k, lanes) for s, k in body)
+    return lambda lanes: sum(_iteration(poly, machine, s, k, lanes) for s, k in body)
 
 
 def scalar_calls(poly: PolyProgram, loop: Loop) -> tuple[str, ...]:
@@ -345,12 +351,12 @@ def scalar_reason(poly: PolyProgram, loop: Loop) -> str:
 
 
 def vector_width(poly: PolyProgram, root: Node, loop: Loop,
-                 policy: CpuPolicy) -> tuple[int | None, str]:
+                 machine: Machine) -> tuple[int | None, str]:
     """The lanes vector loop ``loop`` runs at (the best of ``vector_splits``) and why; None
     on a machine without vector lanes (the compiler decides)."""
-    path, group = _loop_group(poly, root, loop, policy)
-    splits = _splits(poly, policy, path, group)
-    best, cost = splits[0], _body_cost(poly, policy, group)
+    path, group = _loop_group(poly, root, loop, machine)
+    splits = _splits(poly, machine, path, group)
+    best, cost = splits[0], _body_cost(poly, machine, group)
     if best.lanes < 2:
         return None, "the machine has no vector lanes"
     if not best.iterations:
@@ -391,7 +397,7 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
     split (whole vectors, the epilogue, the scalar remainder, ``polyopt.costmodel.lanes``)
     costs one instance's operations, shuffles and loads at that part's width
     (``_iteration``); a statement that does not vectorize, its scalar operations."""
-    m, p, cycles = ctx.policy.machine, ctx.policy, 0.0
+    m, cycles = ctx.machine, 0.0
     vector: dict[int, tuple[list[Loop], list[tuple[PolyStmt, int, int]]]] = {}
     for name, path in leaf_paths(node):
         if name in ctx.skip:
@@ -400,23 +406,23 @@ def _compute(ctx: _Ctx, node: Node, outer: list[Loop]) -> tuple[float, tuple[str
         n = points(fixed_domain(s, outer))
         if n is None:
             raise _Unknown
-        loads = vector_loads(ctx.poly, s, [*outer, *path], p.max_vector_stride) \
+        loads = vector_loads(ctx.poly, s, [*outer, *path], MAX_VECTOR_STRIDE) \
             if path else None
-        transposed = reg.transposed_copy(ctx.poly, p, s, [*outer, *path]) \
+        transposed = reg.transposed_copy(ctx.poly, m, s, [*outer, *path]) \
             if loads is None else None
         if transposed is not None:
             cycles += n * transposed
         elif loads is None:
             ops = _ops(s, 1, elem_bytes(ctx.poly, s.stmt.tensor))
-            cycles += n * (ops / m.fma_units + len(s.reads) / p.loads_per_cycle)
+            cycles += n * (ops / m.fma_units + len(s.reads) / m.loads_per_cycle)
         else:
             vector.setdefault(id(path[-1]), ([*outer, *path], []))[1].append((s, loads, n))
     for full, group in vector.values():
         pairs: list[tuple[PolyStmt, int | None]] = [(s, k) for s, k, _ in group]
-        chosen = _splits(ctx.poly, p, full, pairs)[0]
+        chosen = _splits(ctx.poly, m, full, pairs)[0]
         short = trip(ctx.poly, full[-1], full[:-1])
         for s, loads, n in group:
-            one = _body_cost(ctx.poly, p, [(s, loads)])
+            one = _body_cost(ctx.poly, m, [(s, loads)])
             # per instance: the split's cycles over its trip (unknown: a whole vector each)
             plain = chosen.cycles(one) / short if short else one(chosen.lanes)
             tile = _in_registers(ctx, s, full)
@@ -445,14 +451,14 @@ def _in_registers(ctx: _Ctx, s: PolyStmt, path: list[Loop]
     if at is None:
         return None
     tile, rows, cols = at.tile, at.rows, at.cols
-    lanes = ctx.policy.lanes(elem_bytes(ctx.poly, s.stmt.tensor))
+    lanes = ctx.machine.lanes(elem_bytes(ctx.poly, s.stmt.tensor))
     vectors = -(-cols // lanes)
-    step = reg.step_cycles(ctx.poly, ctx.policy, s, path, at, vectors)
+    step = reg.step_cycles(ctx.poly, ctx.machine, s, path, at, vectors)
     if step is None:
         return None
     steps = math.prod(t or 1 for t in at.trips[tile.k: tile.rows])
     share = reg.kernel_share(ctx.poly, s, path, tile, rows, cols, ctx.padded)
-    per_tile = step + reg.spill_cycles(ctx.policy, rows, vectors) / steps
+    per_tile = step + reg.spill_cycles(ctx.machine, rows, vectors) / steps
     return per_tile * share.work / (rows * cols), share
 
 
@@ -460,12 +466,12 @@ class _Unknown(Exception):
     """An extent is not known: the model does not apply."""
 
 
-def _levels(policy: CpuPolicy) -> list[tuple[str, int, int, float]]:
+def _levels(machine: Machine) -> list[tuple[str, int, int, float]]:
     """(name, granule bytes, capacity in granules, bytes per cycle into it)."""
-    m, line = policy.machine, policy.machine.line_bytes
-    out = [("L1", line, m.l1d_bytes // line, policy.l2_bytes_per_cycle)]
+    m, line = machine, machine.line_bytes
+    out = [("L1", line, m.l1d_bytes // line, m.l2_bytes_per_cycle)]
     if m.l3_bytes:
-        out.append(("L2", line, m.l2_bytes // line, policy.l3_bytes_per_cycle))
+        out.append(("L2", line, m.l2_bytes // line, m.l3_bytes_per_cycle))
         out.append(("L3", line, m.l3_bytes // m.cores // line, m.memory_bytes_per_cycle))
     else:
         out.append(("L2", line, m.l2_bytes // line, m.memory_bytes_per_cycle))
@@ -489,18 +495,19 @@ def printing(poly: PolyProgram, root: Node, buffers: tuple[str, ...]) -> Printin
     return Printing(padded, reg.dead_inits(poly, root, padded))
 
 
-def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop] | None = None,
+def estimate(poly: PolyProgram, node: Node, machine: Machine, outer: list[Loop] | None = None,
              parallel: Callable[[Loop], bool] | None = None,
-             printed: Printing = Printing()) -> Estimate | None:
+             printed: Printing = Printing(), *, parallel_trips: int) -> Estimate | None:
     """Predicted cycles of one execution of ``node`` (``outer`` loops fixed), None when an
     extent is unknown. ``parallel`` says which loops of its outer chain may run in
-    parallel (default :func:`free_loop`); the outermost with enough iterations does when a
-    parallel region pays for its fork and join by the one-core cycles
-    (``CpuPolicy.parallel_pays``, the rule ``parallelize`` applies) and its forks, one per
+    parallel (default :func:`free_loop`); the outermost with at least ``parallel_trips``
+    iterations (the pipeline's rule, ``CpuPolicy.parallel_trips``) does when a parallel
+    region pays for its fork and join by the one-core cycles (``Machine.parallel_pays``,
+    the rule ``parallelize`` applies) and its forks, one per
     iteration of the loops outside it, cost less than the cores save. ``printed`` says
     what the printer makes of the whole schedule (:func:`printing`; by default nothing
     beyond its loops)."""
-    ctx, outer = _Ctx(poly, policy, printed.padded, printed.skip), list(outer or [])
+    ctx, outer = _Ctx(poly, machine, printed.padded, printed.skip), list(outer or [])
     if not _live(ctx, node):
         return Estimate(0.0, 0.0, (), None, (), 0.0, 0.0)
     try:
@@ -508,36 +515,36 @@ def estimate(poly: PolyProgram, node: Node, policy: CpuPolicy, outer: list[Loop]
     except _Unknown:
         return None
     moved, core, shared, pull = [], compute, 0.0, 0.0
-    for name, granule, cap, bw in _levels(policy):
+    for name, granule, cap, bw in _levels(machine):
         t = traffic(ctx, node, outer, granule, cap)
         if t is None:
             return None
         moved.append((name, t))
-        if name == _levels(policy)[-1][0]:
+        if name == _levels(machine)[-1][0]:
             shared = t * granule / bw
             # one core's own pull from memory: a part of the bandwidth, less where it
             # reads more streams together than its prefetchers follow
-            pull = shared / policy.machine.core_memory_share * _walks(ctx, node, outer, t) \
+            pull = shared / machine.core_memory_share * _walks(ctx, node, outer, t) \
                 if shared else 0.0
         else:
             core = max(core, t * granule / bw)
-    tlb = traffic(ctx, node, outer, policy.page_bytes, policy.tlb_entries)
+    tlb = traffic(ctx, node, outer, machine.page_bytes, machine.tlb_entries)
     if tlb is None:
         return None
     moved.append(("TLB", tlb))
     # page walks stall a core whether it waits on its caches or on its pull from memory
-    busy = max(core, pull) + tlb * policy.tlb_miss_cycles
-    core += tlb * policy.tlb_miss_cycles
+    busy = max(core, pull) + tlb * machine.tlb_miss_cycles
+    core += tlb * machine.tlb_miss_cycles
     speedup, forks, par = 1.0, 0, None
-    if policy.parallel_pays(max(busy, shared)):
+    if machine.parallel_pays(max(busy, shared)):
         speedup, forks, par = _parallel(ctx, node, outer, parallel or (lambda lp: free_loop(
-            poly, lp)))
-        if max(busy / speedup, shared) + forks * policy.fork_join_cycles >= max(busy, shared):
+            poly, lp)), parallel_trips)
+        if max(busy / speedup, shared) + forks * machine.fork_join_cycles >= max(busy, shared):
             speedup, forks, par = 1.0, 0, None  # its loop forks too often: one thread
-    cycles = max(busy / speedup, shared) + forks * policy.fork_join_cycles
-    last = footprint(ctx, node, outer, policy.machine.line_bytes)
-    fits = last is not None and last * policy.machine.line_bytes <= _last_level(policy)
-    warm = core / speedup + forks * policy.fork_join_cycles if fits else None
+    cycles = max(busy / speedup, shared) + forks * machine.fork_join_cycles
+    last = footprint(ctx, node, outer, machine.line_bytes)
+    fits = last is not None and last * machine.line_bytes <= _last_level(machine)
+    warm = core / speedup + forks * machine.fork_join_cycles if fits else None
     return Estimate(cycles, compute, tuple(moved), par, vec, core / speedup, warm)
 
 
@@ -548,7 +555,7 @@ def _walks(ctx: _Ctx, node: Node, outer: list[Loop], total: float) -> float:
     Only tensors larger than the last level count: one it holds is read from there
     whenever the data start warm (``Estimate.warm``), and a handful of its lines are no
     stream to follow."""
-    _, granule, capacity, _ = _levels(ctx.policy)[-1]
+    _, granule, capacity, _ = _levels(ctx.machine)[-1]
     big: dict[str, bool] = {}  # a tensor the last level holds comes from there warm
     most: dict[str, int] = {}
     for name, path in leaf_paths(node):
@@ -567,9 +574,9 @@ def _walks(ctx: _Ctx, node: Node, outer: list[Loop], total: float) -> float:
             most[acc.tensor] = max(most.get(acc.tensor, 1), min(w.streams, rows))
     lines = slow = 0.0
     for tensor, n in most.items():
-        if n > ctx.policy.machine.prefetch_streams:
+        if n > ctx.machine.prefetch_streams:
             t = traffic(ctx, node, outer, granule, capacity, tensor) or 0.0
-            lines, slow = lines + t, slow + t / streams.share(ctx.policy, n)
+            lines, slow = lines + t, slow + t / streams.share(ctx.machine, n)
     if not lines or not total:
         return 1.0  # every walk at the full rate: no traffic to weigh
     return (total - lines + slow) / total
@@ -590,31 +597,30 @@ def _rows(ctx: _Ctx, lp: Loop, outer: list[Loop], tensor: str) -> int | None:
     return math.prod(counts[:k])
 
 
-def _last_level(policy: CpuPolicy) -> int:
+def _last_level(machine: Machine) -> int:
     """Bytes of the last cache level, shared by the cores."""
-    m = policy.machine
-    return m.l3_bytes or m.l2_bytes * m.cores
+    return machine.l3_bytes or machine.l2_bytes * machine.cores
 
 
 def _parallel(ctx: _Ctx, node: Node, outer: list[Loop],
-              free: Callable[[Loop], bool]) -> tuple[float, int, str | None]:
+              free: Callable[[Loop], bool], trips: int) -> tuple[float, int, str | None]:
     """(speedup, fork/joins, loop) of the outermost free loop of the chain with at least
-    ``parallel_trips`` iterations; where the chain ends in a sequence of nests that each
+    ``trips`` iterations; where the chain ends in a sequence of nests that each
     have one (a blocked output's zeroing, product and copy back under its block loop), the
     least speedup of theirs and all their forks."""
     forks, above, last = 1, list(outer), node
     for lp in _chain(node):
         n = trip(ctx.poly, lp, above) or 1
-        if n >= ctx.policy.parallel_trips and free(lp):
+        if n >= trips and free(lp):
             # OpenMP's static schedule: the core with the most iterations sets the time
-            return n / -(-n // ctx.policy.machine.cores), forks, lp.name
+            return n / -(-n // ctx.machine.cores), forks, lp.name
         forks *= n
         above.append(lp)
         last = lp.child
     kids = [c for c in last.children if _live(ctx, c)] if isinstance(last, Sequence) else []
     if not kids or not all(isinstance(c, Loop) for c in kids):
         return 1, 0, None
-    each = [_parallel(ctx, c, above, free) for c in kids]
+    each = [_parallel(ctx, c, above, free, trips) for c in kids]
     if any(par is None for _, _, par in each):
         return 1, 0, None
     return (min(n for n, _, _ in each), forks * sum(f for _, f, _ in each),

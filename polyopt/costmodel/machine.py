@@ -58,7 +58,8 @@ MEASURED = frozenset({"l3_bytes", "memory_bytes_per_cycle", "core_memory_share",
                       "prefetch_streams", "untracked_share", "fork_join_cycles"})
 # Fields that take a real number (the rest take integers, sizes such as ``1M`` included).
 REAL_FIELDS = frozenset({"memory_bytes_per_cycle", "core_memory_share", "untracked_share",
-                         "fork_join_cycles"})
+                         "fork_join_cycles", "l2_bytes_per_cycle", "l3_bytes_per_cycle",
+                         "tlb_miss_cycles"})
 ELEM_BYTES = (1, 2, 4, 8, 16)  # 16: long double (numpy longdouble), 16 bytes on x86-64
 
 
@@ -123,6 +124,21 @@ BOUNDS: dict[str, Bound] = {
                              "get", above_low=True),
     "fork_join_cycles": Bound(0, 1e9, "cycles of a parallel region's fork and join: 3e3-1e5 "
                               "on real hosts, up to 2e7 with a VM's idle vCPUs", above_low=True),
+    "loads_per_cycle": Bound(1, 8, "loads a core issues a cycle: 2-3 on real cores"),
+    "copy_loads_per_cycle": Bound(1, 8, "element loads a cycle in a gathering copy: 2-3 on "
+                                  "real cores"),
+    "store_forward_cycles": Bound(1, 64, "cycles of a store-to-load forward: 4-5 on real "
+                                  "cores"),
+    "l2_bytes_per_cycle": Bound(0, 1024, "bytes a cycle from L2 into L1: 32-64 on real cores",
+                                above_low=True),
+    "l3_bytes_per_cycle": Bound(0, 1024, "bytes a cycle from L3 into L2, per core: 16-32 on "
+                                "real cores", above_low=True),
+    "page_bytes": Bound(KIB, GIB, "page bytes: 4 KiB (x86, most Arm), 16-64 KiB (Arm), 2 MiB "
+                        "huge pages", power_of_two=True, size=True),
+    "l1_tlb_entries": Bound(1, 65536, "first-level data TLB entries: 32-96 on real cores"),
+    "tlb_entries": Bound(1, 1 << 20, "second-level TLB entries: 1024-3072 on real cores"),
+    "tlb_miss_cycles": Bound(0, 1e4, "cycles of a page walk that hits the caches: 20-40 on "
+                             "real cores", above_low=True),
 }
 """Every field's bounds, what real machines have with room to spare (the scheduler's
 searches grow with some of them: a cache line's elements, the registers, the streams)."""
@@ -176,7 +192,7 @@ class Machine:
     ``prefetch_streams`` (the default's 24-128 rows fit 0.35-0.6)."""
     fork_join_cycles: float = 15000.0
     """Cycles of one OpenMP parallel region's fork and join, which decides which nests run
-    in parallel (``CpuPolicy.parallel_pays``): calibration times an empty region 0.1 ms
+    in parallel (:meth:`parallel_pays`): calibration times an empty region 0.1 ms
     after the last (a kernel called in a loop; the median of 100; the Intel VM of the
     twenty-first round: 3900 cycles, and 2.5e7 after 1 ms, its idle vCPUs descheduled,
     which no fork price makes up for). ``python3 scripts/calibrate/bench_fork_join.py`` times it
@@ -185,6 +201,35 @@ class Machine:
     ``OMP_PROC_BIND=spread`` and 2e7 unbound (this host's vCPUs descheduled). The default
     sits above the 1 ms row; it is where the ``--quick`` 30x20x25 matmul of
     ``polyopt/bench/ops.py`` ran 4x slower in parallel."""
+
+    # ---- facts of the core the host does not report (no kernel interface, no CPUID field
+    # read): the values of Intel's cores since Skylake and AMD's since Zen (Agner Fog's
+    # tables), which the cost model and the pipeline read; BENCHMARKS.md, "Decisions and how
+    # to re-measure them", checks each. Set one with ``POLYOPT_MACHINE`` for a core that
+    # differs.
+    loads_per_cycle: int = 2
+    """Loads a core issues per cycle (two load ports on x86 since Sandy Bridge and on
+    Neoverse); with ``fma_units`` it sets the model's compute time."""
+    copy_loads_per_cycle: int = 2
+    """Element loads per cycle in a copy gathering one element per lane (a depthwise input
+    copied into channel blocks): two load ports on Intel since Haswell, AMD since Zen."""
+    store_forward_cycles: int = 5
+    """Cycles of a store-to-load forward (4-5): with ``fma_latency``, the cost of a sum kept
+    in memory between two filter taps."""
+    l2_bytes_per_cycle: float = 32.0
+    """Bytes per cycle from L2 into L1: half a line (Zen 2-4, Skylake)."""
+    l3_bytes_per_cycle: float = 16.0
+    """Bytes per cycle from L3 into L2, per core: a quarter line (Zen, Skylake-SP)."""
+    page_bytes: int = 4096
+    """Page size: the TLB's granule in the model (Linux's default pages)."""
+    l1_tlb_entries: int = 64
+    """First-level data TLB entries (Zen 2-4: 64-72; Skylake: 64); CPUID has them, sysfs
+    not: a strip of a transposed access whose rows are pages apart keeps no more rows."""
+    tlb_entries: int = 2048
+    """Second-level TLB entries (Zen 2-3: 2048; Skylake: 1536): a loop whose consecutive
+    iterations touch more pages walks a page per access."""
+    tlb_miss_cycles: float = 30.0
+    """Cycles of a page walk that hits the caches."""
 
     def __post_init__(self) -> None:
         """Each field of the right type and within its :data:`BOUNDS`; OptionError (a
@@ -200,6 +245,18 @@ class Machine:
             if not bound.allows(value):
                 raise OptionError(f"Machine.{name} = {value!r} is out of range: it must be "
                                   f"{bound.describe()} ({bound.doc})")
+
+    def lanes(self, elem_bytes: int) -> int:
+        """Elements of ``elem_bytes`` bytes per vector register (at least one)."""
+        _check_elem(elem_bytes)
+        return max(1, self.vector_bytes // elem_bytes)
+
+    def parallel_pays(self, serial_cycles: float) -> bool:
+        """Whether a nest predicted at ``serial_cycles`` on one core gains from a parallel
+        region: the most the other cores can save, ``serial_cycles * (1 - 1 / cores)`` with
+        the work evenly shared, must exceed one fork and join (``fork_join_cycles``)."""
+        cores = self.cores
+        return cores > 1 and serial_cycles * (cores - 1) / cores > self.fork_join_cycles
 
     def spec(self) -> str:
         """Every field as a ``POLYOPT_MACHINE`` string: a process given it models exactly
@@ -415,7 +472,7 @@ def _register_tile(machine: Machine, lanes: int) -> tuple[int, int]:
 def gemm_blocking(machine: Machine, elem_bytes: int) -> Blocking:
     """Register and cache tiles for a GEMM on ``elem_bytes``-byte elements (docstring model)."""
     _check_elem(elem_bytes)
-    lanes = max(1, machine.vector_bytes // elem_bytes)
+    lanes = machine.lanes(elem_bytes)
     mr, vectors = _register_tile(machine, lanes)
     nr = vectors * lanes
     kc = _largest_multiple(8, 16, 512, machine.l1d_bytes // 2 // ((mr + nr) * elem_bytes))

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polyopt import ir
-from polyopt.costmodel.policy import CpuPolicy
+from polyopt.costmodel.machine import Machine
 from polyopt.costmodel.strides import (
     GATHER,
     INVARIANT,
@@ -201,7 +201,7 @@ def _iterators(lp: Loop, stmt: str, n: int) -> list[int]:
     return [d for d in range(n) if any(a.involves_dims(isl.dim_type.in_, d, 1) for a in affs)]
 
 
-def step_cycles(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Loop],
+def step_cycles(poly: PolyProgram, machine: Machine, s: PolyStmt, path: list[Loop],
                 at: TileAt, vectors: int) -> float | None:
     """Cycles of one step of the innermost ``k`` loop of the tile ``at`` (``vectors``
     vectors a row): the slowest of its bounds (the module docstring), over the reduction
@@ -212,13 +212,13 @@ def step_cycles(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Lo
     loaded and stored at each update). On the tuner's tables such tiles (12 x 4 vectors,
     28 x 4) ran 8-21x the best of a 1000 x 1100 x 1200 product, a step the registers
     would take in some 50 cycles."""
-    m = policy.machine
+    m = machine
     if at.rows * vectors > m.vector_registers:
         return None
-    moves = _moves(poly, policy, s, path, at.tile)
+    moves = _moves(poly, m, s, path, at.tile)
     if moves is None:
         return None
-    lanes = policy.lanes(elem_bytes(poly, s.stmt.tensor))
+    lanes = m.lanes(elem_bytes(poly, s.stmt.tensor))
     grid = Grid(at.rows, vectors, lanes)
     k, t = unrolled(moves, at, grid)
     values = [_distinct(mv, grid, k, t) for mv in moves]
@@ -226,7 +226,7 @@ def step_cycles(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Lo
     ops = kernel_ops(s)
     work = t * at.rows * vectors * ops.update + sum(
         n * v for n, v in zip(values, ops.value, strict=True))
-    return max(work / m.fma_units, loads / policy.loads_per_cycle,
+    return max(work / m.fma_units, loads / m.loads_per_cycle,
                t * ops.update * m.fma_latency) / t
 
 
@@ -252,7 +252,7 @@ class Grid:
     lanes: int
 
 
-def _moves(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Loop],
+def _moves(poly: PolyProgram, machine: Machine, s: PolyStmt, path: list[Loop],
            tile: MicroKernel) -> list[Move] | None:
     """Each read's ``Move`` in the tile; None when the target does not stay in registers
     (it moves with a ``k`` loop or is not contiguous along ``v``) or a read strides along
@@ -269,7 +269,7 @@ def _moves(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Loop],
             continue
         if along not in (INVARIANT, UNIT):
             return None
-        slots = line_slots(poly, policy, s, a, path[-1]) if along == UNIT else 1.0
+        slots = line_slots(poly, machine, s, a, path[-1]) if along == UNIT else 1.0
         out.append(Move(_elems(poly, a, rows), tuple(_elems(poly, a, st) for st in ks),
                         along == UNIT, slots))
     return out
@@ -278,15 +278,15 @@ def _moves(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, path: list[Loop],
 _SLOTS: Memo[float] = Memo(1024)
 
 
-def line_slots(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, a: Access,
+def line_slots(poly: PolyProgram, machine: Machine, s: PolyStmt, a: Access,
                lanes_loop: Loop) -> float:
     """Load slots per vector load of ``a`` along ``lanes_loop`` (``_line_slots``), for
     every estimate of the same loop (candidate orders keep the loops' ``expr`` objects)."""
-    return _SLOTS.get((poly, s, a.relation, lanes_loop.expr), policy.machine,
-                      lambda: _line_slots(poly, policy, s, a, lanes_loop))
+    return _SLOTS.get((poly, s, a.relation, lanes_loop.expr), machine,
+                      lambda: _line_slots(poly, machine, s, a, lanes_loop))
 
 
-def _line_slots(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, a: Access,
+def _line_slots(poly: PolyProgram, machine: Machine, s: PolyStmt, a: Access,
                 lanes_loop: Loop) -> float:
     """Load slots per vector load of ``a`` along ``lanes_loop`` (a vector loop whose
     vectors start at multiples of the lanes): one per cache line it spans, on average
@@ -298,7 +298,7 @@ def _line_slots(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt, a: Access,
     read (``I(h + kh, w + kw)``: every ``kw`` a lane further) or rows of a width that is
     no multiple of a line split most vectors across two lines; each then takes two
     slots. Other shapes (a guard, an index the model cannot flatten): one slot."""
-    m, elem = policy.machine, elem_bytes(poly, a.tensor)
+    m, elem = machine, elem_bytes(poly, a.tensor)
     ext = extents(poly, a.tensor)
     line = max(1, m.line_bytes // elem)
     if ext is None or a.write or m.vector_bytes % elem:
@@ -406,10 +406,10 @@ def kernel_ops(s: PolyStmt) -> Ops:
     return Ops(max(1.0, float(update + (0 if fused else 1))), tuple(value))
 
 
-def spill_cycles(policy: CpuPolicy, rows: int, vectors: int) -> float:
+def spill_cycles(machine: Machine, rows: int, vectors: int) -> float:
     """Cycles of loading and storing the tile's accumulators, once per execution of its
     ``k`` loops."""
-    return rows * vectors * (1 / policy.loads_per_cycle + 1.0)
+    return rows * vectors * (1 / machine.loads_per_cycle + 1.0)
 
 
 def starts_at_zero(poly: PolyProgram, s: PolyStmt, path: list[Loop], at: TileAt,
@@ -455,7 +455,7 @@ def _zero_started(poly: PolyProgram, s: PolyStmt, path: list[Loop] | None,
     return at is not None and starts_at_zero(poly, s, path, at, padded)
 
 
-def transposed_copy(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt,
+def transposed_copy(poly: PolyProgram, machine: Machine, s: PolyStmt,
                     path: list[Loop]) -> float | None:
     """Cycles per instance of a copy the printer transposes in vector registers
     (``codegen/transpose.py``): ``for r { for v (vectorize) { T[.., v] = U[.., r] } }``, U
@@ -473,15 +473,15 @@ def transposed_copy(poly: PolyProgram, policy: CpuPolicy, s: PolyStmt,
         return None
     rows, cols = trip(poly, r, path[:-2]), trip(poly, v, path[:-1])
     elem = elem_bytes(poly, s.stmt.tensor)
-    most = min(policy.machine.vector_bytes // elem, rows or 0, cols or 0)
+    most = min(machine.vector_bytes // elem, rows or 0, cols or 0)
     lanes = 1 << (most.bit_length() - 1) if most > 0 else 0
     if rows is None or cols is None or lanes < CAPS.min_transpose_lanes or elem not in (4, 8):
         return None
     blocks = -(-rows // lanes) * -(-cols // lanes)
     if blocks > CAPS.max_transpose_blocks or not _transposes(poly, s, path):
         return None
-    block = lanes / policy.loads_per_cycle + lanes * (lanes.bit_length() - 1) / \
-        policy.machine.fma_units
+    block = lanes / machine.loads_per_cycle + lanes * (lanes.bit_length() - 1) / \
+        machine.fma_units
     return blocks * block / (rows * cols)
 
 

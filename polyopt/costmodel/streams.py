@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from polyopt.costmodel.policy import CpuPolicy
+from polyopt.costmodel.machine import Machine
 from polyopt.costmodel.strides import GATHER, Access, elem_bytes, step_map, stride
 from polyopt.costmodel.trips import trip
 from polyopt.poly.model import PolyProgram, PolyStmt
@@ -64,10 +64,10 @@ def walk(poly: PolyProgram, s: PolyStmt, outer: list[Loop], path: list[Loop], ac
     return Walk(streams, at)
 
 
-def share(policy: CpuPolicy, streams: int) -> float:
+def share(machine: Machine, streams: int) -> float:
     """The share of a core's streaming rate from memory that reading ``streams`` streams
     together gets (the module docstring's rule), in (0, 1]."""
-    if streams <= policy.machine.prefetch_streams:
+    if streams <= machine.prefetch_streams:
         return 1.0
-    tracked = policy.machine.prefetch_streams / streams
-    return 1.0 / (tracked + (1.0 - tracked) / policy.machine.untracked_share)
+    tracked = machine.prefetch_streams / streams
+    return 1.0 / (tracked + (1.0 - tracked) / machine.untracked_share)

@@ -7,7 +7,9 @@
   ``order`` (loop orders from the cost model), ``register_tile`` (GotoBLAS nests),
   ``blocked`` (blocked layouts), ``parallel``, ``timetile`` and ``diamond`` (time tiles of
   stencils), and ``knobs`` (the decisions a person or the tuner may fix);
-- ``gpu``: the CUDA mapping.
+- ``policy``: the CPU pipeline's thresholds (``CpuPolicy``, ``cpu_policy``), which the tuner
+  reads too;
+- ``gpu``: the CUDA mapping, with ``gpu_policy`` (its thresholds, ``GpuPolicy``).
 """
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ import islpy as isl
 
 from polyopt import ir
 from polyopt.costmodel.machine import Machine
-from polyopt.costmodel.policy import CpuPolicy, cpu_policy
 from polyopt.costmodel.strides import index_use
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
+from polyopt.pipeline.policy import CpuPolicy, cpu_policy
 from polyopt.poly import model_of
 from polyopt.poly.model import PolyProgram, PolyStmt, ReadAccess
 from polyopt.poly.relayout import Pack, relayout
@@ -203,10 +203,10 @@ def streamed_costs(program: ir.Program, s: PolyStmt, policy: CpuPolicy) -> Strea
     - rows: each output row in ``ceil(W / lanes)`` vectors per tap. With a whole vector in
       the row, a register tile keeps the sums in registers and the taps issue at
       ``fma_units`` per cycle; in a shorter row the sum of each tap is stored and loaded
-      back by the next (``fma_latency + policy.store_forward_cycles`` per tap and row);
+      back by the next (``fma_latency + store_forward_cycles`` per tap and row);
     - channels in lanes: every output pixel is one full vector per tap at ``fma_units`` per
       cycle, plus the blocked copies: the streamed operand in (with its padding) and the
-      output back, each vector one load per lane at ``policy.copy_loads_per_cycle`` (a row
+      output back, each vector one load per lane at ``copy_loads_per_cycle`` (a row
       narrower than a transpose block is copied in by a gather; the copy out, an
       in-register transpose, costs less: the model takes the gather's cost for both).
     """
@@ -227,10 +227,10 @@ def streamed_costs(program: ir.Program, s: PolyStmt, policy: CpuPolicy) -> Strea
     extents = [ir.extent_value(e, {}) for e in t.shape]
     outputs, width = math.prod(extents), extents[-1]
     whole = width >= lanes
-    per_tap = 1 / m.fma_units if whole else m.fma_latency + policy.store_forward_cycles
+    per_tap = 1 / m.fma_units if whole else m.fma_latency + m.store_forward_cycles
     rows = outputs // width * -(-width // lanes) * taps * per_tap
     copied = sum(_padded_elements(program, rd) for rd in {rd.tensor: rd for rd in moving}.values())
-    per_copy = lanes / policy.copy_loads_per_cycle
+    per_copy = lanes / m.copy_loads_per_cycle
     blocked = (outputs * taps / m.fma_units + (copied + outputs) * per_copy) / lanes
     return StreamedCosts(rows, blocked, lanes, tuple(sorted(channels)), whole)
 
@@ -406,5 +406,5 @@ def _copy_pays(s: PolyStmt, t: ir.Tensor, step: int, lanes: int, policy: CpuPoli
         return True
     macs = math.prod(s.extent(it) or 1 for it in (*s.stmt.lhs, *s.stmt.reduction_iters))
     compute = macs / (lanes * m.fma_units * m.cores)
-    copy = policy.fork_join_cycles + 2 * size / (policy.l2_bytes_per_cycle * m.cores)
+    copy = m.fork_join_cycles + 2 * size / (m.l2_bytes_per_cycle * m.cores)
     return copy <= policy.panel_l2_max_share * compute

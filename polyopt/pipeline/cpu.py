@@ -30,7 +30,7 @@ what was done, and each verb's legality check covers it. The steps:
 7. locals that live within one iteration of their nest's outer loop are contracted.
 
 Every threshold (packing, parallel work, tap rows, channel blocks...) is a field of the
-machine's :class:`~polyopt.costmodel.policy.CpuPolicy`, which says where it comes from.
+machine's :class:`~polyopt.pipeline.policy.CpuPolicy`, which says where it comes from.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ import contextlib
 from polyopt import ir
 from polyopt.costmodel.cost import scalar_reason, vector_width
 from polyopt.costmodel.machine import Machine, host
-from polyopt.costmodel.policy import CpuPolicy, cpu_policy
 from polyopt.costmodel.strides import iterator_bytes
 from polyopt.costmodel.verdict import compare
 from polyopt.dtypes import DTYPES
@@ -54,6 +53,7 @@ from polyopt.pipeline.order import (
     schedule_estimate,
 )
 from polyopt.pipeline.parallel import parallelize
+from polyopt.pipeline.policy import CpuPolicy, cpu_policy
 from polyopt.pipeline.register_tile import register_tile
 from polyopt.pipeline.timetile import stencil_base, time_tile
 from polyopt.poly.model import PolyStmt
@@ -315,10 +315,10 @@ def _pages_apart(schedule: Schedule, stmts: list[PolyStmt], outer: Loop, inner: 
                  policy: CpuPolicy) -> bool:
     """Does ``inner`` move an access that ``outer`` walks along its stride-1 index (a
     transposed access) a page or more per step, over more pages than the first TLB level
-    holds (``CpuPolicy.l1_tlb_entries``)? A strip of ``outer`` then keeps a translation
+    holds (``Machine.l1_tlb_entries``)? A strip of ``outer`` then keeps a translation
     per ``inner`` step (permute_210, 128 x 256 x 256 in order ``c, b, a``: 128 pages a
     strip row, each load a first-level miss)."""
-    if trip(inner, schedule.poly.domain) <= policy.l1_tlb_entries:
+    if trip(inner, schedule.poly.domain) <= policy.machine.l1_tlb_entries:
         return False
     for s in stmts:
         a, b = raw_iterator(outer.expr, s.name), raw_iterator(inner.expr, s.name)
@@ -329,7 +329,7 @@ def _pages_apart(schedule: Schedule, stmts: list[PolyStmt], outer: Loop, inner: 
             if not _walks_across(tensor, r.read.indices, a, b):
                 continue
             gap = iterator_bytes(schedule.poly, r.read.tensor, r.read.indices, b)
-            if gap is not None and gap >= policy.page_bytes:
+            if gap is not None and gap >= policy.machine.page_bytes:
                 return True
     return False
 
@@ -392,7 +392,7 @@ def _vectorize(schedule: Schedule, name: str, policy: CpuPolicy,
     if scalar:
         return schedule.note(f"{name}: not vectorized: {scalar}")
     lanes, why = (knob, f"{knob} lanes (the lanes knob)") if knob else vector_width(
-        schedule.poly, schedule.root, loop, policy)
+        schedule.poly, schedule.root, loop, policy.machine)
     try:
         out = schedule.vectorize(name, lanes=lanes)
     except ScheduleError as e:

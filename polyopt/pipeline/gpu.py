@@ -10,7 +10,7 @@ form the band that is mapped, as PPCG does:
   point loops to ``threadIdx.x/y``; a third loop above them is bound to ``blockIdx.z``;
 - everything below the band runs sequentially in its thread, so reductions stay race-free.
 
-The block shapes, tiles and limits are fields of a :class:`~polyopt.costmodel.gpu_policy.GpuPolicy`
+The block shapes, tiles and limits are fields of a :class:`~polyopt.pipeline.gpu_policy.GpuPolicy`
 (default: ``GPU_POLICY``, for the named default GPU model). A nest with no such loop runs on
 one thread. Every step is a recorded, checked verb
 (``tile``, ``reorder``, ``bind``), so ``Kernel.schedule.as_python()`` shows the mapping.
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyopt import ir
-from polyopt.costmodel.gpu_policy import GPU_POLICY, GpuPolicy
 from polyopt.costmodel.strides import index_use
 from polyopt.errors import OptionError, ScheduleError
+from polyopt.pipeline.gpu_policy import GPU_POLICY, GpuPolicy
 from polyopt.poly.model import PolyStmt
 from polyopt.schedules import transform as tf
 from polyopt.schedules.legality import carried

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from polyopt.costmodel.cost import Estimate, estimate, free_loop, printing
-from polyopt.costmodel.policy import CpuPolicy
 from polyopt.costmodel.verdict import clear_gain
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.pipeline.fusion import loop_free, nests
+from polyopt.pipeline.policy import CpuPolicy
 from polyopt.schedules import transform as tf
 from polyopt.schedules.limits import CAPS
 from polyopt.schedules.marks import Tag
@@ -68,7 +68,7 @@ def candidates(schedule: Schedule, chain: list[Loop], policy: CpuPolicy) -> list
     for order in _orders(names, policy):
         root = tf.reorder(schedule.root, order) if list(order) != names else schedule.root
         top = tf.find(root, order[0])
-        est = estimate(poly, top, policy, outer)
+        est = estimate(poly, top, policy.machine, outer, parallel_trips=policy.parallel_trips)
         if est is None:
             return []
         out.append(Plan(order, None, est))
@@ -100,7 +100,8 @@ def _strips(schedule: Schedule, root: Node, order: tuple[str, ...], est: Estimat
         vo, vi = tf.split_names(order[-1])
         cut = tf.reorder(tf.split(root, order[-1], size), (vo, *order[:-1], vi))
         top = tf.find(cut, vo)
-        e = estimate(schedule.poly, top, policy, outer, parallel=_named(vo))
+        e = estimate(schedule.poly, top, policy.machine, outer, parallel=_named(vo),
+                     parallel_trips=policy.parallel_trips)
         if e is not None:
             out.append(Plan((vo, *order[:-1], vi), (order[-1], size), e))
         size *= 2
@@ -218,7 +219,9 @@ def _fused_estimate(schedule: Schedule, top: Loop, policy: CpuPolicy,
     order ``choose_order`` would give it, as its distributed nests get theirs."""
     chain = chain_of(top)
     plan = None if loops(chain[-1].child) else choose_order(schedule, chain, policy)[1]
-    return plan.estimate if plan is not None else estimate(schedule.poly, top, policy, outer)
+    if plan is not None:
+        return plan.estimate
+    return estimate(schedule.poly, top, policy.machine, outer, parallel_trips=policy.parallel_trips)
 
 
 def _new_nests(split: Schedule, parent: Loop | None, lp: Loop) -> list[str]:
@@ -245,7 +248,8 @@ def _split_estimate(split: Schedule, names: list[str], top: Loop | None, outer: 
     trial = split
     for name in names:
         trial, _ = choose_order(trial, chain_of(tf.find(trial.root, name)), policy)
-    return estimate(trial.poly, tf.find(trial.root, top.name), policy, outer)
+    return estimate(trial.poly, tf.find(trial.root, top.name), policy.machine, outer,
+                    parallel_trips=policy.parallel_trips)
 
 
 def nests_estimate(schedule: Schedule, stmts: set[str], policy: CpuPolicy) -> Estimate | None:
@@ -267,8 +271,8 @@ def schedule_estimate(schedule: Schedule, policy: CpuPolicy) -> Estimate | None:
 def _summed(schedule: Schedule, tops: list[Loop], policy: CpuPolicy,
             parallel: Callable[[Loop], bool]) -> Estimate | None:
     printed = printing(schedule.poly, schedule.root, schedule.buffers)
-    got = [estimate(schedule.poly, top, policy, parallel=parallel, printed=printed)
-           for top in tops]
+    got = [estimate(schedule.poly, top, policy.machine, parallel=parallel, printed=printed,
+                    parallel_trips=policy.parallel_trips) for top in tops]
     if not got or any(e is None for e in got):
         return None
     est = [e for e in got if e is not None]

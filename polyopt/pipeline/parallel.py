@@ -7,11 +7,11 @@ import contextlib
 import math
 
 from polyopt.costmodel.cost import Printing, estimate, vector_width
-from polyopt.costmodel.policy import CpuPolicy
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.pipeline.fusion import loop_free, nests
 from polyopt.pipeline.knobs import DEFAULT_KNOBS, Knobs
+from polyopt.pipeline.policy import CpuPolicy
 from polyopt.poly.model import PolyStmt
 from polyopt.schedules import transform as tf
 from polyopt.schedules.marks import Tag
@@ -155,7 +155,8 @@ def _split_strips(schedule: Schedule, inner: Loop, policy: CpuPolicy) -> Schedul
     outer, below = tf.split_names(inner.name)
     try:
         out = schedule.split(inner.name, strip, (outer, below))
-        width, _ = vector_width(out.poly, out.root, tf.find(out.root, below), policy)
+        width, _ = vector_width(out.poly, out.root, tf.find(out.root, below),
+                                policy.machine)
         out = out.vectorize(below, lanes=width)
         out = out.parallel(outer)
     except ScheduleError:
@@ -165,7 +166,7 @@ def _split_strips(schedule: Schedule, inner: Loop, policy: CpuPolicy) -> Schedul
 
 def _one_thread(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
     """Why nest ``top`` runs on one thread, or "" when a parallel region pays for its fork
-    and join (``CpuPolicy.parallel_pays``) by the cost model's cycles on one core. A nest
+    and join (``Machine.parallel_pays``) by the cost model's cycles on one core. A nest
     the model does not estimate (an unknown extent, more than ``model_statements``
     statements) counts a cycle per statement instance; one of unknown sizes runs in
     parallel. A nest whose instances pay even at the model's least cost of one (a byte's
@@ -176,7 +177,7 @@ def _one_thread(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
     m = policy.machine
     if m.cores == 1:
         return "one thread: the machine model has one core"
-    if policy.parallel_pays(n / (m.vector_bytes * max(m.fma_units, policy.loads_per_cycle))):
+    if m.parallel_pays(n / (m.vector_bytes * max(m.fma_units, m.loads_per_cycle))):
         # pays at a vector lane of bytes per pipe and cycle: no estimate (ms) needed, unless
         # the parallel loop would sit inside another and fork once per iteration of it
         return "" if loop_free(schedule, top) else _forks_cost(schedule, top, policy)
@@ -184,14 +185,15 @@ def _one_thread(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
     if len(tf.stmts_of(top)) <= policy.caps.model_statements:
         # the packed copies only: a zeroing the printer leaves out keeps the decision its
         # loops would get (its nest prints nothing either way)
-        got = estimate(schedule.poly, top, policy, parallel=lambda lp: False,
-                       printed=Printing(frozenset(schedule.buffers)))
+        got = estimate(schedule.poly, top, m, parallel=lambda lp: False,
+                       printed=Printing(frozenset(schedule.buffers)),
+                       parallel_trips=policy.parallel_trips)
     cycles, basis = (got.cycles, "predicted") if got else (float(n), f"{n} instances")
-    if policy.parallel_pays(cycles):
+    if m.parallel_pays(cycles):
         return _forks_cost(schedule, top, policy) if got else ""
     return (f"one thread: {cycles:.3g} cycles on one core ({basis}); "
             f"{m.cores} cores would save less than a fork and join "
-            f"({policy.fork_join_cycles:.3g} cycles)")
+            f"({m.fork_join_cycles:.3g} cycles)")
 
 
 def _forks_cost(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
@@ -203,8 +205,10 @@ def _forks_cost(schedule: Schedule, top: Loop, policy: CpuPolicy) -> str:
     if len(tf.stmts_of(top)) > policy.caps.model_statements or not any(
             loop_free(schedule, lp) for lp in loops(top)):
         return ""  # no estimate, or no parallel loop but split-K's (``_by_model``)
-    got = estimate(schedule.poly, top, policy, parallel=lambda lp: loop_free(schedule, lp),
-                   printed=Printing(frozenset(schedule.buffers)))
+    got = estimate(schedule.poly, top, policy.machine,
+                   parallel=lambda lp: loop_free(schedule, lp),
+                   printed=Printing(frozenset(schedule.buffers)),
+                   parallel_trips=policy.parallel_trips)
     if got is None or got.parallel is not None:
         return ""
     return (f"one thread: {got.cycles:.3g} cycles on one core (predicted); in parallel its "

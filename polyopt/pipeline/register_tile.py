@@ -26,13 +26,13 @@ from dataclasses import dataclass, replace
 from polyopt import ir
 from polyopt.costmodel.cost import Estimate
 from polyopt.costmodel.machine import Blocking
-from polyopt.costmodel.policy import CpuPolicy
 from polyopt.costmodel.strides import index_use, iterator_bytes
 from polyopt.costmodel.verdict import compare
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.pipeline.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.pipeline.order import nests_estimate
+from polyopt.pipeline.policy import CpuPolicy
 from polyopt.poly.model import PolyStmt
 from polyopt.schedules import transform as tf
 from polyopt.schedules.limits import CAPS
@@ -446,7 +446,7 @@ def row_block(policy: CpuPolicy, knob: int | None, tile: tuple[int, int, int],
             return None
         tiles, cores = -(-rows // mr), max(1, m.cores)
         per_tile = mr * cols * depth / (lanes * m.fma_units)
-        per_block = cols * depth * elem / policy.l3_bytes_per_cycle
+        per_block = cols * depth * elem / policy.machine.l3_bytes_per_cycle
         fits = [b for b in range(cores, tiles + 1, cores) if b >= policy.parallel_trips
                 and -(-tiles // b) * mr * depth * elem <= budget]
         if not fits:

@@ -35,7 +35,6 @@ from dataclasses import replace
 import islpy as isl
 
 from polyopt.costmodel.cost import scalar_reason, vector_width
-from polyopt.costmodel.policy import CpuPolicy, TimeTile
 from polyopt.costmodel.strides import UNIT, accesses, step_map, stride
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
@@ -44,6 +43,7 @@ from polyopt.pipeline.auto import compute_schedule
 from polyopt.pipeline.diamond import diamond_tile
 from polyopt.pipeline.fusion import loop_free, nests
 from polyopt.pipeline.knobs import DEFAULT_KNOBS, Knobs
+from polyopt.pipeline.policy import CpuPolicy, TimeTile
 from polyopt.schedules import transform as tf
 from polyopt.schedules.nest import chain_of, trip
 from polyopt.schedules.schedule import Schedule
@@ -250,7 +250,8 @@ def _vectorize_inner(schedule: Schedule, inner: str, policy: CpuPolicy) -> Sched
         if scalar:
             schedule = schedule.note(f"{name}: not vectorized: {scalar}")
             continue
-        lanes, why = vector_width(schedule.poly, schedule.root, chain_of(k)[-1], policy)
+        lanes, why = vector_width(schedule.poly, schedule.root, chain_of(k)[-1],
+                                  policy.machine)
         try:
             schedule = schedule.vectorize(name, lanes=lanes).note(
                 f"{name}: vector loop: a statement's innermost loop below the time tiles, "

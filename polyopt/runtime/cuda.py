@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from polyopt.codegen.contract import KernelSource
-from polyopt.costmodel.gpu_policy import GpuModel
+from polyopt.costmodel.gpu_machine import GpuModel
 from polyopt.errors import CompileError, PolyoptError
 from polyopt.runtime import nvcc
 from polyopt.runtime.launch import LaunchPlan
@@ -40,7 +40,7 @@ def pycuda() -> tuple[Any, Any]:
 def device_model() -> GpuModel | None:
     """The :class:`GpuModel` of device 0 from its attributes (the driver alone: no context
     is created), or None without PyCUDA, a driver or a device (then the schedule layer's
-    named default, ``gpu_policy.DEFAULT_GPU``, applies). Registers per thread have no device
+    named default, ``gpu_machine.DEFAULT_GPU``, applies). Registers per thread have no device
     attribute and keep the model's default."""
     try:
         drv = importlib.import_module("pycuda.driver")

@@ -46,15 +46,16 @@ import islpy as isl
 
 from polyopt import ir, lang
 from polyopt.costmodel.cost import estimate, printing
-from polyopt.costmodel.gpu_policy import GpuModel, gpu_policy
+from polyopt.costmodel.gpu_machine import GpuModel
 from polyopt.costmodel.machine import Machine, host
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.costmodel.strides import index_use
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
 from polyopt.pipeline.blocked import plan_blocking
 from polyopt.pipeline.fusion import nests
+from polyopt.pipeline.gpu_policy import gpu_policy
 from polyopt.pipeline.knobs import REGISTER_KNOBS
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.pipeline.register_tile import row_block
 from polyopt.poly import build_poly
 from polyopt.poly.model import PolyProgram, PolyStmt
@@ -254,8 +255,8 @@ class Predicted:
         sched = base_schedule(self.program, check_options(options, "c"), True)
         cycles, printed = 0.0, printing(sched.poly, sched.root, sched.buffers)
         for top in nests(sched.root):  # its parallel loops as scheduled, not the model's
-            est = estimate(sched.poly, top, self.policy, parallel=_tagged_parallel,
-                           printed=printed)
+            est = estimate(sched.poly, top, self.policy.machine, parallel=_tagged_parallel,
+                           printed=printed, parallel_trips=self.policy.parallel_trips)
             cycles += est.cycles if est is not None else 0.0
         return math.log2(max(1.0, cycles))
 

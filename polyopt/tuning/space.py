@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyopt import ir, lang
-from polyopt.costmodel.gpu_policy import GPU_POLICY, GpuPolicy
 from polyopt.costmodel.lanes import candidates
 from polyopt.costmodel.machine import Machine, host
-from polyopt.costmodel.policy import CpuPolicy, cpu_policy
 from polyopt.costmodel.strides import index_use
 from polyopt.driver import base_schedule, check_options
 from polyopt.dtypes import DTYPES
+from polyopt.pipeline.gpu_policy import GPU_POLICY, GpuPolicy
 from polyopt.pipeline.knobs import REGISTER_KNOBS
+from polyopt.pipeline.policy import CpuPolicy, cpu_policy
 from polyopt.poly.merge import mergeable
 
 Config = dict[str, Any]
@@ -40,7 +40,7 @@ Config = dict[str, Any]
 @dataclass(frozen=True)
 class CpuSpace:
     """The values the tuner tries for the CPU pipeline's knobs besides the model's own: the
-    search's bounds, not thresholds of the pipeline (``costmodel/policy.py``)."""
+    search's bounds, not thresholds of the pipeline (``pipeline/policy.py``)."""
 
     conv_rank: int = 4
     """Outputs of this rank or more (NCHW) are convolutions to the tuner: it offers channel

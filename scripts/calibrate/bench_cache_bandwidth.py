@@ -1,5 +1,5 @@
 """Read bandwidth of one core from each cache level, in bytes per cycle of its clock: the
-figures behind ``CpuPolicy.l2_bytes_per_cycle`` and its neighbours.
+figures behind ``Machine.l2_bytes_per_cycle`` and its neighbours.
 
 A C loop sums a buffer of ``--sizes`` KiB with four independent accumulators of the host's
 vector width (GCC's vector extension), again and again; the least time of

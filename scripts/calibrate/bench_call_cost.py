@@ -25,8 +25,8 @@ import numpy as np
 
 import polyopt
 from polyopt.costmodel.machine import host
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.lang.resolve import BUILTINS
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.runtime import probe
 
 COPY = "O(i) = A(i)"

@@ -24,7 +24,6 @@ import statistics
 import time
 
 from polyopt.costmodel.machine import host
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.runtime import probe
 from polyopt.runtime.compiler import load_library
 
@@ -82,7 +81,7 @@ def main() -> None:
             times.append(lib.regions(1))
         rows.append((f"after a gap of {gap:g} ms", statistics.median(times)))
     cycle = min(cycle, cycle_seconds())  # the clock may have ramped up meanwhile
-    model = cpu_policy(host()).fork_join_cycles
+    model = host().fork_join_cycles
     print(f"{lib.threads()} OpenMP threads; one add {cycle * 1e9:.3f} ns "
           f"({1e-9 / cycle:.2f} GHz); the model's fork_join_cycles: {model:.0f}")
     print("| region | us | cycles | model / measured |")

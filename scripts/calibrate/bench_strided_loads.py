@@ -1,4 +1,4 @@
-"""How much a strided read costs a vectorized loop: ``CpuPolicy.max_vector_stride``.
+"""How much a strided read costs a vectorized loop: ``cost.MAX_VECTOR_STRIDE``.
 
 Times ``o[i] = o[i] > x[k*i] ? o[i] : x[k*i]`` over 2048 floats (in L1) under ``omp simd``
 and as a scalar loop, for strides k = 1..6 and 8, with the flags polyopt compiles kernels

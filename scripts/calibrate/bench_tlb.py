@@ -1,5 +1,5 @@
 """What a load costs when its page's translation misses each TLB level: the figures behind
-``CpuPolicy.l1_tlb_entries``, ``l1_tlb_miss_cycles`` and ``tlb_miss_cycles``.
+``Machine.l1_tlb_entries``, ``l1_tlb_miss_cycles`` and ``tlb_miss_cycles``.
 
 A chain of dependent loads visits one line of each of N pages in a random cycle, each
 page's line at another offset (so the lines spread over L1's sets and stay in the data

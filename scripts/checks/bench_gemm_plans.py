@@ -1,7 +1,7 @@
 """Register-tiled contraction plans against each other: the pipeline's choice and knob
 variants (packing each operand, the reduction tile) of ``C(m,n) +=! A(m,r_k) * B(r_k,n)``,
 with numpy's BLAS in the same run. The measurements behind the packing and ``kc`` fields of
-``polyopt.costmodel.policy.CpuPolicy``.
+``polyopt.pipeline.policy.CpuPolicy``.
 
     python scripts/checks/bench_gemm_plans.py --shapes 4096x16x1024,1024x1024x1024 \\
         --variants pack_a=False pack_b=False kc=1024 --cpu

@@ -24,8 +24,8 @@ from polyopt import config
 from polyopt.bench.measure import make_inputs, median_seconds
 from polyopt.bench.suite_cases import all_cases
 from polyopt.costmodel import machine as mm
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.pipeline.order import schedule_estimate
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.runtime import probe
 
 

@@ -42,10 +42,10 @@ from polyopt import driver, ir, kernels, lang
 from polyopt.bench import layers, peers
 from polyopt.costmodel import cost
 from polyopt.costmodel.machine import host
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.costmodel.verdict import compare
 from polyopt.pipeline import search
 from polyopt.pipeline.fusion import nests
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.schedules.marks import Tag
 from polyopt.schedules.tree import Loop
 
@@ -160,8 +160,8 @@ def predicted(kernel: polyopt.Kernel) -> cost.Estimate | None:
     """The model's estimate of every nest of the kernel's schedule, summed."""
     s, policy = kernel.schedule, cpu_policy(host())
     printed = cost.printing(s.poly, s.root, s.buffers)
-    got = [cost.estimate(s.poly, top, policy, parallel=_tagged, printed=printed)
-           for top in nests(s.root)]
+    got = [cost.estimate(s.poly, top, policy.machine, parallel=_tagged, printed=printed,
+                         parallel_trips=policy.parallel_trips) for top in nests(s.root)]
     if any(e is None for e in got):
         return None
     est = [e for e in got if e is not None]

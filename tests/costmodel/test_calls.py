@@ -12,8 +12,8 @@ from polyopt.codegen import vmath
 from polyopt.costmodel import calls, cost
 from polyopt.costmodel import lanes as vl
 from polyopt.costmodel.machine import Machine
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.lang.resolve import BUILTINS
+from polyopt.pipeline.policy import cpu_policy
 
 MACHINE = ("vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576,"
            "l3_bytes=33554432,cores=2")
@@ -65,7 +65,7 @@ def test_the_model_prices_a_call_by_its_measured_cost() -> None:
 
     def compute(source: str) -> float:
         s = polyopt.schedule(source, sizes=sizes, auto=False)
-        est = cost.estimate(s.poly, s.root, policy)
+        est = cost.estimate(s.poly, s.root, policy.machine, parallel_trips=policy.parallel_trips)
         assert est is not None
         return est.compute
 

@@ -11,10 +11,10 @@ from polyopt import kernels
 from polyopt.costmodel import cost, strides
 from polyopt.costmodel.cost import Estimate
 from polyopt.costmodel.machine import Machine
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.costmodel.verdict import compare
 from polyopt.pipeline import order
 from polyopt.pipeline.fusion import nests
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.schedules import transform as tf
 from polyopt.schedules.memo import Memo
 from polyopt.schedules.nest import chain_of
@@ -58,7 +58,7 @@ def test_stride_classes():
 
 def test_footprints_in_lines():
     s = polyopt.schedule(COLSUM, auto=False, sizes=dict(N=64, M=64))
-    ctx = cost._Ctx(s.poly, POLICY)
+    ctx = cost._Ctx(s.poly, POLICY.machine)
     top = tf.find(s.root, "j2")
     inner = tf.find(s.root, "i")
     # one column of A (64 rows, a line each) and one element of s
@@ -69,7 +69,7 @@ def test_footprints_in_lines():
     assert cost.footprint(ctx, inner, [top], 4096) == 4 + 1
     # a row of A: 64 floats, four lines
     rows = s.reorder("i", "j2")
-    ctx = cost._Ctx(rows.poly, POLICY)
+    ctx = cost._Ctx(rows.poly, POLICY.machine)
     assert cost.footprint(ctx, tf.find(rows.root, "j2"), [tf.find(rows.root, "i")], 64) == 8
 
 
@@ -77,10 +77,10 @@ def test_column_walk_costs_more_than_row_walk():
     """On one core (no fork/join inside the row loop): a column walk of 4096 rows of 16 KB
     takes a page walk per element."""
     s = polyopt.schedule(COLSUM, auto=False, sizes=dict(N=4096, M=4096))
-    serial = {"parallel": lambda lp: False}
-    by_column = cost.estimate(s.poly, tf.find(s.root, "j2"), POLICY, **serial)
+    serial = {"parallel": lambda lp: False, "parallel_trips": POLICY.parallel_trips}
+    by_column = cost.estimate(s.poly, tf.find(s.root, "j2"), POLICY.machine, **serial)
     rows = s.reorder("i", "j2")
-    by_row = cost.estimate(rows.poly, tf.find(rows.root, "i"), POLICY, **serial)
+    by_row = cost.estimate(rows.poly, tf.find(rows.root, "i"), POLICY.machine, **serial)
     assert by_column is not None and by_row is not None
     assert by_row.vector == ("j2",) and by_column.vector == ()
     assert by_row.cycles * 4 < by_column.cycles
@@ -95,7 +95,7 @@ def test_a_parallel_loop_takes_the_time_of_its_busiest_core():
     core = {}
     for rows in (5, 6):
         s = polyopt.schedule(scale, auto=False, sizes=dict(A=rows, B=1 << 16))
-        est = cost.estimate(s.poly, s.root, policy)
+        est = cost.estimate(s.poly, s.root, policy.machine, parallel_trips=policy.parallel_trips)
         assert est is not None and est.parallel == "a"
         core[rows] = est.core
     assert core[5] == pytest.approx(core[6], rel=0.01)
@@ -103,7 +103,8 @@ def test_a_parallel_loop_takes_the_time_of_its_busiest_core():
 
 def test_unknown_sizes_leave_the_model_out():
     s = polyopt.schedule(COLSUM, auto=False)
-    assert cost.estimate(s.poly, tf.find(s.root, "j2"), POLICY) is None
+    assert cost.estimate(s.poly, tf.find(s.root, "j2"), POLICY.machine,
+                         parallel_trips=POLICY.parallel_trips) is None
 
 
 def _loops(s):
@@ -179,8 +180,8 @@ def test_reads_strided_by_a_few_elements_vectorize(k):
     s = polyopt.schedule(src, auto=False, sizes=dict(N=1000))
     lp = tf.find(s.root, "i")
     (name,) = tf.stmts_of(lp)
-    loads = cost.vector_loads(s.poly, s.poly.stmt(name), [lp], POLICY.max_vector_stride)
-    assert loads == (None if k > POLICY.max_vector_stride else k + 1)  # and I(0), invariant
+    loads = cost.vector_loads(s.poly, s.poly.stmt(name), [lp], cost.MAX_VECTOR_STRIDE)
+    assert loads == (None if k > cost.MAX_VECTOR_STRIDE else k + 1)  # and I(0), invariant
     assert cost.vectorizes(s.poly, s.poly.stmt(name), [lp]) == (k == 1)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import ctypes.util
 import dataclasses
+import inspect
 import json
 import logging
 import math
@@ -274,6 +276,49 @@ def test_a_saved_profile_sets_the_measured_fields(tmp_path: Path) -> None:
     assert (got.memory_bytes_per_cycle, got.l3_bytes, got.prefetch_streams) == \
         (8.5, 96 << 20, 32)
     assert got.l2_bytes == AVX512.l2_bytes and got.untracked_share == AVX512.untracked_share
+    assert got.tlb_entries == AVX512.tlb_entries  # a fact of the core no profile holds
+
+
+# ---- facts of the core the host does not report: defaults, overrides, the rules on them
+CORE_FACTS = {"loads_per_cycle": 2, "copy_loads_per_cycle": 2, "store_forward_cycles": 5,
+              "l2_bytes_per_cycle": 32.0, "l3_bytes_per_cycle": 16.0, "page_bytes": 4096,
+              "l1_tlb_entries": 64, "tlb_entries": 2048, "tlb_miss_cycles": 30.0}
+
+
+def test_the_core_facts_keep_their_values_and_say_why() -> None:
+    m = Machine(64, 32)
+    assert {name: getattr(m, name) for name in CORE_FACTS} == CORE_FACTS
+    body = ast.parse(inspect.getsource(Machine)).body[0]
+    assert isinstance(body, ast.ClassDef)
+    documented = {stmt.target.id for stmt, nxt in zip(body.body, body.body[1:], strict=False)
+                  if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                  and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)}
+    assert set(CORE_FACTS) <= documented  # each field followed by its docstring
+
+
+def test_the_core_facts_take_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(mm.ENV_VAR, "tlb_entries=1536,l2_bytes_per_cycle=64,page_bytes=16K")
+    m = host()
+    assert (m.tlb_entries, m.l2_bytes_per_cycle, m.page_bytes) == (1536, 64.0, 16 << 10)
+    assert mm._override(AVX2, m.spec()) == m
+
+
+def test_lanes_are_a_vector_of_elements() -> None:
+    assert [AVX512.lanes(e) for e in (1, 2, 4, 8, 16)] == [64, 32, 16, 8, 4]
+    assert AVX2.lanes(4) == 8 == gemm_blocking(AVX2, 4).lanes
+    with pytest.raises(ValueError):
+        AVX2.lanes(3)
+
+
+def test_parallel_pays_is_the_saving_against_a_fork_and_join() -> None:
+    m = Machine(vector_bytes=64, vector_registers=32, cores=4)
+    fork = m.fork_join_cycles
+    assert m.parallel_pays(fork * 4 / 3 * 1.01)  # 3/4 of it saved: just over
+    assert not m.parallel_pays(fork * 4 / 3 * 0.99)
+    dearer = dataclasses.replace(m, fork_join_cycles=10 * fork)
+    assert not dearer.parallel_pays(fork * 4 / 3 * 1.01)
+    one = Machine(vector_bytes=64, vector_registers=32, cores=1)
+    assert not one.parallel_pays(1e12)
 
 
 @pytest.mark.parametrize("text, why", [
@@ -327,6 +372,15 @@ OUTSIDE: dict[str, tuple[float, ...]] = {  # below, above, and between powers of
     "prefetch_streams": (0, 1025),
     "untracked_share": (0.0, 1.01),
     "fork_join_cycles": (0.0, 2e9, math.inf),
+    "loads_per_cycle": (0, 9),
+    "copy_loads_per_cycle": (0, 9),
+    "store_forward_cycles": (0, 65),
+    "l2_bytes_per_cycle": (0.0, 2000.0, math.nan),
+    "l3_bytes_per_cycle": (0.0, 2000.0, math.inf),
+    "page_bytes": (512, 6000, 2 << 30),
+    "l1_tlb_entries": (0, 1 << 17),
+    "tlb_entries": (0, 2 << 20),
+    "tlb_miss_cycles": (0.0, 2e4),
 }
 CASES = [(name, value) for name, values in OUTSIDE.items() for value in values]
 

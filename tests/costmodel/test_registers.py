@@ -11,9 +11,9 @@ import polyopt
 from polyopt import kernels
 from polyopt.costmodel import cost, registers
 from polyopt.costmodel.machine import Machine
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.pipeline.fusion import nests
 from polyopt.pipeline.knobs import Knobs
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.pipeline.register_tile import rows_in_ways
 from polyopt.schedules.marks import Tag
 from polyopt.schedules.nest import UNKNOWN_TRIP
@@ -23,6 +23,7 @@ from polyopt.tuning.space import space_for
 MACHINE = ("vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576,"
            "l3_bytes=33554432,cores=2,fma_units=2,fma_latency=4")
 AVX512 = Machine(vector_bytes=64, vector_registers=32, cores=2, l3_bytes=32 << 20)
+TRIPS = cpu_policy(AVX512).parallel_trips  # the pipeline's parallel loop: 2 per core
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
 SIZES = {"M": 192, "N": 256, "K": 128}
 
@@ -53,8 +54,7 @@ def test_a_step_costs_its_slowest_bound(mr: int, vectors: int, step: float) -> N
     stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
     at = registers.tile_at(s.poly, stmt, path)
     assert at is not None and at.tile.rows == len(path) - 2
-    policy = cpu_policy(AVX512)
-    assert registers.step_cycles(s.poly, policy, stmt, path, at, vectors) == step
+    assert registers.step_cycles(s.poly, AVX512, stmt, path, at, vectors) == step
 
 
 def test_accumulators_beyond_the_registers_are_priced_as_the_plain_nest() -> None:
@@ -69,9 +69,9 @@ def test_accumulators_beyond_the_registers_are_priced_as_the_plain_nest() -> Non
         stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
         at = registers.tile_at(s.poly, stmt, path)
         assert at is not None
-        step = registers.step_cycles(s.poly, cpu_policy(AVX512), stmt, path, at, 4)
+        step = registers.step_cycles(s.poly, AVX512, stmt, path, at, 4)
         assert (step is None) == (mr == 12)
-        est = cost.estimate(s.poly, s.root, cpu_policy(AVX512))
+        est = cost.estimate(s.poly, s.root, AVX512, parallel_trips=TRIPS)
         assert est is not None
         cycles[mr] = est.cycles
     assert cycles[12] > 2 * cycles[6]
@@ -112,7 +112,7 @@ def test_a_triangular_tile_is_no_micro_kernel() -> None:
     tile = registers.micro_kernel(path, stmt)
     assert tile is not None
     assert not registers.rectangular(stmt.domain, path, tile, stmt.name)
-    assert cost._in_registers(cost._Ctx(tiled.poly, cpu_policy(AVX512)), stmt, path) is None
+    assert cost._in_registers(cost._Ctx(tiled.poly, AVX512), stmt, path) is None
     default = polyopt.schedule(src, "polybench_trmm", sizes=sizes, options={"machine": MACHINE})
     assert any("no register tile: the plain nest is predicted" in n for n in default.notes)
 
@@ -141,7 +141,7 @@ def _tiled(sizes: dict[str, int], pack: bool) -> tuple[polyopt.Schedule, registe
     padded = frozenset(s.buffers)
     assert bool(padded) == pack
     share = registers.kernel_share(s.poly, stmt, path, tile, 8, 16, padded)
-    ctx = cost._Ctx(s.poly, cpu_policy(AVX512), padded)
+    ctx = cost._Ctx(s.poly, AVX512, padded)
     return s, share, cost._in_registers(ctx, stmt, path)
 
 
@@ -182,10 +182,9 @@ def test_a_one_column_tail_is_priced_scalar() -> None:
     s, share, _ = _tiled(sizes, pack=False)
     assert (share.kernel, share.tail, share.tail_cols) == (pytest.approx(48 / 49),
                                                            pytest.approx(1 / 49), 1)
-    policy = cpu_policy(AVX512)
-    scalar = cost.estimate(s.poly, s.root, policy).compute  # type: ignore[union-attr]
+    scalar = cost.estimate(s.poly, s.root, AVX512, parallel_trips=TRIPS).compute  # type: ignore[union-attr]
     s16, _, _ = _tiled({**sizes, "N": 48}, pack=False)
-    whole = cost.estimate(s16.poly, s16.root, policy).compute  # type: ignore[union-attr]
+    whole = cost.estimate(s16.poly, s16.root, AVX512, parallel_trips=TRIPS).compute  # type: ignore[union-attr]
     # one column in 49 costs more than the 48 in the kernel: a scalar FMA with its loads
     assert scalar > 2 * whole
 
@@ -197,12 +196,11 @@ def test_a_few_tail_columns_run_as_the_full_tiles_loop_splits_them() -> None:
     So 4 tail columns cost 4 times 1 (MobileNetV2's 1x1 convolutions at 14x14, 196 pixels in
     tiles of 32, had priced theirs as one 4-lane vector, merged them, and ran 1.8-2.2x
     slower)."""
-    policy = cpu_policy(AVX512)
     compute = {}
     for n in (48, 49, 52):
         s, share, _ = _tiled({"M": 64, "N": n, "K": 64}, pack=False)
         assert share.tail_cols == n - 48
-        compute[n] = cost.estimate(s.poly, s.root, policy).compute  # type: ignore[union-attr]
+        compute[n] = cost.estimate(s.poly, s.root, AVX512, parallel_trips=TRIPS).compute  # type: ignore[union-attr]
     one, four = compute[49] - compute[48], compute[52] - compute[48]
     assert four == pytest.approx(4 * one, rel=0.1)
 
@@ -257,9 +255,8 @@ def test_a_dead_zeroing_nest_costs_nothing() -> None:
     printed = cost.printing(s.poly, s.root, s.buffers)
     assert printed.skip == {"C_0_init"}
     init = next(top for top in nests(s.root) if set(stmts_of(top)) == {"C_0_init"})
-    policy = cpu_policy(AVX512)
-    assert cost.estimate(s.poly, init, policy, printed=printed).cycles == 0.0
-    assert cost.estimate(s.poly, init, policy).cycles > 0.0
+    assert cost.estimate(s.poly, init, AVX512, printed=printed, parallel_trips=TRIPS).cycles == 0.0
+    assert cost.estimate(s.poly, init, AVX512, parallel_trips=TRIPS).cycles > 0.0
 
 
 TRANSPOSE = "def t(float(M,N) X) -> (Y) { Y(j,i) = X(i,j) }"
@@ -276,10 +273,9 @@ def test_a_transposed_copy_is_priced_as_register_transposes() -> None:
     s = k.schedule
     path = _path_to(s.root, Tag.VECTORIZE)
     stmt = s.poly.stmt(path[-1].child.stmts[0])  # type: ignore[union-attr]
-    policy = cpu_policy(AVX512)
-    per = registers.transposed_copy(s.poly, policy, stmt, path)
+    per = registers.transposed_copy(s.poly, AVX512, stmt, path)
     assert per == pytest.approx((16 / 2 + 16 * 4 / 2) / 256)  # one 16 x 16 block
-    assert cost.vector_loads(s.poly, stmt, path, policy.max_vector_stride) is None
+    assert cost.vector_loads(s.poly, stmt, path, cost.MAX_VECTOR_STRIDE) is None
 
 
 
@@ -300,7 +296,7 @@ def _per_update(mr: int) -> float:
     s = polyopt.schedule(DEPTHWISE, "depthwise_conv2d", sizes=DW_SIZES,
                          options={"machine": MACHINE, "knobs": {"mr": mr}})
     at, path, stmt = _tile(s)
-    step = registers.step_cycles(s.poly, cpu_policy(AVX512), stmt, path,  # type: ignore[arg-type]
+    step = registers.step_cycles(s.poly, AVX512, stmt, path,  # type: ignore[arg-type]
                                  at, -(-at.cols // 16))
     assert step is not None
     return step / (at.rows * -(-at.cols // 16))
@@ -323,14 +319,13 @@ def test_a_window_read_splits_its_vectors_across_lines() -> None:
     s = polyopt.schedule(DEPTHWISE, "depthwise_conv2d", sizes=DW_SIZES,
                          options={"machine": MACHINE, "knobs": {"mr": 14}})
     at, path, stmt = _tile(s)
-    policy = cpu_policy(AVX512)
-    moves = registers._moves(s.poly, policy, stmt, path, at.tile)  # type: ignore[arg-type]
+    moves = registers._moves(s.poly, AVX512, stmt, path, at.tile)  # type: ignore[arg-type]
     assert moves is not None
     assert [mv.slots for mv in moves if mv.vector] == [1.9375]
     mm = polyopt.schedule(MM, sizes=SIZES, options={"machine": MACHINE,
                                                     "knobs": {"pack": True}})
     at, path, stmt = _tile(mm)
-    moves = registers._moves(mm.poly, policy, stmt, path, at.tile)  # type: ignore[arg-type]
+    moves = registers._moves(mm.poly, AVX512, stmt, path, at.tile)  # type: ignore[arg-type]
     assert moves is not None and [mv.slots for mv in moves if mv.vector] == [1.0]
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import polyopt
 from polyopt.costmodel import cost, streams
 from polyopt.costmodel.machine import Machine
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.pipeline.cpu import _cache_tile
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.schedules import transform as tf
 from polyopt.schedules.nest import chain_of
 from polyopt.schedules.tree import loops
@@ -40,9 +40,9 @@ def test_planes_read_together_are_streams() -> None:
 
 def test_share_falls_past_the_prefetchers() -> None:
     p = POLICY.machine.prefetch_streams
-    assert streams.share(POLICY, 1) == streams.share(POLICY, p) == 1.0
-    assert POLICY.machine.untracked_share < streams.share(POLICY, 4 * p) < streams.share(
-        POLICY, 2 * p) < 1.0
+    assert streams.share(POLICY.machine, 1) == streams.share(POLICY.machine, p) == 1.0
+    assert POLICY.machine.untracked_share < streams.share(POLICY.machine, 4 * p) < streams.share(
+        POLICY.machine, 2 * p) < 1.0
 
 
 def test_sum_over_the_first_axis_reads_each_plane_whole() -> None:

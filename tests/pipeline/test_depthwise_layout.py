@@ -11,9 +11,9 @@ import pytest
 import polyopt
 from polyopt import ir, kernels
 from polyopt.costmodel.machine import Machine
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.lang import build_program
 from polyopt.pipeline.blocked import plan_blocking, streamed_costs
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.poly import model_of
 from polyopt.poly.model import PolyStmt
 from polyopt.schedules.limits import CAPS

@@ -8,7 +8,7 @@ from __future__ import annotations
 import polyopt
 from polyopt.costmodel import cost
 from polyopt.costmodel.machine import Machine, gemm_blocking
-from polyopt.costmodel.policy import cpu_policy
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.schedules.tree import loops
 
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
@@ -72,7 +72,8 @@ def test_a_smaller_l2_predicts_more_traffic_beyond_it() -> None:
     s = polyopt.schedule(mv, auto=False, sizes={"N": 8, "M": 1 << 18})
     policies = [cpu_policy(Machine(64, 32, cores=2, l1d_bytes=48 << 10, l2_bytes=l2,
                                    l3_bytes=32 << 20)) for l2 in (4 << 20, 512 << 10)]
-    moved = [dict(cost.estimate(s.poly, s.root, p).traffic)["L2"] for p in policies]
+    moved = [dict(cost.estimate(s.poly, s.root, p.machine, parallel_trips=p.parallel_trips)
+                  .traffic)["L2"] for p in policies]
     x_lines = (1 << 20) // 64
     assert abs(moved[1] - moved[0] - 7 * x_lines) <= 16  # (and a line of y per row)
 

@@ -1,9 +1,7 @@
 """Which nests run in parallel: the cost model's one-core cycles against a fork and join
-(``CpuPolicy.parallel_pays``), not a count of statement instances."""
+(``Machine.parallel_pays``), not a count of statement instances."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
@@ -12,8 +10,8 @@ import polyopt
 from polyopt import kernels
 from polyopt.costmodel import cost
 from polyopt.costmodel.machine import Machine
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.pipeline.fusion import nests
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.schedules.marks import Tag
 from polyopt.schedules.tree import Sequence
 
@@ -58,18 +56,6 @@ def test_the_machines_cores_move_the_decision(source: str, n: int, cores: int,
     assert (": parallel" in why) is parallel, why
 
 
-def test_parallel_pays_is_the_saving_against_a_fork_and_join() -> None:
-    policy = cpu_policy(Machine(vector_bytes=64, vector_registers=32, cores=4))
-    fork = policy.fork_join_cycles
-    assert policy.parallel_pays(fork * 4 / 3 * 1.01)  # 3/4 of it saved: just over
-    assert not policy.parallel_pays(fork * 4 / 3 * 0.99)
-    dearer = dataclasses.replace(policy, machine=dataclasses.replace(
-        policy.machine, fork_join_cycles=10 * fork))
-    assert not dearer.parallel_pays(fork * 4 / 3 * 1.01)
-    one = cpu_policy(Machine(vector_bytes=64, vector_registers=32, cores=1))
-    assert not one.parallel_pays(1e12)
-
-
 @pytest.mark.cc
 @pytest.mark.parametrize("sizes", [{"I": 64, "J": 1024}, {"I": 4096, "J": 64}])
 def test_either_decision_computes_the_same_sums(sizes: dict[str, int]) -> None:
@@ -98,7 +84,8 @@ def test_the_model_runs_a_sequence_of_parallel_nests_in_parallel() -> None:
     assert Tag.PARALLEL not in top.tags
     policy = cpu_policy(Machine(vector_bytes=64, vector_registers=32, cores=2,
                                 l2_bytes=1 << 20, l3_bytes=32 << 20))
-    est = cost.estimate(s.poly, top, policy, parallel=lambda lp: Tag.PARALLEL in lp.tags,
-                        printed=cost.printing(s.poly, s.root, s.buffers))
+    est = cost.estimate(s.poly, top, policy.machine, parallel=lambda lp: Tag.PARALLEL in lp.tags,
+                        printed=cost.printing(s.poly, s.root, s.buffers),
+                        parallel_trips=policy.parallel_trips)
     assert est is not None and est.parallel is not None and "," in est.parallel
     assert est.core < est.compute  # two cores share it

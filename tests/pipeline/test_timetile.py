@@ -13,9 +13,9 @@ import pytest
 import polyopt
 from polyopt import kernels, lang
 from polyopt.costmodel.machine import Machine, configured
-from polyopt.costmodel.policy import cpu_policy
 from polyopt.errors import OptionError
 from polyopt.pipeline.knobs import Knobs
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.pipeline.timetile import time_tile
 from polyopt.runtime.interp import evaluate
 from polyopt.schedules.marks import Tag

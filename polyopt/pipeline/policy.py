@@ -1,13 +1,15 @@
 """The CPU pipeline's and the CPU tuner's thresholds for one machine model: :class:`CpuPolicy`.
 
-The pipeline (``pipeline/``: blocked, cpu, register_tile, parallel, order) and the tuner
+The pipeline (blocked, cpu, register_tile, parallel, order, timetile) and the tuner
 (``tuning/space.py``, ``features.py``) read the same instances, so a changed machine model
-moves both. Code limits are :class:`~polyopt.schedules.limits.Caps`; the CUDA mapping's
-thresholds are in ``gpu_policy.py``. Each field says where its value comes from: derived from
-the machine model (a method over ``machine``), a fact of the core the host does not report,
-a classification or a limit, or measured (BENCHMARKS.md, "Decisions and how to re-measure
-them": the figures and the command). Most measured ones decide what a micro-kernel's
-registers and loads do, below the cost model's grain of lines, pages and loop levels.
+moves both. The facts of the core (loads and bandwidths, the TLB, the fork's cost) are
+fields of the machine model, :class:`~polyopt.costmodel.machine.Machine`; code limits are
+:class:`~polyopt.schedules.limits.Caps`; the CUDA mapping's thresholds are in
+``gpu_policy.py``. Each field says where its value comes from: derived from the machine
+model (a method over ``machine``), a classification or a limit, or measured (BENCHMARKS.md,
+"Decisions and how to re-measure them": the figures and the command). Most measured ones
+decide what a micro-kernel's registers and loads do, below the cost model's grain of lines,
+pages and loop levels.
 """
 
 from __future__ import annotations
@@ -60,16 +62,6 @@ class CpuPolicy:
     tile and make a convolution 'with taps' (so do channel reductions this short). A
     classification: every window of the bundled networks and the suite (1-7 wide) is below."""
 
-    store_forward_cycles: int = 5
-    """Cycles of a store-to-load forward: with the FMA's latency, the model's cost of a sum kept
-    in memory between two filter taps (``blocked.streamed_costs``). A fact of the core the host
-    does not report: 4-5 on Intel since Skylake and AMD since Zen (Agner Fog's tables)."""
-
-    copy_loads_per_cycle: int = 2
-    """Element loads a core issues per cycle in a copy gathering one element per lane (a
-    depthwise input copied into channel blocks, ``blocked.streamed_costs``). A fact of the core
-    the host does not report: two load ports on Intel since Haswell and AMD since Zen."""
-
     phase_min_lane_fill: float = 0.5
     """A convolution's input read at a stride along the vector loop is copied split in phases
     (``relayout.phase_program``) only when that loop fills at least this share of its lanes
@@ -98,9 +90,10 @@ class CpuPolicy:
 
     panel_l2_max_share: float = 0.1
     """...but a 1x1 convolution's input in half of L2 is copied in panel order
-    (``blocked._panel_copies``) only when the copy's predicted cycles (fork and join, bytes at
-    ``l2_bytes_per_cycle``) are at most this share of the contraction's (FMAs at ``fma_units``
-    vectors a cycle), both over the cores. Measured on 1x1 layers: BENCHMARKS.md, Decisions."""
+    (``blocked._panel_copies``) only when the copy's predicted cycles (fork and join, bytes
+    at ``Machine.l2_bytes_per_cycle``) are at most this share of the contraction's (FMAs at
+    ``fma_units`` vectors a cycle), both over the cores. Measured on 1x1 layers:
+    BENCHMARKS.md, Decisions."""
 
     row_block: int | None = None
     """Rows per L2 block of a register-tiled nest (GotoBLAS's MC), 0 for none; None derives
@@ -117,37 +110,7 @@ class CpuPolicy:
     iterations per core (``parallel_trips``). From static scheduling, not measured: ``k`` per
     core leave at most ``1 / k`` of a core's share idle; 2 keeps the loop outer (fewer forks)."""
 
-    # ---- the loop-order cost model (costmodel/cost.py, pipeline/order.py) ----
-    loads_per_cycle: int = 2
-    """Loads a core issues per cycle; with ``Machine.fma_units`` it sets the model's compute
-    time. A fact of the core the host does not report (two load ports on x86 since Sandy
-    Bridge and on Neoverse)."""
-
-    l2_bytes_per_cycle: float = 32.0
-    """Bytes per cycle from L2 into L1: half a line (Zen 2-4, Skylake), a fact of the core the
-    host does not report. Measured higher here, kept until an A/B of the orders it ranks says
-    otherwise (``order_min_gain`` absorbs its error): BENCHMARKS.md, Decisions."""
-
-    l3_bytes_per_cycle: float = 16.0
-    """Bytes per cycle from L3 into L2, per core: a quarter line (Zen, Skylake-SP), a fact of
-    the core the host does not report."""
-
-    page_bytes: int = 4096
-    """Page size: the TLB's granule in the model (Linux's default pages)."""
-
-    l1_tlb_entries: int = 64
-    """First-level data TLB entries (Zen 2-4: 64-72; Skylake: 64): a strip of a transposed
-    access whose rows are pages apart keeps no more rows (``cpu._pages_apart``). Not detected
-    (CPUID has it, sysfs not); confirmed by a measurement: BENCHMARKS.md, Decisions."""
-
-    tlb_entries: int = 2048
-    """Second-level TLB entries (Zen 2-3: 2048; Skylake: 1536), a fact of the core the host does
-    not report: a loop whose consecutive iterations touch more pages walks a page per access."""
-
-    tlb_miss_cycles: float = 30.0
-    """Cycles of a page walk that hits the caches: a fact of the core, checked against a
-    measured blur walked by columns (BENCHMARKS.md, Decisions)."""
-
+    # ---- the loop order (pipeline/order.py) ----
     order_min_gain: float = 1.5
     """The model changes a nest's loop order (or distributes or strip-mines it) only when it
     predicts at least this speedup: it is coarse (bandwidths not measured per machine), so a
@@ -156,11 +119,6 @@ class CpuPolicy:
     order_max_permuted: int = 4
     """Chains of up to this many loops are tried in every order (24 estimates); longer ones
     only with each loop moved innermost. A limit on compile work."""
-
-    max_vector_stride: int = 4
-    """Reads strided by at most this many elements along the innermost loop vectorize in the
-    model (a pooling window's ``I(2*w + x)``), at a load per element of stride and a shuffle per
-    extra load: GCC 12 permutes up to stride 4. Measured: BENCHMARKS.md, Decisions."""
 
     strip_min_vectors: int = 4
     """Smallest strip (in vectors) of a strip-mined parallel loop the model considers: a shorter
@@ -190,8 +148,8 @@ class CpuPolicy:
         return gemm_blocking(self.machine, elem_bytes)
 
     def lanes(self, elem_bytes: int) -> int:
-        """Elements per vector register."""
-        return self.blocking(elem_bytes).lanes
+        """Elements per vector register (``Machine.lanes``)."""
+        return self.machine.lanes(elem_bytes)
 
     def lane_fill(self, extent: int, elem_bytes: int) -> float:
         """The fraction of the lanes a vector loop of ``extent`` iterations fills (7 of 16:
@@ -258,22 +216,6 @@ class CpuPolicy:
                f"// (2 * slope {slope}), at most {steps} steps / {self.machine.cores} cores, "
                f"{count} tiles of the steps")
         return TimeTile(height, width, cut, why)
-
-    @property
-    def fork_join_cycles(self) -> float:
-        """The machine's fork and join (``Machine.fork_join_cycles``, which calibration
-        measures)."""
-        return self.machine.fork_join_cycles
-
-    def parallel_pays(self, serial_cycles: float) -> bool:
-        """Whether a nest the model predicts at ``serial_cycles`` on one core gains from a
-        parallel region: the most the other cores can save, ``serial_cycles * (1 - 1 /
-        cores)`` with the work evenly shared, must exceed one fork and join
-        (``fork_join_cycles``). Where the model has no estimate, a statement instance counts
-        one cycle (``parallel.py``): on 2 cores at 15000 cycles that is 30000 instances, the
-        2**15 instances this rule replaces."""
-        cores = self.machine.cores
-        return cores > 1 and serial_cycles * (cores - 1) / cores > self.fork_join_cycles
 
     @property
     def parallel_trips(self) -> int:

@@ -13,13 +13,14 @@ import types
 import pytest
 
 from polyopt import ir, lang
-from polyopt.costmodel import gpu_policy as gpol
-from polyopt.costmodel import policy as pol
-from polyopt.costmodel.gpu_policy import DEFAULT_GPU, GpuModel, GpuPolicy, gpu_policy
+from polyopt.costmodel.gpu_machine import DEFAULT_GPU, GpuModel
 from polyopt.costmodel.machine import Machine, gemm_blocking
-from polyopt.costmodel.policy import cpu_policy
+from polyopt.pipeline import gpu_policy as gpol
+from polyopt.pipeline import policy as pol
 from polyopt.pipeline.blocked import plan_blocking
 from polyopt.pipeline.gpu import GpuMapping
+from polyopt.pipeline.gpu_policy import GpuPolicy, gpu_policy
+from polyopt.pipeline.policy import cpu_policy
 from polyopt.pipeline.register_tile import (
     _fewer_rows,
     _register_shape,
@@ -61,7 +62,7 @@ def _documented(cls: type) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("cls", [pol.CpuPolicy, gpol.GpuPolicy, gpol.GpuModel, Caps])
+@pytest.mark.parametrize("cls", [pol.CpuPolicy, gpol.GpuPolicy, GpuModel, Caps])
 def test_every_policy_field_has_a_docstring(cls: type) -> None:
     fields = {f.name for f in dataclasses.fields(cls)}
     assert fields - _documented(cls) == set()

@@ -1,7 +1,7 @@
 """The thresholds of the CUDA mapping (``pipeline/gpu.py``) and its tuning space:
-:class:`GpuPolicy`, with the :class:`GpuModel` the CUDA features measure against. The CPU
-pipeline's are in ``costmodel/policy.py``; :class:`~polyopt.schedules.limits.Caps` bounds
-generated code on every target. Each field says where its value comes from, as there.
+:class:`GpuPolicy`, for a :class:`~polyopt.costmodel.gpu_machine.GpuModel` (the GPU's facts).
+The CPU pipeline's are in ``pipeline/policy.py``; :class:`~polyopt.schedules.limits.Caps`
+bounds generated code on every target. Each field says where its value comes from, as there.
 """
 
 from __future__ import annotations
@@ -9,51 +9,15 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from polyopt.costmodel.gpu_machine import DEFAULT_GPU, GpuModel
 from polyopt.schedules.limits import CAPS, Caps
-
-
-@dataclass(frozen=True)
-class GpuModel:
-    """What the CUDA pipeline and features need of a GPU. ``runtime.cuda.device_model()``
-    reads it from the device when there is one; :data:`DEFAULT_GPU` otherwise."""
-
-    name: str
-    """The device's name, or which default this is."""
-
-    shared_bytes_per_block: int = 48 << 10
-    """Shared memory one block may use without opting in to more (48 KB on every GPU since
-    Fermi; the device's ``MAX_SHARED_MEMORY_PER_BLOCK``)."""
-
-    multiprocessors: int = 132
-    """Streaming multiprocessors (``MULTIPROCESSOR_COUNT``): 132 on an H100 SXM or H200."""
-
-    registers_per_thread: int = 255
-    """Registers one thread may hold before spilling (255 since compute capability 3.5; no
-    device attribute reports it)."""
-
-    registers_per_multiprocessor: int = 64 << 10
-    """32-bit registers per multiprocessor (``MAX_REGISTERS_PER_MULTIPROCESSOR``)."""
-
-    max_threads_per_block: int = 1024
-    """Threads per block (``MAX_THREADS_PER_BLOCK``: 1024 since compute capability 2.0)."""
-
-    @property
-    def registers_per_full_block(self) -> int:
-        """Registers per thread when a block of the most threads is resident (64 = 65536 /
-        1024 on every GPU since Kepler): the budget a thread's accumulators are measured
-        against."""
-        return self.registers_per_multiprocessor // self.max_threads_per_block
-
-
-H100 = GpuModel("NVIDIA H100/H200 (default model)")
-DEFAULT_GPU = H100
 
 
 @dataclass(frozen=True)
 class GpuPolicy:
     """The CUDA mapping's and the CUDA tuner's thresholds for one GPU model
     (:func:`gpu_policy`). None of the tile shapes is measured yet (BENCHMARKS.md: no GPU was
-    lent); ``scripts/bench_gpu.py`` measures them against cuBLAS/cuDNN."""
+    lent); ``polyopt bench gpu`` measures them against cuBLAS/cuDNN."""
 
     model: GpuModel = DEFAULT_GPU
     """The GPU the features and the thread limit come from."""
@@ -69,7 +33,7 @@ class GpuPolicy:
 
     big_regs: tuple[int, int] = (8, 8)
     """Each thread's outputs (rows, columns) in the big tile: 64 accumulators, which compile
-    without spills (``scripts/bench_gpu.py --compile-only``; BENCHMARKS.md, GPU)."""
+    without spills (``polyopt bench gpu --compile-only``; BENCHMARKS.md, GPU)."""
 
     small_tile: tuple[int, int, int] = (64, 64, 8)
     """Block tile of smaller outputs (and with a tile given without ``regs``): 256 threads
