@@ -28,7 +28,7 @@ from polyopt.torch.freezing import fold_batch_norms, parameters
 from polyopt.torch.ops import as_array, as_tensor
 from polyopt.torch.partition import MAX_CONTRACTIONS, Partition, Plan, plan
 
-# Above this many seconds a partition's compile prints a line (the progress rule).
+# Once a graph's compile has taken this many seconds, each partition compiled prints a line.
 PROGRESS_SECONDS = 1.0
 
 
@@ -60,13 +60,8 @@ class Record:
 
 
 def compile_partition(part: Partition, options: dict[str, Any] | None) -> api.Kernel:
-    start = time.perf_counter()
     kernel = api.compile(part.source, part.name, options=options)
     kernel.lowered()  # compile now, not at the first call
-    spent = time.perf_counter() - start
-    if spent > PROGRESS_SECONDS:
-        print(f"polyopt: compiled {part.name} ({len(part.nodes)} ops) in {spent:.1f} s",
-              file=sys.stderr)
     return kernel
 
 
@@ -79,12 +74,17 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         return make_boxed_func(PerShape(gm, record, options, max_contractions))
     cut = plan(gm, f"part{len(record.plans) if record else 0}_", max_contractions)
     calls = {}
-    for part in cut.partitions:
+    begin = time.perf_counter()
+    for k, part in enumerate(cut.partitions):
         start = time.perf_counter()
         calls[part.name] = PartitionCall(part, compile_partition(part, options))
+        done = time.perf_counter()
         if record is not None:
             record.kernels[part.name] = calls[part.name].kernel
-            record.seconds[part.name] = time.perf_counter() - start
+            record.seconds[part.name] = done - start
+        if done - begin > PROGRESS_SECONDS:  # a long compile says where it is
+            print(f"polyopt: [{k + 1}/{len(cut.partitions)}] {part.name} ({len(part.nodes)} "
+                  f"ops) in {done - start:.1f} s, {done - begin:.1f} s so far", file=sys.stderr)
     if record is not None:
         record.plans.append(cut)
     rewrite(gm, cut, calls)
