@@ -12,6 +12,7 @@ from __future__ import annotations
 import operator
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +24,11 @@ from torch._functorch.aot_autograd import make_boxed_func
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from polyopt import api
+from polyopt.errors import PolyoptError, PolyoptWarning
 from polyopt.torch.decompositions import decompositions
 from polyopt.torch.freezing import fold_batch_norms, parameters
 from polyopt.torch.ops import as_array, as_tensor
-from polyopt.torch.partition import MAX_CONTRACTIONS, Partition, Plan, plan
+from polyopt.torch.partition import MAX_CONTRACTIONS, Fallback, Partition, Plan, plan
 
 # Once a graph's compile has taken this many seconds, each partition compiled prints a line.
 PROGRESS_SECONDS = 1.0
@@ -73,11 +75,19 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     if symbolic(gm):
         return make_boxed_func(PerShape(gm, record, options, max_contractions))
     cut = plan(gm, f"part{len(record.plans) if record else 0}_", max_contractions)
-    calls = {}
+    calls: dict[str, PartitionCall] = {}
+    failed: list[Fallback] = []
     begin = time.perf_counter()
     for k, part in enumerate(cut.partitions):
         start = time.perf_counter()
-        calls[part.name] = PartitionCall(part, compile_partition(part, options))
+        try:
+            calls[part.name] = PartitionCall(part, compile_partition(part, options))
+        except PolyoptError as e:  # polyopt's own bug: that partition runs in torch
+            reason = f"partition {part.name} failed to compile: {first_line(e)}"
+            warnings.warn(f"polyopt: {reason}; its operators run in torch", PolyoptWarning,
+                          stacklevel=2)
+            failed += [Fallback(n, "partition", reason) for n in part.nodes]
+            continue
         done = time.perf_counter()
         if record is not None:
             record.kernels[part.name] = calls[part.name].kernel
@@ -85,10 +95,19 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         if done - begin > PROGRESS_SECONDS:  # a long compile says where it is
             print(f"polyopt: [{k + 1}/{len(cut.partitions)}] {part.name} ({len(part.nodes)} "
                   f"ops) in {done - start:.1f} s, {done - begin:.1f} s so far", file=sys.stderr)
+    cut = Plan(tuple(p for p in cut.partitions if p.name in calls), (*cut.fallbacks, *failed))
     if record is not None:
         record.plans.append(cut)
     rewrite(gm, cut, calls)
     return make_boxed_func(gm.forward)
+
+
+def first_line(error: Exception) -> str:
+    """An error's own first line (a CompileError's: the compiler's first error)."""
+    log = getattr(error, "log", None)
+    lines = [ln for ln in (log or str(error)).splitlines() if ln.strip()]
+    picked = next((ln for ln in lines if "error" in ln), lines[0] if lines else "")
+    return picked.strip()[:200]
 
 
 def symbolic(gm: torch.fx.GraphModule) -> bool:

@@ -105,7 +105,7 @@ def _same(fake: Any, value: torch.Tensor) -> bool:
 
 
 def _constant(gm: torch.fx.GraphModule, name: str, value: torch.Tensor) -> torch.fx.Node:
-    setattr(gm, name, value)
+    gm.register_buffer(name, value)  # a get_attr must name a buffer, parameter or module
     node = gm.graph.get_attr(name)
     node.meta["val"] = value
     return node

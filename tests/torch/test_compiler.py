@@ -153,3 +153,21 @@ def test_views_of_weights_are_read_in_place_not_copied() -> None:
         text = compiler.explain(model, x)
     assert [len(p.outputs) for p in record.plans[0].partitions] == [1, 1]
     assert text.count("-- predicted: ") == 2 and "roofline at" in text
+
+
+def test_a_partition_that_fails_to_compile_runs_in_torch_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """polyopt's own failure (here a compile error) costs speed, never the model."""
+    import polyopt
+
+    def broken(part: Any, options: Any) -> Any:
+        raise polyopt.CompileError("cc: error: something broke", log="x.c:1: error: bad\n",
+                                   source_path=None)
+    monkeypatch.setattr(compiler, "compile_partition", broken)
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU()).eval()
+    x = torch.randn(3, 6)
+    with torch.no_grad(), pytest.warns(polyopt.PolyoptWarning, match="x.c:1: error: bad"):
+        got, record = compiled(model, x)
+        assert rel(got, model(x)) < 1e-6
+    assert not record.plans[0].partitions
+    assert {f.target for f in record.plans[0].fallbacks} == {"partition"}
