@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 import torch.fx
 
 from polyopt.torch.aten import TABLE, Builder, Out, Statement
+from polyopt.torch.epilogue import NARROW, fold_epilogues
 from polyopt.torch.graph import Merged, Stored, Unsupported, Value, tc_type, tensor_name
 
 aten = torch.ops.aten
@@ -252,6 +253,10 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
     stmts = _live(b.stmts, {s.name for _, s in outs})
     if not stmts:
         return None
+    stmts, renames = fold_epilogues(
+        stmts, {s.name for s in cur.inputs.values()}, {s.name for _, s in outs},
+        narrow=any(s.dtype in NARROW for s in cur.inputs.values()))
+    outs = [(n, replace(s, name=renames.get(s.name, s.name))) for n, s in outs]
     return Partition(name, tuple(_name(n) for n in cur.nodes), tuple(cur.inputs),
                      tuple(n for n, _ in outs), _source(name, cur, stmts, outs), tuple(shapes))
 

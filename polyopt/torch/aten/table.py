@@ -14,11 +14,15 @@ from polyopt.torch.graph import FLOAT_TYPES, Stored, Unsupported, Value, View
 
 @dataclass(frozen=True)
 class Statement:
-    """One TC statement; ``reads`` names the tensors its right side reads."""
+    """One TC statement over its target's whole shape; ``reads`` names the tensors its right
+    side reads."""
 
     target: str
     text: str
     reads: frozenset[str]
+    op: str = "="
+    shape: tuple[int, ...] = ()
+    dtype: str = "float"
 
 
 @dataclass
@@ -46,7 +50,7 @@ class Builder:
         if clauses:
             text += f" where {clauses}"
         reads = frozenset(re.findall(r"\b(t_\w+|[a-z]+_\d+)\(", rhs + " " + pad))
-        self.stmts.append(Statement(target.name, text, reads))
+        self.stmts.append(Statement(target.name, text, reads, op, target.shape, target.dtype))
 
     def store(self, value: Value, hint: str = "copy") -> Stored:
         """``value`` as a tensor the def holds (a view is copied)."""

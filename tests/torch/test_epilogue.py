@@ -1,0 +1,48 @@
+"""A contraction's pointwise epilogue is written into the contraction's tensor."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch backend needs PyTorch")
+nn = torch.nn
+compiler = pytest.importorskip("polyopt.torch.compiler")
+epilogue = pytest.importorskip("polyopt.torch.epilogue")
+Statement = pytest.importorskip("polyopt.torch.aten").Statement
+
+
+def source_of(model: object, *inputs: object) -> str:
+    record = compiler.Record()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend=compiler.make_backend(record))(*inputs)
+    (part,) = record.plans[0].partitions
+    return part.source
+
+
+def test_conv_bias_relu_is_one_tensor_written_three_times() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()).eval()
+    text = source_of(model, torch.randn(1, 3, 6, 6))
+    targets = re.findall(r"^\s+(\w+)\(i0", text, re.M)
+    assert len(targets) == 3 and len(set(targets)) == 1
+    assert f"-> ({targets[0]})" in text and "local" not in text
+
+
+def statement(target: str, rhs: str, op: str = "=", shape: tuple[int, ...] = (4,)) -> Statement:
+    reads = frozenset(re.findall(r"\b(\w+)\(", rhs))
+    return Statement(target, f"{target}(i0) {op} {rhs} where i0 in 0:4", reads, op, shape)
+
+
+def test_a_result_read_twice_or_returned_keeps_its_tensor() -> None:
+    mm = statement("mm_1", "A(i0, k0) * B(k0)", "+=!")
+    twice = [mm, statement("pw_2", "max(mm_1(i0), 0.0)"), statement("pw_3", "mm_1(i0) * 2.0")]
+    assert epilogue.fold_epilogues(twice, {"A", "B"}, {"pw_2", "pw_3"}) == (twice, {})
+    chain = [mm, statement("pw_2", "max(mm_1(i0), 0.0)")]
+    assert epilogue.fold_epilogues(chain, {"A", "B"}, {"mm_1", "pw_2"}) == (chain, {})
+    shifted = [mm, statement("pw_2", "mm_1(3 - i0)")]
+    assert epilogue.fold_epilogues(shifted, {"A", "B"}, {"pw_2"}) == (shifted, {})
+    folded, renames = epilogue.fold_epilogues(chain, {"A", "B"}, {"pw_2"})
+    assert renames == {"pw_2": "mm_1"}
+    assert folded[1].text == "mm_1(i0) = max(mm_1(i0), 0.0) where i0 in 0:4"
