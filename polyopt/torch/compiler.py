@@ -28,7 +28,14 @@ from polyopt.errors import PolyoptError, PolyoptWarning
 from polyopt.torch.decompositions import decompositions
 from polyopt.torch.freezing import fold_batch_norms, parameters
 from polyopt.torch.ops import as_array, as_tensor
-from polyopt.torch.partition import MAX_CONTRACTIONS, Fallback, Partition, Plan, plan
+from polyopt.torch.partition import (
+    DEF_NAME,
+    MAX_CONTRACTIONS,
+    Fallback,
+    Partition,
+    Plan,
+    plan,
+)
 
 # Once a graph's compile has taken this many seconds, each partition compiled prints a line.
 PROGRESS_SECONDS = 1.0
@@ -64,7 +71,7 @@ class Record:
 def compile_partition(part: Partition, options: dict[str, Any] | None) -> api.Kernel:
     # Every size is a number, so compile lowers now, or loads what an earlier process
     # lowered from the disk cache (a warm start lowers nothing).
-    return api.compile(part.source, part.name, options=options)
+    return api.compile(part.source, DEF_NAME, options=options)
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
@@ -77,11 +84,14 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     cut = plan(gm, f"part{len(record.plans) if record else 0}_", max_contractions)
     calls: dict[str, PartitionCall] = {}
     failed: list[Fallback] = []
+    same: dict[str, api.Kernel] = {}
     begin = time.perf_counter()
     for k, part in enumerate(cut.partitions):
         start = time.perf_counter()
         try:
-            calls[part.name] = PartitionCall(part, compile_partition(part, options))
+            kernel = same.get(part.source) or compile_partition(part, options)
+            same[part.source] = kernel  # a repeated block shares its twin's kernel
+            calls[part.name] = PartitionCall(part, kernel)
         except PolyoptError as e:  # polyopt's own bug: that partition runs in torch
             reason = f"partition {part.name} failed to compile: {first_line(e)}"
             warnings.warn(f"polyopt: {reason}; its operators run in torch", PolyoptWarning,

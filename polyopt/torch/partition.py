@@ -11,6 +11,7 @@ statement (only views) or without a computation worth a call stays in torch.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -258,7 +259,7 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
         narrow=any(s.dtype in NARROW for s in cur.inputs.values()))
     outs = [(n, replace(s, name=renames.get(s.name, s.name))) for n, s in outs]
     return Partition(name, tuple(_name(n) for n in cur.nodes), tuple(cur.inputs),
-                     tuple(n for n, _ in outs), _source(name, cur, stmts, outs), tuple(shapes))
+                     tuple(n for n, _ in outs), _source(cur, stmts, outs), tuple(shapes))
 
 
 def _is_input(cur: _Open, value: Value) -> bool:
@@ -277,16 +278,29 @@ def _live(stmts: Sequence[Statement], outputs: set[str]) -> list[Statement]:
     return list(reversed(keep))
 
 
-def _source(name: str, cur: _Open, stmts: Sequence[Statement],
+DEF_NAME = "partition"
+"""Every partition's def has this name, and its tensors are named by position (inputs) and
+order of appearance (the rest): two partitions that compute the same thing at the same shapes
+(a network's repeated blocks) have one source, so they share one compile and one kernel."""
+
+
+def _source(cur: _Open, stmts: Sequence[Statement],
             outs: Sequence[tuple[str, Stored]]) -> str:
-    params = ", ".join(str(s) for s in cur.inputs.values())
-    out_names = [s.name for _, s in outs]
-    targets = list(dict.fromkeys(s.target for s in stmts))
-    locals_ = [t for t in targets if t not in out_names]
-    head = f"def {name}({params}) -> ({', '.join(out_names)})"
+    names = {s.name: f"in{k}" for k, s in enumerate(cur.inputs.values())}
+    for s in stmts:
+        if s.target not in names:
+            names[s.target] = f"{s.target.rsplit('_', 1)[0]}_{len(names)}"
+    inputs = [f"{s.dtype}({','.join(map(str, s.shape))}) {names[s.name]}"
+              for s in cur.inputs.values()]
+    out_names = [names[s.name] for _, s in outs]
+    locals_ = [names[t] for t in dict.fromkeys(s.target for s in stmts)
+               if names[t] not in out_names]
+    head = f"def {DEF_NAME}({', '.join(inputs)}) -> ({', '.join(out_names)})"
     if locals_:
         head += f" local ({', '.join(locals_)})"
-    body = "\n".join(f"    {s.text}" for s in stmts)
+    pattern = re.compile(r"\b(\w+)\(")
+    body = "\n".join("    " + pattern.sub(lambda m: f"{names.get(m[1], m[1])}(", s.text)
+                      for s in stmts)
     return f"{head} {{\n{body}\n}}"
 
 
