@@ -23,9 +23,10 @@ from typing import Any
 import torch
 
 from polyopt.bench import networks, timing
+from polyopt.errors import CompileError
 from polyopt.torch import compiler
 
-__all__ = ["compile_system", "main", "relative_error"]
+__all__ = ["compile_system", "main", "reason", "relative_error"]
 
 Call = Callable[[torch.Tensor], torch.Tensor]
 
@@ -47,6 +48,15 @@ def _onnxruntime(module: torch.nn.Module, x: torch.Tensor, threads: int) -> Call
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     return lambda t: torch.from_numpy(session.run(None, {"x": t.numpy()})[0])
+
+
+def reason(exc: BaseException) -> str:
+    """One line: the C compiler's first error when there is one (a CompileError's first
+    line is the compiler's command), else the exception's first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
+    if lines and isinstance(exc, CompileError):
+        return f"{type(exc).__name__}: {lines[0].split('/')[-1]}"[:300]
+    return timing.describe(exc)
 
 
 def compile_system(system: str, module: torch.nn.Module, x: torch.Tensor, threads: int,
@@ -107,7 +117,7 @@ def latencies(args: argparse.Namespace) -> dict[str, Any]:
                 calls[system] = compile_system(system, module, x, args.threads)
                 calls[system](x)  # compile (from the warm caches) and warm up
             except Exception as exc:  # one system's failure must not end the others
-                found[system] = {"status": "failed", "reason": timing.describe(exc)}
+                found[system] = {"status": "failed", "reason": reason(exc)}
         errors = {s: 0.0 for s in calls}
 
         def sampler(system: str) -> Callable[[], list[float]]:
@@ -152,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = first_result(args) if args.task == "compile" else latencies(args)
         found = {"status": "ok"} | found
     except Exception as exc:  # reported as the system's failure by the parent
-        found = {"status": "failed", "reason": timing.describe(exc)}
+        found = {"status": "failed", "reason": reason(exc)}
     Path(args.result).write_text(json.dumps(found) + "\n", encoding="utf-8")
     return 0
 
