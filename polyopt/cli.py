@@ -23,6 +23,7 @@ from polyopt.bench import (  # import neither torch nor TVM
     gpu,
     latency,
     memory,
+    model,
     ops,
     suite,
 )
@@ -178,6 +179,8 @@ BENCHMARKS: dict[str, tuple[Any, str]] = {
                      "program order and numpy"),
     "einsum-paths": (einsum_paths, "multi-operand einsum along a path against numpy's"),
     "gpu": (gpu, "CUDA matmul and conv layers against torch on an NVIDIA GPU (PyCUDA)"),
+    "model": (model, "whole models (ResNet-50, MobileNetV2, BERT-base) through eager, "
+              "Inductor and torch.compile(backend=\"polyopt\")"),
 }
 
 

@@ -15,6 +15,10 @@ Suites, each with ``add_arguments(parser)`` and ``run(args)``:
 - ``einsum-paths`` (``einsum_paths``): multi-operand einsum along a path against numpy's.
 - ``gpu``: CUDA matmul and conv layers (``gpu_cases``) against torch on an NVIDIA GPU through
   PyCUDA, loaded at first use (``gpu_device``); rows, table and files (``gpu_records``).
+- ``model``: whole models (``networks``: ResNet-50, MobileNetV2, a BERT-base encoder) through
+  eager torch, Inductor and ``torch.compile(backend="polyopt")``: cold and warm compile,
+  latency and error, each in child processes (``model_child``, the only part that imports
+  torch); rows, table and files (``model_records``).
 
 Shared: ``measure`` (build, check and time a system) over ``timing`` (interleaved rounds),
 ``tvm_gemm`` (TVM's GEMM peer), ``markdown`` (BENCHMARKS.md sections and ``--update``),
