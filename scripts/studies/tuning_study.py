@@ -789,7 +789,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def new_study(args: argparse.Namespace, kernels: Sequence[Kernel]) -> dict[str, Any]:
-    from polyopt.bench.report import environment
+    from polyopt.bench.conv.report import environment
 
     settings = {k: v for k, v in vars(args).items()
                 if k not in ("out", "kernels", "from_json", "keep_dbs")}

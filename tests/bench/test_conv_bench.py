@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from polyopt import cli
-from polyopt.bench import conv, layers, records, report, tvm_conv
+from polyopt.bench import conv, layers, tvm_conv
+from polyopt.bench.conv import records, report
 from polyopt.bench.peers import Context, Prepared, conv_reference, numpy_conv
 from polyopt.errors import OptionError
 

@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from polyopt import cli
-from polyopt.bench import gpu, gpu_cases, gpu_records
-from polyopt.bench.gpu_device import Timing
+from polyopt.bench import gpu
+from polyopt.bench.gpu import cases as gpu_cases
+from polyopt.bench.gpu import records as gpu_records
+from polyopt.bench.gpu.device import Timing
 from polyopt.runtime import nvcc
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from polyopt import cli
-from polyopt.bench import model, model_records
-from polyopt.bench.model_records import ModelRecord
+from polyopt.bench import model
+from polyopt.bench.model import records as model_records
+from polyopt.bench.model.records import ModelRecord
 from polyopt.errors import OptionError
 
 
@@ -61,7 +62,7 @@ def test_speedups_and_the_table_say_why_a_cell_is_empty() -> None:
 # ------------------------------------------------------------------ with torch
 def test_networks_have_torchvisions_sizes() -> None:
     torch = pytest.importorskip("torch")
-    networks = pytest.importorskip("polyopt.bench.networks")
+    networks = pytest.importorskip("polyopt.bench.model.networks")
 
     def count(m: torch.nn.Module) -> int:
         return sum(p.numel() for p in m.parameters())
@@ -75,7 +76,7 @@ def test_networks_have_torchvisions_sizes() -> None:
                                              ("bert", (3, 16, 32))])
 def test_tiny_networks_output_shapes(name: str, shape: tuple[int, ...]) -> None:
     torch = pytest.importorskip("torch")
-    networks = pytest.importorskip("polyopt.bench.networks")
+    networks = pytest.importorskip("polyopt.bench.model.networks")
 
     net = networks.build(name, tiny=True)
     assert not net.module.training

@@ -28,7 +28,7 @@ class Network:
     name: str
     module: nn.Module
     input_shape: tuple[int, ...]  # the batch dimension first, as 1
-    source: str  # "torchvision" or "polyopt.bench.networks"
+    source: str  # "torchvision" or "polyopt.bench.model.networks"
 
     def example(self, batch: int, seed: int = 0) -> torch.Tensor:
         """A seeded random input at ``batch``."""
@@ -203,5 +203,5 @@ def build(name: str, tiny: bool = False, seed: int = 0) -> Network:
     vision = None if tiny else _torchvision(name)
     module = vision() if vision is not None else own(tiny)
     randomize_batch_norms(module, torch.Generator().manual_seed(seed + 1))
-    source = "torchvision" if vision is not None else "polyopt.bench.networks"
+    source = "torchvision" if vision is not None else "polyopt.bench.model.networks"
     return Network(name, module.eval(), tiny_shape if tiny else shape, source)

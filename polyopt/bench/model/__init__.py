@@ -2,7 +2,7 @@
 ``networks``) through eager torch, Inductor (``torch.compile``'s default), polyopt
 (``backend="polyopt"``) and ONNX Runtime when installed, at each batch size.
 
-Per model and batch, each compiling system runs in child processes (``model_child``) with
+Per model and batch, each compiling system runs in child processes (``child``) with
 new, empty cache dirs (POLYOPT_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR): a first child times its
 cold compile (the first call after a reset), a second child with the same caches its warm
 start (compile to first result). Then one more child compiles every system (from those
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from polyopt import host
-from polyopt.bench import model_records
 from polyopt.bench.entry import suite_main
-from polyopt.bench.model_records import ModelRecord
+from polyopt.bench.model import records as model_records
+from polyopt.bench.model.records import ModelRecord
 from polyopt.errors import OptionError
 
 __all__ = ["MODELS", "SYSTEMS", "Settings", "add_arguments", "main", "run", "settings_from"]
@@ -140,7 +140,7 @@ def _default_threads() -> int:
 def _child_env(settings: Settings, caches: Path) -> dict[str, str]:
     """This environment, the threads, the run's cache dirs, and this polyopt first."""
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])  # the dir that holds polyopt/
+    root = str(Path(__file__).resolve().parents[3])  # the dir that holds polyopt/
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env["OMP_NUM_THREADS"] = str(settings.threads)
     env["POLYOPT_CACHE_DIR"] = str(caches / "polyopt")
@@ -150,10 +150,10 @@ def _child_env(settings: Settings, caches: Path) -> dict[str, str]:
 
 def run_child(settings: Settings, env: dict[str, str], task: str, model: str, batch: int,
               *options: str) -> dict[str, Any]:
-    """One ``model_child`` process; its JSON, or a failure with the reason."""
+    """One ``child`` process; its JSON, or a failure with the reason."""
     with tempfile.TemporaryDirectory(prefix="polyopt-bench-model-") as tmp:
         result = Path(tmp) / "result.json"
-        argv = [sys.executable, "-m", "polyopt.bench.model_child", task, "--model", model,
+        argv = [sys.executable, "-m", "polyopt.bench.model.child", task, "--model", model,
                 "--batch", str(batch), "--seed", str(settings.seed), "--threads",
                 str(settings.threads), "--result", str(result), *options]
         argv += ["--tiny"] if settings.quick else []
@@ -260,6 +260,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``polyopt bench model ...`` as a module of its own (``python3 -m polyopt.bench.model``)."""
     return suite_main("model", __doc__, add_arguments, run, argv)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

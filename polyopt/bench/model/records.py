@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from polyopt.bench import report
+from polyopt.bench.conv import report
 from polyopt.bench.markdown import fmt
 
 __all__ = ["FIELDS", "TOLERANCE", "ModelRecord", "add_speedups", "plot", "table", "write_csv",

@@ -28,7 +28,9 @@ from typing import TextIO, TypeVar
 import numpy as np
 
 from polyopt import host
-from polyopt.bench import report, timing, tvm_conv
+from polyopt.bench import timing, tvm_conv
+from polyopt.bench.conv import report
+from polyopt.bench.conv.records import SYSTEMS, TOLERANCE, Record, Settings, add_speedups, totals
 from polyopt.bench.entry import suite_main
 from polyopt.bench.layers import MODELS, Layer, scaled, select
 from polyopt.bench.peers import (
@@ -41,7 +43,6 @@ from polyopt.bench.peers import (
     prepare_polyopt,
     prepare_torch,
 )
-from polyopt.bench.records import SYSTEMS, TOLERANCE, Record, Settings, add_speedups, totals
 from polyopt.bench.timing import describe
 from polyopt.errors import OptionError
 
@@ -386,6 +387,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``polyopt bench conv ...`` as a module of its own (``python3 -m polyopt.bench.conv``)."""
     return suite_main("conv", __doc__, add_arguments, run, argv)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from polyopt import host
-from polyopt.bench.records import FIELDS, TOLERANCE, Record, Settings, Total
+from polyopt.bench.conv.records import FIELDS, TOLERANCE, Record, Settings, Total
 from polyopt.costmodel import machine
 from polyopt.version import __version__
 

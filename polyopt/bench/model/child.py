@@ -1,7 +1,7 @@
 """The child processes of ``polyopt bench model``: the torch side, which the command itself
 never imports (so ``polyopt --help`` loads no torch).
 
-``python3 -m polyopt.bench.model_child compile ...``: build one model, compile it with one
+``python3 -m polyopt.bench.model.child compile ...``: build one model, compile it with one
 system and time the first call (a cold compile when the cache dirs the parent set are empty,
 a warm start when an earlier child filled them). ``... latency ...``: compile every system,
 then time single calls in rounds, the systems' order rotated each round, and check each
@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from polyopt.bench import networks, timing
+from polyopt.bench import timing
+from polyopt.bench.model import networks
 from polyopt.errors import CompileError
 from polyopt.torch import compiler
 
@@ -141,7 +142,7 @@ def latencies(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m polyopt.bench.model_child")
+    p = argparse.ArgumentParser(prog="python3 -m polyopt.bench.model.child")
     p.add_argument("task", choices=("compile", "latency"))
     p.add_argument("--model", required=True, choices=tuple(networks.NETWORKS))
     p.add_argument("--batch", type=int, default=1)

@@ -30,7 +30,7 @@ import numpy as np
 
 from polyopt import api
 from polyopt.bench.entry import suite_main
-from polyopt.bench.gpu_cases import (
+from polyopt.bench.gpu.cases import (
     TOLERANCE,
     Case,
     all_cases,
@@ -38,7 +38,7 @@ from polyopt.bench.gpu_cases import (
     relative_error,
     torch_call,
 )
-from polyopt.bench.gpu_device import (
+from polyopt.bench.gpu.device import (
     Gpu,
     environment,
     kernel_resources,
@@ -47,7 +47,7 @@ from polyopt.bench.gpu_device import (
     time_pycuda,
     time_torch,
 )
-from polyopt.bench.gpu_records import Row, header_lines, table_lines, write_outputs
+from polyopt.bench.gpu.records import Row, header_lines, table_lines, write_outputs
 from polyopt.errors import OptionError, PolyoptError
 from polyopt.runtime import nvcc
 
@@ -193,6 +193,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``polyopt bench gpu ...`` as a module of its own (``python3 -m polyopt.bench.gpu``)."""
     return suite_main("gpu", __doc__, add_arguments, run, argv)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

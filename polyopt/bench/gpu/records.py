@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polyopt.bench.gpu_cases import TOLERANCE, Case
-from polyopt.bench.gpu_device import Timing
+from polyopt.bench.gpu.cases import TOLERANCE, Case
+from polyopt.bench.gpu.device import Timing
 
 HEADER = ("op", "shape", "polyopt ms", "polyopt GFLOP/s", "torch ms", "torch GFLOP/s",
           "polyopt/torch speed", "matched")
