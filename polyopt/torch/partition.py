@@ -86,7 +86,8 @@ VIEWS = frozenset({aten.permute.default, aten.transpose.int, aten.t.default,
                    aten.expand.default, aten.view.default, aten._unsafe_view.default,
                    aten.reshape.default, aten.unsqueeze.default, aten.squeeze.dim,
                    aten.squeeze.dims, aten.squeeze.default, aten.slice.Tensor, aten.select.int,
-                   aten.alias.default})
+                   aten.alias.default, aten.clone.default})  # a functional graph's clone
+# is never written again: reading the tensor it copies reads the same values
 
 CONTRACTIONS = frozenset({aten.convolution.default, aten.mm.default, aten.addmm.default,
                           aten.bmm.default})
@@ -228,8 +229,16 @@ def _close(cur: _Open, gm: torch.fx.GraphModule, parts: list[Partition], prefix:
 
 
 def _assemble(cur: _Open, name: str) -> Partition | None:
-    inside = {_name(n) for n in cur.nodes}
-    escaping = [n for n in cur.nodes if any(_name(u) not in inside for u in n.users)]
+    # A view computed here is not an output: the tensor under it is, and whoever reads the
+    # view outside (a later partition, torch) reads through it again (``free``). A copy of a
+    # permuted view is traffic, and its index map can stall isl's scheduler.
+    released = {_name(n) for n in cur.nodes if n.target in VIEWS
+                and not isinstance(cur.values[_name(n)], Stored)}
+    for key in released:
+        cur.free[key] = next(n for n in cur.nodes if _name(n) == key)
+    members = [n for n in cur.nodes if _name(n) not in released]
+    inside = {_name(n) for n in members}
+    escaping = [n for n in members if any(_name(u) not in inside for u in n.users)]
     b = cur.builder
     outs: list[tuple[str, Stored]] = []
     shapes: list[tuple[int, ...] | None] = []
@@ -258,7 +267,7 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
         stmts, {s.name for s in cur.inputs.values()}, {s.name for _, s in outs},
         narrow=any(s.dtype in NARROW for s in cur.inputs.values()))
     outs = [(n, replace(s, name=renames.get(s.name, s.name))) for n, s in outs]
-    return Partition(name, tuple(_name(n) for n in cur.nodes), tuple(cur.inputs),
+    return Partition(name, tuple(_name(n) for n in members), tuple(cur.inputs),
                      tuple(n for n, _ in outs), _source(cur, stmts, outs), tuple(shapes))
 
 

@@ -186,3 +186,16 @@ def test_repeated_blocks_share_one_kernel() -> None:
     parts = record.plans[0].partitions
     assert len(parts) == 3 and len({p.source for p in parts}) == 1
     assert len({id(k) for k in record.kernels.values()}) == 1
+
+
+def test_views_of_results_are_not_copied_out() -> None:
+    """A view (or clone) of a partition's result that escapes is not an output: the tensor
+    under it is, and the next partition reads through the view (attention's q, k, v)."""
+    torch.manual_seed(6)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).eval()
+    x = torch.randn(3, 5, 16)
+    with torch.no_grad():
+        got, record = compiled(layer, x)
+        assert rel(got, layer(x)) < 1e-5
+    first = record.plans[0].partitions[0]
+    assert first.outputs == ("addmm",) and "out_" not in first.source
