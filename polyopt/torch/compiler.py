@@ -156,24 +156,16 @@ class PerShape:
 
 
 def rewrite(gm: torch.fx.GraphModule, cut: Plan, calls: dict[str, PartitionCall]) -> None:
-    """Replace each partition's nodes by one call at its last node. The nodes torch keeps
-    between them do not read the partition (``plan`` closes it before such a node), except
-    views of its results (``partition._assemble`` releases them): those wait for the call."""
+    """Replace each partition's nodes by one call at its last node; the nodes torch keeps
+    between them do not read the partition (``plan`` closes it before such a node)."""
     by_name = {n.name: n for n in gm.graph.nodes}
     member = {name: p for p in cut.partitions for name in p.nodes}
     new = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
-    waiting: list[torch.fx.Node] = []
-
-    def copy(node: torch.fx.Node) -> None:
-        if any(a not in env for a in node.all_input_nodes):
-            waiting.append(node)  # a view of a result whose call comes later
-        else:
-            env[node] = new.node_copy(node, lambda n: env[n])
     for node in gm.graph.nodes:
         part = member.get(node.name)
         if part is None:
-            copy(node)
+            env[node] = new.node_copy(node, lambda n: env[n])
             continue
         if node.name != part.nodes[-1]:
             continue
@@ -184,10 +176,6 @@ def rewrite(gm: torch.fx.GraphModule, cut: Plan, calls: dict[str, PartitionCall]
             shape = part.reshapes[k] if part.reshapes else None
             env[by_name[out]] = got if shape is None else new.call_function(
                 torch.ops.aten.view.default, (got, list(shape)))
-        ready, waiting[:] = list(waiting), []
-        for node in ready:
-            copy(node)
-    assert not waiting, f"nodes left without their inputs: {waiting}"
     new.eliminate_dead_code()  # the views only partitions read
     gm.graph = new
     gm.recompile()

@@ -95,9 +95,10 @@ CONTRACTIONS = frozenset({aten.convolution.default, aten.mm.default, aten.addmm.
 MAX_CONTRACTIONS = 1
 """Contractions one partition holds: a run is cut before each one past this many, so a
 partition is a contraction with the operators around it (its prologue and epilogue). Measured
-(``scripts/checks/bench_partition_size.py``): on a chain of six 3x3 conv blocks, one a
-partition ran 1.32x eager, two 0.40x and the whole chain as one def 0.27x, and compiled in
-7.3, 6.8 and 14.0 s; the scheduler does not yet gain from fusing two contractions."""
+(``scripts/checks/bench_partition_size.py``, quiet): a chain of six 3x3 conv blocks ran 1.99x
+eager with one a partition, 0.42x with two and 0.20x as one def (compiled in 4.7, 9.6 and
+11.6 s); a transformer encoder layer ran 0.47x, 0.53x and 0.61x. The scheduler does not yet
+gain from fusing two convolutions; an encoder layer loses a quarter by the cut."""
 
 
 def plan(gm: torch.fx.GraphModule, prefix: str = "part",
@@ -142,25 +143,25 @@ def _try_lower(cur: _Open, node: torch.fx.Node) -> str | None:
     if fn is None:
         return f"no lowering for {node.target}"
     mark = (len(cur.builder.stmts), cur.builder.count, dict(cur.inputs), dict(cur.viewed))
+    reason = None
     try:
         out = _out_of(node)
         args = [_value(cur, a) for a in node.args]
         kwargs = {k: _value(cur, v) for k, v in node.kwargs.items()}
         result = fn(cur.builder, out, *args, **kwargs)
     except Unsupported as e:
-        del cur.builder.stmts[mark[0]:]
-        cur.builder.count, cur.inputs, cur.viewed = mark[1], mark[2], mark[3]
-        return str(e)
+        reason = str(e)
     except (TypeError, ValueError, IndexError, KeyError) as e:  # an argument form not handled
+        reason = f"arguments not supported ({type(e).__name__}: {e})"
+    else:
+        if isinstance(result, tuple) and any(
+                u.target is not operator.getitem or not isinstance(u.args[1], int)
+                or u.args[1] >= len(result) for u in node.users):
+            reason = "a result this lowering does not compute is used (e.g. pooling's indices)"
+    if reason is not None:  # the partition as it was before this node
         del cur.builder.stmts[mark[0]:]
         cur.builder.count, cur.inputs, cur.viewed = mark[1], mark[2], mark[3]
-        return f"arguments not supported ({type(e).__name__}: {e})"
-    if isinstance(result, tuple) and any(
-            u.target is not operator.getitem or not isinstance(u.args[1], int)
-            or u.args[1] >= len(result) for u in node.users):
-        del cur.builder.stmts[mark[0]:]
-        cur.builder.count, cur.inputs, cur.viewed = mark[1], mark[2], mark[3]
-        return "a result this lowering does not compute is used (e.g. pooling's indices)"
+        return reason
     cur.values[_name(node)] = result
     cur.nodes.append(node)
     return None
@@ -236,9 +237,8 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
     # through its permutation instead, the next contraction strides (BERT's attention:
     # 0.45x Inductor, against 0.80x copied). What it costs: a copy's 4-d index map can run
     # isl's scheduler to its limit (BERT at batch 8: 20 s in 3 of its partitions).
-    members = list(cur.nodes)
-    inside = {_name(n) for n in members}
-    escaping = [n for n in members if any(_name(u) not in inside for u in n.users)]
+    inside = {_name(n) for n in cur.nodes}
+    escaping = [n for n in cur.nodes if any(_name(u) not in inside for u in n.users)]
     b = cur.builder
     outs: list[tuple[str, Stored]] = []
     shapes: list[tuple[int, ...] | None] = []
@@ -267,7 +267,7 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
         stmts, {s.name for s in cur.inputs.values()}, {s.name for _, s in outs},
         narrow=any(s.dtype in NARROW for s in cur.inputs.values()))
     outs = [(n, replace(s, name=renames.get(s.name, s.name))) for n, s in outs]
-    return Partition(name, tuple(_name(n) for n in members), tuple(cur.inputs),
+    return Partition(name, tuple(_name(n) for n in cur.nodes), tuple(cur.inputs),
                      tuple(n for n, _ in outs), _source(cur, stmts, outs), tuple(shapes))
 
 

@@ -119,23 +119,24 @@ def convolution(b: Builder, out: Out, x: Value, w: Value, bias: Value | None,
 
 
 # ------------------------------------------------------------------ pooling
+def _per_dim(values: Sequence[int], n: int) -> list[int]:
+    """A pooling argument per spatial dim (ATen gives one value for all, or one each)."""
+    return list(values) * n if len(values) == 1 else list(values)
+
+
 def _window(b: Builder, out: Out, x: Value, kernel: Sequence[int], stride: Sequence[int],
             padding: Sequence[int], dilation: Sequence[int], op: str, fill: str,
             hint: str) -> Stored:
-    spatial = len(kernel)
-    stride = list(stride) or list(kernel)
-    pads = list(padding) * spatial if len(padding) == 1 else list(padding)
-    dil = list(dilation) * spatial if len(dilation) == 1 else list(dilation)
-    strd = list(stride) * spatial if len(stride) == 1 else list(stride)
-    lead = len(x.shape) - spatial
+    """A 2-d pooling window reduced by ``op``, padding reading ``fill``."""
+    ks, pads, dil = _per_dim(kernel, 2), _per_dim(padding, 2), _per_dim(dilation, 2)
+    strd = _per_dim(stride, 2) if stride else ks  # ATen: no stride is the kernel's
+    lead = len(x.shape) - 2
     xs = b.store(x, "poolin") if any(pads) else x
-    idx = out_index(lead)
-    taps = [f"{strd[d]}*i{lead + d} + {dil[d]}*k{d} - {pads[d]}" for d in range(spatial)]
+    taps = [f"{strd[d]}*i{lead + d} + {dil[d]}*k{d} - {pads[d]}" for d in range(2)]
     target = b.fresh(hint, out.shape, _acc(out.dtype))
     pad = (f"pad {xs.base.name}({', '.join(['0'] * lead + [str(p) for p in pads])}) = {fill}"
            if any(pads) else "")
-    ks = list(kernel) * spatial if len(kernel) == 1 else list(kernel)
-    b.emit(target, op, xs.read([*idx, *taps]), reduce=ks, pad=pad)
+    b.emit(target, op, xs.read([*out_index(lead), *taps]), reduce=ks, pad=pad)
     return target
 
 
@@ -161,9 +162,8 @@ def avg_pool(b: Builder, out: Out, x: Value, kernel: Sequence[int],
     if any(padding) and not count_include_pad:
         raise Unsupported("avg_pool2d with count_include_pad=False and padding")
     s = _window(b, out, x, kernel, stride, padding, (1,), "+=!", "0.0", "avgsum")
-    ks = list(kernel) * 2 if len(kernel) == 1 else list(kernel)
     y = b.fresh("avgpool", out.shape, out.dtype)
-    n = divisor_override or math.prod(ks)
+    n = divisor_override or math.prod(_per_dim(kernel, 2))
     b.emit(y, "=", f"{s.read(out_index(len(out.shape)))} / {const(n, 'float')}")
     return y
 

@@ -61,13 +61,6 @@ def keep(value: Stored, rank: int, dims: Sequence[int], keepdim: bool) -> Value:
     return view_of(value, shape, exprs)
 
 
-@lowers(aten.sum.dim_IntList, aten.sum.default)
-def total(b: Builder, out: Out, x: Value, dims: Any = None, keepdim: bool = False,
-          dtype: Any = None) -> Value:
-    d = dims_of(dims, len(x.shape))
-    return keep(reduce(b, x, d, "+=!", lambda r: r, "sum", out.dtype), len(x.shape), d, keepdim)
-
-
 @lowers(aten.mean.dim, aten.mean.default)
 def mean(b: Builder, out: Out, x: Value, dims: Any = None, keepdim: bool = False,
          dtype: Any = None) -> Value:
@@ -79,18 +72,18 @@ def mean(b: Builder, out: Out, x: Value, dims: Any = None, keepdim: bool = False
     return keep(m, len(x.shape), d, keepdim)
 
 
-@lowers(aten.amax.default)
-def amax(b: Builder, out: Out, x: Value, dims: Any = (), keepdim: bool = False) -> Value:
-    d = dims_of(dims, len(x.shape))
-    return keep(reduce(b, x, d, "max=!", lambda r: r, "max", out.dtype), len(x.shape), d,
-                keepdim)
+def _reduction(op: str, hint: str) -> Lowering:
+    """sum, amax, amin: ``op`` over ``dims`` (all when none are given)."""
+    def lower(b: Builder, out: Out, x: Value, dims: Any = None, keepdim: bool = False,
+              dtype: Any = None) -> Value:
+        d = dims_of(dims, len(x.shape))
+        return keep(reduce(b, x, d, op, lambda r: r, hint, out.dtype), len(x.shape), d, keepdim)
+    return lower
 
 
-@lowers(aten.amin.default)
-def amin(b: Builder, out: Out, x: Value, dims: Any = (), keepdim: bool = False) -> Value:
-    d = dims_of(dims, len(x.shape))
-    return keep(reduce(b, x, d, "min=!", lambda r: r, "min", out.dtype), len(x.shape), d,
-                keepdim)
+LOWERINGS[aten.sum.dim_IntList] = LOWERINGS[aten.sum.default] = _reduction("+=!", "sum")
+LOWERINGS[aten.amax.default] = _reduction("max=!", "max")
+LOWERINGS[aten.amin.default] = _reduction("min=!", "min")
 
 
 def _without(idx: Sequence[str], dims: Sequence[int]) -> list[str]:
@@ -119,29 +112,41 @@ LOWERINGS[aten._log_softmax.default] = lambda b, out, x, dim, h=False: softmax(b
                                                                            log=True)
 
 
+def _moments(b: Builder, x: Value, dims: list[int], mean_dtype: str,
+             names: tuple[str, str, str]) -> tuple[Stored, Stored]:
+    """The mean over ``dims`` and the sum of squared deviations from it (two passes, as
+    torch computes them), each over the kept dims (named ``i0..`` in order)."""
+    s = reduce(b, x, dims, "+=!", lambda r: r, names[0], "float")
+    mu = b.fresh(names[1], s.shape, mean_dtype)
+    kept = out_index(len(s.shape))
+    count = const(math.prod(x.shape[k] for k in dims), "float")
+    b.emit(mu, "=", f"{s.read(kept)} / {count}")
+    sq = reduce(b, x, dims, "+=!", lambda r: f"({r} - {mu.read(kept)}) * ({r} - "
+                                             f"{mu.read(kept)})", names[2], "float")
+    return mu, sq
+
+
+def _affine(expr: str, w: Value | None, bias: Value | None, at: Sequence[str]) -> str:
+    """A normalization's optional scale and shift, read at ``at``."""
+    if w is not None:
+        expr = f"{expr} * {w.read(at)}"
+    return expr if bias is None else f"{expr} + {bias.read(at)}"
+
+
 @lowers(aten.native_layer_norm.default)
 def layer_norm(b: Builder, out: Out, x: Value, shape: Sequence[int], w: Value | None,
                bias: Value | None, eps: float) -> tuple[Value, Value, Value]:
     rank, n = len(x.shape), len(shape)
     dims = list(range(rank - n, rank))
-    count = const(math.prod(shape), "float")
-    s = reduce(b, x, dims, "+=!", lambda r: r, "lnsum", "float")
-    mu = b.fresh("lnmean", s.shape, "float")
-    b.emit(mu, "=", f"{s.read(out_index(len(s.shape)))} / {count}")
+    mu, v = _moments(b, x, dims, "float", ("lnsum", "lnmean", "lnvar"))
     outer = out_index(rank - n)
-    v = reduce(b, x, dims, "+=!", lambda r: f"({r} - {mu.read(outer)}) * ({r} - "
-                                            f"{mu.read(outer)})", "lnvar", "float")
-    r = b.fresh("lnrstd", s.shape, "float")
-    b.emit(r, "=", f"rsqrt({v.read(outer)} / {count} + {const(eps, 'float')})")
+    r = b.fresh("lnrstd", mu.shape, "float")
+    b.emit(r, "=", f"rsqrt({v.read(outer)} / {const(math.prod(shape), 'float')} + "
+                   f"{const(eps, 'float')})")
     idx = out_index(rank)
-    expr = f"({x.read(idx)} - {mu.read(outer)}) * {r.read(outer)}"
-    inner = idx[rank - n:]
-    if w is not None:
-        expr = f"{expr} * {w.read(inner)}"
-    if bias is not None:
-        expr = f"{expr} + {bias.read(inner)}"
     y = b.fresh("ln", x.shape, out.dtype)
-    b.emit(y, "=", expr)
+    b.emit(y, "=", _affine(f"({x.read(idx)} - {mu.read(outer)}) * {r.read(outer)}", w, bias,
+                           idx[rank - n:]))
     return y, keep(mu, rank, dims, True), keep(r, rank, dims, True)
 
 
@@ -151,13 +156,9 @@ def batch_norm(b: Builder, out: Out, x: Value, w: Value | None, bias: Value | No
     """Inference: statistics are inputs, so each element is one affine map of its channel."""
     idx = out_index(len(x.shape))
     c = [idx[1]]
-    expr = f"({x.read(idx)} - {mean_.read(c)}) * rsqrt({var.read(c)} + {const(eps, 'float')})"
-    if w is not None:
-        expr = f"{expr} * {w.read(c)}"
-    if bias is not None:
-        expr = f"{expr} + {bias.read(c)}"
     y = b.fresh("bn", x.shape, out.dtype)
-    b.emit(y, "=", expr)
+    b.emit(y, "=", _affine(f"({x.read(idx)} - {mean_.read(c)}) * rsqrt({var.read(c)} + "
+                           f"{const(eps, 'float')})", w, bias, c))
     return (y,)
 
 
@@ -178,13 +179,9 @@ def var_mean(b: Builder, out: Out, x: Value, dims: Any = None, *, correction: An
     correction``; ``var_mean`` returns both."""
     d = dims_of(dims, len(x.shape))
     n = math.prod(x.shape[k] for k in d)
-    s = reduce(b, x, d, "+=!", lambda r: r, "vsum", "float")
-    mu = b.fresh("vmean", s.shape, out.dtype)
-    kept = out_index(len(s.shape))
-    b.emit(mu, "=", f"{s.read(kept)} / {const(n, 'float')}")
-    sq = reduce(b, x, d, "+=!", lambda r: f"({r} - {mu.read(kept)}) * ({r} - "
-                                          f"{mu.read(kept)})", "vsq", "float")
-    var = b.fresh("var", s.shape, out.dtype)
-    b.emit(var, "=", f"{sq.read(kept)} / {const(float(n - (correction or 0)), 'float')}")
+    mu, sq = _moments(b, x, d, out.dtype, ("vsum", "vmean", "vsq"))
+    var = b.fresh("var", mu.shape, out.dtype)
+    b.emit(var, "=", f"{sq.read(out_index(len(mu.shape)))} / "
+                     f"{const(float(n - (correction or 0)), 'float')}")
     both = (keep(var, len(x.shape), d, keepdim), keep(mu, len(x.shape), d, keepdim))
     return both if out.tuple else both[0]
