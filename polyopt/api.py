@@ -108,6 +108,14 @@ class Kernel:
         return self._variants.lowered()
 
     # -- calling -------------------------------------------------------------------------
+    def build(self) -> Kernel:
+        """Compile and load the code for the compile-time sizes now, not at the first call
+        (so a first call, or a measurement, runs no C compiler); a kernel whose sizes are
+        not all known yet builds at each call's sizes, as before. Returns the kernel."""
+        if self._variants.ready is not None:
+            self._variants.variant(dict(self._variants.sizes))
+        return self
+
     def __call__(self, *inputs: Any, outputs: Sequence[np.ndarray] | None = None) -> Any:
         calls = self._calls
         if outputs is None:

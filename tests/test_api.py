@@ -249,3 +249,15 @@ def test_fusion_options_compute_the_same(fusion: str) -> None:
     x, w, b = rand(4, 5), rand(3, 5), rand(3)
     got = polyopt.compile(src, options={"fusion": fusion})(x, w, b)
     np.testing.assert_allclose(got, np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-6)
+
+
+def test_build_loads_the_compile_time_kernel_before_its_first_call() -> None:
+    """``build`` compiles and loads now: the first call then finds its variant ready; a
+    kernel without its sizes builds nothing until a call brings them."""
+    k = polyopt.compile(MATMUL, sizes={"M": 5, "K": 3, "N": 4})
+    assert len(k._variants) == 0
+    assert k.build() is k and len(k._variants) == 1
+    a, b = rand(5, 3), rand(3, 4)
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5, atol=1e-6)
+    assert len(k._variants) == 1
+    assert len(polyopt.compile(MATMUL).build()._variants) == 0

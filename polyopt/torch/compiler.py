@@ -25,10 +25,13 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from polyopt import api
 from polyopt.errors import PolyoptError, PolyoptWarning
+from polyopt.torch import choice
+from polyopt.torch.choice import Verdict
 from polyopt.torch.decompositions import decompositions
 from polyopt.torch.freezing import fold_batch_norms, parameters
 from polyopt.torch.ops import as_array, as_tensor
 from polyopt.torch.partition import (
+    CONTRACTIONS,
     DEF_NAME,
     MAX_CONTRACTIONS,
     Fallback,
@@ -66,50 +69,118 @@ class Record:
     plans: list[Plan] = field(default_factory=list)
     kernels: dict[str, api.Kernel] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    left: list[tuple[Partition, Verdict]] = field(default_factory=list)
+    """Partitions torch ran faster, as they were when measured (their contraction, or all
+    of them, then went back to torch)."""
 
 
 def compile_partition(part: Partition, options: dict[str, Any] | None) -> api.Kernel:
     # Every size is a number, so compile lowers now, or loads what an earlier process
-    # lowered from the disk cache (a warm start lowers nothing).
-    return api.compile(part.source, DEF_NAME, options=options)
+    # lowered from the disk cache (a warm start lowers nothing); the C compiler runs now
+    # too, so that compile times say what compiling took, and a measurement runs none.
+    return api.compile(part.source, DEF_NAME, options=options).build()
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                   record: Record | None = None, options: dict[str, Any] | None = None,
-                  max_contractions: int | None = MAX_CONTRACTIONS) -> Callable[..., Any]:
+                  max_contractions: int | None = MAX_CONTRACTIONS,
+                  choose: bool = True) -> Callable[..., Any]:
     """AOTAutograd's compiler: ``gm`` with each partition replaced by its kernel's call (a
-    graph with symbolic sizes: per concrete shape, ``PerShape``)."""
+    graph with symbolic sizes: per concrete shape, ``PerShape``). With ``choose``, a partition
+    torch runs faster (``choice``: measured) is left to torch: its contraction, where it has
+    one (the operators around it are partitioned again), else all of it."""
     if symbolic(gm):
-        return make_boxed_func(PerShape(gm, record, options, max_contractions))
-    cut = plan(gm, f"part{len(record.plans) if record else 0}_", max_contractions)
-    calls: dict[str, PartitionCall] = {}
-    failed: list[Fallback] = []
-    same: dict[str, api.Kernel] = {}
-    begin = time.perf_counter()
-    for k, part in enumerate(cut.partitions):
-        start = time.perf_counter()
-        try:
-            kernel = same.get(part.source) or compile_partition(part, options)
-            same[part.source] = kernel  # a repeated block shares its twin's kernel
-            calls[part.name] = PartitionCall(part, kernel)
-        except PolyoptError as e:  # polyopt's own bug: that partition runs in torch
-            reason = f"partition {part.name} failed to compile: {first_line(e)}"
-            warnings.warn(f"polyopt: {reason}; its operators run in torch", PolyoptWarning,
-                          stacklevel=2)
-            failed += [Fallback(n, "partition", reason) for n in part.nodes]
-            continue
-        done = time.perf_counter()
-        if record is not None:
-            record.kernels[part.name] = calls[part.name].kernel
-            record.seconds[part.name] = done - start
-        if done - begin > PROGRESS_SECONDS:  # a long compile says where it is
-            print(f"polyopt: [{k + 1}/{len(cut.partitions)}] {part.name} ({len(part.nodes)} "
-                  f"ops) in {done - start:.1f} s, {done - begin:.1f} s so far", file=sys.stderr)
-    cut = Plan(tuple(p for p in cut.partitions if p.name in calls), (*cut.fallbacks, *failed))
+        return make_boxed_func(PerShape(gm, record, options, max_contractions, choose))
+    prefix = f"part{len(record.plans) if record else 0}_"
+    build = _Build(options, record)
+    cut = build.compile(plan(gm, prefix, max_contractions))
+    if choose:
+        keep = build.judge(gm, cut)
+        contractions = {n: why for n, why in keep.items() if _target(gm, n) in CONTRACTIONS}
+        if contractions:
+            cut = build.compile(plan(gm, prefix, max_contractions, contractions))
+            keep = build.judge(gm, cut)
+        cut = build.drop(cut, keep)
     if record is not None:
         record.plans.append(cut)
-    rewrite(gm, cut, calls)
+        record.verdicts.update(build.verdicts)
+        record.left += build.left
+    rewrite(gm, cut, build.calls)
     return make_boxed_func(gm.forward)
+
+
+class _Build:
+    """One graph's compile: each partition's kernel (a repeated block shares its twin's) and
+    verdict (``choice``), by partition name."""
+
+    def __init__(self, options: dict[str, Any] | None, record: Record | None) -> None:
+        self.options, self.record = options, record
+        self.calls: dict[str, PartitionCall] = {}
+        self.verdicts: dict[str, Verdict] = {}
+        self.kernels: dict[str, api.Kernel] = {}  # by source
+        self.measured: dict[str, Verdict] = {}  # by source
+        self.left: list[tuple[Partition, Verdict]] = []
+        self.settled = False  # whether the governor has seen the machine quiet since a compile
+
+    def compile(self, cut: Plan) -> Plan:
+        """``cut`` with each partition compiled; one that fails to runs in torch."""
+        self.calls, failed, self.settled = {}, [], False
+        begin = time.perf_counter()
+        for k, part in enumerate(cut.partitions):
+            start = time.perf_counter()
+            try:
+                kernel = self.kernels.get(part.source) or compile_partition(part, self.options)
+            except PolyoptError as e:  # polyopt's own bug: that partition runs in torch
+                reason = f"partition {part.name} failed to compile: {first_line(e)}"
+                warnings.warn(f"polyopt: {reason}; its operators run in torch", PolyoptWarning,
+                              stacklevel=3)
+                failed += [Fallback(n, "partition", reason) for n in part.nodes]
+                continue
+            self.kernels[part.source] = kernel
+            self.calls[part.name] = PartitionCall(part, kernel)
+            done = time.perf_counter()
+            if self.record is not None:
+                self.record.kernels[part.name] = kernel
+                self.record.seconds[part.name] = done - start
+            if done - begin > PROGRESS_SECONDS:  # a long compile says where it is
+                print(f"polyopt: [{k + 1}/{len(cut.partitions)}] {part.name} "
+                      f"({len(part.nodes)} ops) in {done - start:.1f} s, "
+                      f"{done - begin:.1f} s so far", file=sys.stderr)
+        return Plan(tuple(p for p in cut.partitions if p.name in self.calls),
+                    (*cut.fallbacks, *failed))
+
+    def judge(self, gm: torch.fx.GraphModule, cut: Plan) -> dict[str, str]:
+        """The nodes torch should run, each with its reason: of each partition torch runs
+        faster, its contractions, or all its nodes when it has none."""
+        keep: dict[str, str] = {}
+        self.verdicts = {}
+        for part in cut.partitions:
+            call = self.calls[part.name]
+            verdict = self.measured.get(part.source)
+            if verdict is None:
+                verdict, timed = choice.judge(gm, part, call, call.kernel.source,
+                                              self.settled)
+                self.settled |= timed  # no compile runs between two measurements
+                self.measured[part.source] = verdict
+            self.verdicts[part.name] = verdict
+            if verdict.torch_faster:
+                self.left.append((part, verdict))
+                why = f"torch runs {part.name} faster ({verdict})"
+                held = [n for n in part.nodes if _target(gm, n) in CONTRACTIONS] or part.nodes
+                keep.update((n, why) for n in held)
+        return keep
+
+    def drop(self, cut: Plan, keep: dict[str, str]) -> Plan:
+        """``cut`` without the partitions that hold a node of ``keep``."""
+        gone = [p for p in cut.partitions if any(n in keep for n in p.nodes)]
+        falls = [Fallback(n, "partition", next(keep[m] for m in p.nodes if m in keep))
+                 for p in gone for n in p.nodes]
+        return Plan(tuple(p for p in cut.partitions if p not in gone), (*cut.fallbacks, *falls))
+
+
+def _target(gm: torch.fx.GraphModule, name: str) -> Any:
+    return next((n.target for n in gm.graph.nodes if n.name == name), None)
 
 
 def first_line(error: Exception) -> str:
@@ -139,8 +210,10 @@ class PerShape:
     recompile it, but without a new Dynamo trace."""
 
     def __init__(self, gm: torch.fx.GraphModule, record: Record | None,
-                 options: dict[str, Any] | None, max_contractions: int | None) -> None:
+                 options: dict[str, Any] | None, max_contractions: int | None,
+                 choose: bool) -> None:
         self.gm, self.record, self.options, self.limit = gm, record, options, max_contractions
+        self.choose = choose
         self.compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
     def __call__(self, *args: Any) -> Any:
@@ -150,7 +223,7 @@ class PerShape:
         if fn is None:
             static = make_fx(self.gm, tracing_mode="fake")(*args)
             fn = compile_graph(static, args, record=self.record, options=self.options,
-                               max_contractions=self.limit)
+                               max_contractions=self.limit, choose=self.choose)
             self.compiled[key] = fn
         return fn(list(args))
 
@@ -182,10 +255,13 @@ def rewrite(gm: torch.fx.GraphModule, cut: Plan, calls: dict[str, PartitionCall]
 
 
 def make_backend(record: Record | None = None, options: dict[str, Any] | None = None,
-                 max_contractions: int | None = MAX_CONTRACTIONS) -> Callable[..., Any]:
+                 max_contractions: int | None = MAX_CONTRACTIONS, choose: bool = True
+                 ) -> Callable[..., Any]:
+    """A ``torch.compile`` backend; ``record`` keeps what it did, ``options`` go to
+    ``polyopt.compile``, and ``choose=False`` runs every partition in polyopt, faster or not."""
     def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         return compile_graph(gm, example_inputs, record=record, options=options,
-                             max_contractions=max_contractions)
+                             max_contractions=max_contractions, choose=choose)
 
     frozen: list[torch.Tensor | None] = []
 
@@ -203,17 +279,21 @@ def make_backend(record: Record | None = None, options: dict[str, Any] | None = 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
     """The ``torch.compile`` backend (``backend="polyopt"`` through the entry point, or this
-    function itself). ``options=`` of ``torch.compile`` reaches polyopt.compile's options."""
-    return make_backend(options=kwargs.get("options"))(gm, example_inputs)
+    function itself). ``options=`` of ``torch.compile`` reaches polyopt.compile's options,
+    but for ``"choose"``: False runs every partition in polyopt, faster than torch or not."""
+    options = dict(kwargs.get("options") or {})
+    choose = bool(options.pop("choose", True))
+    return make_backend(options=options or None, choose=choose)(gm, example_inputs)
 
 
-def explain(model: Callable[..., Any], *inputs: Any, options: dict[str, Any] | None = None
-            ) -> str:
+def explain(model: Callable[..., Any], *inputs: Any, options: dict[str, Any] | None = None,
+            choose: bool = True) -> str:
     """Compile ``model`` at ``inputs`` and say what runs where: each partition's TC, its
-    kernel's schedule and compile time, and each op left in torch with the reason."""
+    kernel's schedule, compile time and measured time against torch's, and each op left in
+    torch with the reason."""
     record = Record()
     torch._dynamo.reset()
-    compiled = torch.compile(model, backend=make_backend(record, options))
+    compiled = torch.compile(model, backend=make_backend(record, options, choose=choose))
     compiled(*inputs)
     lines = []
     for k, cut in enumerate(record.plans):
@@ -221,10 +301,16 @@ def explain(model: Callable[..., Any], *inputs: Any, options: dict[str, Any] | N
                      f"{len(cut.fallbacks)} ops in torch")
         for part in cut.partitions:
             kernel = record.kernels[part.name]
-            lines += [str(part), f"-- {predicted(kernel)}",
-                      f"-- schedule ({record.seconds[part.name]:.2f} s to compile):",
+            verdict = record.verdicts.get(part.name)
+            lines += [str(part), f"-- {predicted(kernel)}"]
+            lines += [f"-- {verdict}"] if verdict else []
+            lines += [f"-- schedule ({record.seconds[part.name]:.2f} s to compile):",
                       str(kernel.schedule)]
         lines += [f"torch: {f.node} ({f.target}): {f.reason}" for f in cut.fallbacks]
+    if record.left:
+        lines.append(f"== {len(record.left)} partitions torch ran faster, as measured")
+    for part, verdict in record.left:
+        lines += [str(part), f"-- {verdict}"]
     return "\n".join(lines)
 
 

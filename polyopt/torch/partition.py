@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -102,9 +102,11 @@ gain from fusing two convolutions; an encoder layer loses a quarter by the cut."
 
 
 def plan(gm: torch.fx.GraphModule, prefix: str = "part",
-         max_contractions: int | None = MAX_CONTRACTIONS) -> Plan:
+         max_contractions: int | None = MAX_CONTRACTIONS,
+         keep: Mapping[str, str] | None = None) -> Plan:
     """Cut ``gm``'s graph into partitions (``Partition``) and fallbacks; a partition holds at
-    most ``max_contractions`` contractions (None: no limit)."""
+    most ``max_contractions`` contractions (None: no limit). The nodes ``keep`` names stay in
+    torch, each for the reason it gives."""
     parts: list[Partition] = []
     falls: list[Fallback] = []
     free: dict[str, torch.fx.Node] = {}
@@ -123,7 +125,7 @@ def plan(gm: torch.fx.GraphModule, prefix: str = "part",
         if (node.target in CONTRACTIONS and max_contractions is not None
                 and sum(n.target in CONTRACTIONS for n in cur.nodes) >= max_contractions):
             cur = _close(cur, gm, parts, prefix)
-        reason = _try_lower(cur, node)
+        reason = (keep or {}).get(node.name) or _try_lower(cur, node)
         if reason is None:
             continue
         falls.append(Fallback(node.name, str(node.target), reason))

@@ -20,7 +20,7 @@ def compiled(model: Any, *inputs: Any, limit: int | None = compiler.MAX_CONTRACT
              ) -> tuple[Any, compiler.Record]:
     record = compiler.Record()
     torch._dynamo.reset()
-    backend = compiler.make_backend(record, max_contractions=limit)
+    backend = compiler.make_backend(record, max_contractions=limit, choose=False)
     return torch.compile(model, backend=backend)(*inputs), record
 
 
@@ -121,7 +121,7 @@ def test_unsupported_op_stays_in_torch_and_explain_says_why() -> None:
     with torch.no_grad():
         got, record = compiled(fn, x)
         assert rel(got, fn(x)) < 1e-6
-        text = compiler.explain(fn, x)
+        text = compiler.explain(fn, x, choose=False)
     assert [f.target for f in record.plans[0].fallbacks] == ["aten.cumsum.default"]
     assert "torch: cumsum (aten.cumsum.default): no lowering for aten.cumsum.default" in text
     assert "partition part0_0: 2 ops" in text and "def partition(" in text
@@ -135,7 +135,8 @@ def test_dynamic_shapes_compile_once_per_shape() -> None:
     model = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
     record = compiler.Record()
     torch._dynamo.reset()
-    fast = torch.compile(model, backend=compiler.make_backend(record), dynamic=True)
+    fast = torch.compile(model, backend=compiler.make_backend(record, choose=False),
+                         dynamic=True)
     with torch.no_grad():
         for n in (3, 5, 3):
             x = torch.randn(n, 8)
@@ -152,7 +153,7 @@ def test_views_of_weights_are_read_in_place_not_copied() -> None:
     with torch.no_grad():
         got, record = compiled(model, x)
         assert rel(got, model(x)) < 1e-5
-        text = compiler.explain(model, x)
+        text = compiler.explain(model, x, choose=False)
     assert [len(p.outputs) for p in record.plans[0].partitions] == [1, 1]
     assert text.count("-- predicted: ") == 2 and "roofline at" in text
 

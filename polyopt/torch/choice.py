@@ -1,0 +1,193 @@
+"""Which runs a partition: polyopt's kernel, or torch's own operators.
+
+polyopt's cost model predicts polyopt's kernels, not oneDNN's or MKL's, so the choice is
+measured, as Inductor's ``max-autotune`` chooses among its kernels: at compile time, on random
+tensors of the partition's input shapes, dtypes and strides, polyopt's kernel and torch running
+the partition's operators one by one (the same subgraph, unfused) are timed in alternation.
+Where torch is faster, ``compiler`` leaves the partition's contraction in torch and partitions
+the operators around it again (its epilogue becomes a partition of its own), or, without a
+contraction, leaves the whole partition in torch. A verdict is cached on disk next to the
+kernels, keyed by the kernel's C, torch's subgraph, torch's version and the threads, so a warm
+start measures nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+from polyopt import config, trust
+from polyopt.runtime import cache, governor
+from polyopt.torch.partition import Partition
+
+# Timing: rounds of one call each (torch, then polyopt) until both have run MIN_ROUNDS and
+# BUDGET_S has passed, or MAX_ROUNDS; each side's fastest call is its time (the least
+# disturbed by other processes on a shared machine).
+MIN_ROUNDS, MAX_ROUNDS, BUDGET_S = 3, 25, 0.05
+VERDICT_FORMAT = 2  # 1: measured with the governor still counting the C compiler's CPU time
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A partition's measured times: polyopt's kernel and torch's operators, in ms."""
+
+    polyopt_ms: float
+    torch_ms: float
+
+    @property
+    def torch_faster(self) -> bool:
+        return self.torch_ms < self.polyopt_ms
+
+    def __str__(self) -> str:
+        return f"measured: polyopt {self.polyopt_ms:.3f} ms, torch {self.torch_ms:.3f} ms"
+
+
+def subgraph(gm: torch.fx.GraphModule, part: Partition) -> torch.fx.GraphModule:
+    """Torch's own run of ``part``: its nodes (and the views of inputs they read, which the
+    partition lowers in place) on placeholders for its inputs, returning its outputs."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for name in part.inputs:
+        env[nodes[name]] = graph.placeholder(name)
+        env[nodes[name]].meta = dict(nodes[name].meta)
+
+    def copy(node: torch.fx.Node) -> torch.fx.Node:
+        if node not in env:
+            if node.op != "call_function":  # read outside the def's inputs: never expected
+                raise KeyError(f"{node.name} is neither an input nor computed by {part.name}")
+            env[node] = graph.node_copy(node, copy)
+        return env[node]
+
+    for name in part.nodes:
+        copy(nodes[name])
+    graph.output(tuple(env[nodes[name]] for name in part.outputs))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def example(gm: torch.fx.GraphModule, part: Partition) -> list[torch.Tensor]:
+    """Random tensors as ``part``'s inputs are at run time: shapes, dtypes and strides (zeros
+    for integers and booleans: indices in range)."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    tensors = []
+    for name in part.inputs:
+        val = nodes[name].meta["val"]
+        t = torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype)
+        tensors.append(t.normal_() if t.is_floating_point() else t.zero_())
+    return tensors
+
+
+def settle(ours: Callable[..., Any], args: Sequence[torch.Tensor]) -> None:
+    """Let the governor see a quiet machine before a measurement: right after a compile, its
+    last look counts the C compiler (another process) as load, and polyopt's kernels would
+    run on fewer threads for one look (``governor.GOVERN_S``) than they do in the model."""
+    with unset_fake_temporarily(), torch.no_grad():
+        ours(*args)  # a look that counts the compiler
+        time.sleep(1.5 * governor.GOVERN_S)
+        ours(*args)  # a look at the quiet sleep
+
+
+def measure(ours: Callable[..., Any], theirs: Callable[..., Any],
+            args: Sequence[torch.Tensor]) -> Verdict:
+    """Time ``ours`` (polyopt) and ``theirs`` (torch) on ``args``, alternating."""
+    best = [float("inf"), float("inf")]
+    with unset_fake_temporarily(), torch.no_grad():
+        theirs(*args), ours(*args)  # first calls: page faults, thread pools
+        begin = time.perf_counter()
+        for k in range(MAX_ROUNDS):
+            for side, fn in enumerate((theirs, ours)):
+                start = time.perf_counter()
+                fn(*args)
+                best[side] = min(best[side], time.perf_counter() - start)
+            if k + 1 >= MIN_ROUNDS and time.perf_counter() - begin > BUDGET_S:
+                break
+    return Verdict(polyopt_ms=best[1] * 1e3, torch_ms=best[0] * 1e3)
+
+
+def judge(gm: torch.fx.GraphModule, part: Partition, ours: Callable[..., Any],
+          kernel_source: str, settled: bool = True) -> tuple[Verdict, bool]:
+    """``part``'s verdict, from the disk cache or else measured now (and stored), and
+    whether it was measured; unless ``settled``, a measurement ``settle``s first."""
+    theirs = subgraph(gm, part)
+    path = _path(_key(kernel_source, _signature(theirs)))
+    found = _load(path)
+    if found is not None:
+        return found, False
+    with unset_fake_temporarily():
+        args = example(gm, part)
+    if not settled:
+        settle(ours, args)
+    verdict = measure(ours, theirs, args)
+    _store(path, verdict)
+    return verdict, True
+
+
+def _signature(gm: torch.fx.GraphModule) -> str:
+    """``gm``'s graph without its names (twin blocks differ by names only): each node's
+    operation, target, arguments (earlier nodes by position) and tensor metadata."""
+    index = {n: k for k, n in enumerate(gm.graph.nodes)}
+    rows = []
+    for n in gm.graph.nodes:
+        args = torch.fx.node.map_arg((n.args, n.kwargs), lambda a: f"%{index[a]}")
+        val = n.meta.get("val")
+        meta = ((tuple(val.shape), tuple(val.stride()), str(val.dtype))
+                if isinstance(val, torch.Tensor) else None)
+        rows.append(repr((n.op, str(n.target), args, meta)))
+    return "\n".join(rows)
+
+
+def _key(kernel_source: str, torch_graph: str) -> str:
+    blob = json.dumps({"format": VERDICT_FORMAT, "kernel": kernel_source, "torch": torch_graph,
+                       "version": torch.__version__, "threads": torch.get_num_threads(),
+                       "omp": os.environ.get("OMP_NUM_THREADS", "")}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _path(key: str) -> Path | None:
+    cfg = config.current()
+    if cfg.no_cache:
+        return None
+    try:
+        root = cache.usable_root(cfg.cache_dir, key)
+    except (OSError, trust.UntrustedLocationError):
+        return None
+    return cache.entry_path(root, key, ".verdict.json")
+
+
+def _load(path: Path | None) -> Verdict | None:
+    if path is None:
+        return None
+    try:
+        cache.check_tree(path.parents[2], path.parent.relative_to(path.parents[2]))
+    except (OSError, trust.UntrustedLocationError):
+        return None
+    data = cache.read_file(path, "metadata")
+    try:
+        found = json.loads(data) if data is not None else None
+        return Verdict(float(found["polyopt_ms"]), float(found["torch_ms"])) if found else None
+    except (ValueError, KeyError, TypeError):
+        return None  # a torn or foreign file: measure again
+
+
+def _store(path: Path | None, verdict: Verdict) -> None:
+    if path is None:
+        return
+    data = {"polyopt_ms": verdict.polyopt_ms, "torch_ms": verdict.torch_ms}
+    try:
+        trust.make_private_dirs(path.parents[2], path.parent.relative_to(path.parents[2]))
+        cache.atomic_write(path, json.dumps(data).encode(), sync=False)
+    except OSError:
+        pass  # a cache that cannot be written costs a measurement next time, nothing else
+
+
+__all__ = ["Verdict", "example", "judge", "measure", "settle", "subgraph"]
