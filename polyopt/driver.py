@@ -26,7 +26,7 @@ from polyopt.codegen.cuda import render_cuda
 from polyopt.codegen.dialect import dialect_for
 from polyopt.costmodel.machine import configured
 from polyopt.costmodel.memory import check_scratch
-from polyopt.errors import OptionError, PolyoptError, ScheduleError
+from polyopt.errors import OptionError, PolyoptError, PolyoptWarning, ScheduleError
 from polyopt.pipeline import FUSION
 from polyopt.pipeline.gpu import GpuMapping, map_to_gpu
 from polyopt.pipeline.knobs import Knobs
@@ -176,6 +176,8 @@ def lower_or_load(program: ir.Program, options: Mapping[str, Any],
     key = warm.variant_key(program, options, asked) if asked is not None else None
     found = warm.load(key) if key is not None else None
     if found is not None:
+        for message in found.warnings:  # as the lowering said it
+            warnings.warn(message, PolyoptWarning, stacklevel=2)
         return found, None
     caught: list[warnings.WarningMessage] = []
     try:
@@ -185,10 +187,14 @@ def lower_or_load(program: ir.Program, options: Mapping[str, Any],
     finally:  # what the lowering said before it failed too
         _reemit(caught)
     # the caller's arrays as the def declares them: a merge reshapes them in place
+    said = tuple(str(w.message) for w in caught if issubclass(w.category, PolyoptWarning))
     compiled = Compiled(replace(Signature.of(stored(lowered.program, lowered.ast.storage)),
                                 inputs=program.inputs, outputs=program.outputs),
-                        lowered.source)
-    if key is not None and not caught:  # a warm start would not say it again: lower again
+                        lowered.source, said)
+    # A warm start says polyopt's warnings again (a def whose schedule ran out of isl's
+    # budget loads in milliseconds, not the budget's 20 s); another library's warning is not
+    # kept, so that def is lowered again, where it is said.
+    if key is not None and len(said) == len(caught):
         warm.save(key, compiled)
     return compiled, lowered
 

@@ -63,6 +63,9 @@ class Compiled:
 
     signature: Signature
     source: KernelSource
+    warnings: tuple[str, ...] = ()
+    """What the lowering warned (``PolyoptWarning`` messages: isl's scheduler out of its
+    budget, say), said again when a later process loads the record."""
 
 
 def variant_key(program: ir.Program, options: Mapping[str, Any], schedule: str) -> str:
@@ -170,7 +173,8 @@ def _payload(compiled: Compiled) -> dict[str, Any]:
                        "gathers": list(src.gathers), "specialized": src.specialized,
                        "target": src.target, "slices": list(src.slices),
                        "roles": list(src.roles),
-                       "tails": [[name, n] for name, n in src.tails]}}
+                       "tails": [[name, n] for name, n in src.tails]},
+            "warnings": list(compiled.warnings)}
 
 
 def _compiled(payload: Mapping[str, Any]) -> Compiled:
@@ -188,7 +192,7 @@ def _compiled(payload: Mapping[str, Any]) -> Compiled:
                           _strs(src["buffers"]), _strs(src["dims"]), _strs(src["gathers"]),
                           src["specialized"], _str(src["target"]), _strs(src["slices"]),
                           roles=_strs(src["roles"]), tails=_tails(src["tails"]))
-    return Compiled(signature, source)
+    return Compiled(signature, source, _strs(payload.get("warnings", [])))
 
 
 def _tails(values: Any) -> tuple[tuple[str, int], ...]:

@@ -70,9 +70,10 @@ class Record:
     kernels: dict[str, api.Kernel] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     verdicts: dict[str, Verdict] = field(default_factory=dict)
+    """Per partition measured against torch (``choice``), and kept: the times."""
     left: list[tuple[Partition, Verdict]] = field(default_factory=list)
-    """Partitions torch ran faster, as they were when measured (their contraction, or all
-    of them, then went back to torch)."""
+    """Partitions torch ran faster, as they were when measured (their matrix product then
+    went back to torch)."""
 
 
 def compile_partition(part: Partition, options: dict[str, Any] | None) -> api.Kernel:
@@ -87,9 +88,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                   max_contractions: int | None = MAX_CONTRACTIONS,
                   choose: bool = True) -> Callable[..., Any]:
     """AOTAutograd's compiler: ``gm`` with each partition replaced by its kernel's call (a
-    graph with symbolic sizes: per concrete shape, ``PerShape``). With ``choose``, a partition
-    torch runs faster (``choice``: measured) is left to torch: its contraction, where it has
-    one (the operators around it are partitioned again), else all of it."""
+    graph with symbolic sizes: per concrete shape, ``PerShape``). With ``choose``, the matrix
+    product of a partition that torch runs faster (``choice``: measured) goes back to torch,
+    and the operators around it are partitioned again; then a partition torch runs faster
+    without a convolution goes back whole."""
     if symbolic(gm):
         return make_boxed_func(PerShape(gm, record, options, max_contractions, choose))
     prefix = f"part{len(record.plans) if record else 0}_"
@@ -97,14 +99,15 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     cut = build.compile(plan(gm, prefix, max_contractions))
     if choose:
         keep = build.judge(gm, cut)
-        contractions = {n: why for n, why in keep.items() if _target(gm, n) in CONTRACTIONS}
-        if contractions:
-            cut = build.compile(plan(gm, prefix, max_contractions, contractions))
+        moved = {n: why for n, why in keep.items() if _target(gm, n) in choice.MEASURED}
+        if moved:  # the matrix products torch runs faster: partition the rest again
+            cut = build.compile(plan(gm, prefix, max_contractions, moved))
             keep = build.judge(gm, cut)
         cut = build.drop(cut, keep)
     if record is not None:
         record.plans.append(cut)
-        record.verdicts.update(build.verdicts)
+        record.verdicts.update((p.name, build.measured[p.source]) for p in cut.partitions
+                               if p.source in build.measured)
         record.left += build.left
     rewrite(gm, cut, build.calls)
     return make_boxed_func(gm.forward)
@@ -112,12 +115,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
 
 class _Build:
     """One graph's compile: each partition's kernel (a repeated block shares its twin's) and
-    verdict (``choice``), by partition name."""
+    verdict (``choice``), by source."""
 
     def __init__(self, options: dict[str, Any] | None, record: Record | None) -> None:
         self.options, self.record = options, record
         self.calls: dict[str, PartitionCall] = {}
-        self.verdicts: dict[str, Verdict] = {}
         self.kernels: dict[str, api.Kernel] = {}  # by source
         self.measured: dict[str, Verdict] = {}  # by source
         self.left: list[tuple[Partition, Verdict]] = []
@@ -151,11 +153,14 @@ class _Build:
                     (*cut.fallbacks, *failed))
 
     def judge(self, gm: torch.fx.GraphModule, cut: Plan) -> dict[str, str]:
-        """The nodes torch should run, each with its reason: of each partition torch runs
-        faster, its contractions, or all its nodes when it has none."""
+        """The nodes torch should run, each with its reason, of each partition without a
+        convolution that torch runs faster: its matrix products (``choice.MEASURED``), or
+        all its nodes when it has none."""
         keep: dict[str, str] = {}
-        self.verdicts = {}
         for part in cut.partitions:
+            targets = [_target(gm, n) for n in part.nodes]
+            if any(t in CONTRACTIONS and t not in choice.MEASURED for t in targets):
+                continue  # a convolution: polyopt's (choice.MEASURED says why)
             call = self.calls[part.name]
             verdict = self.measured.get(part.source)
             if verdict is None:
@@ -163,12 +168,11 @@ class _Build:
                                               self.settled)
                 self.settled |= timed  # no compile runs between two measurements
                 self.measured[part.source] = verdict
-            self.verdicts[part.name] = verdict
             if verdict.torch_faster:
                 self.left.append((part, verdict))
-                why = f"torch runs {part.name} faster ({verdict})"
-                held = [n for n in part.nodes if _target(gm, n) in CONTRACTIONS] or part.nodes
-                keep.update((n, why) for n in held)
+                held = [n for n, t in zip(part.nodes, targets, strict=True)
+                        if t in choice.MEASURED] or part.nodes
+                keep.update((n, f"torch runs {part.name} faster ({verdict})") for n in held)
         return keep
 
     def drop(self, cut: Plan, keep: dict[str, str]) -> Plan:

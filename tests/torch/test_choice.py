@@ -27,16 +27,17 @@ def model() -> Any:
 
 @pytest.fixture
 def verdicts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Any]:
-    """Measurements replaced by verdicts set here (torch faster on contractions, or on
-    everything once ``everything`` is appended), each one counted; a cache of their own."""
+    """Measurements replaced by verdicts set here, each one counted: torch 1 ms against
+    polyopt's 2 on a matrix product (on everything once ``everything`` is appended), else
+    3 ms (on everything once ``polyopt_wins`` is); a cache of their own."""
     monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
     calls: list[Any] = []
 
     def fake(ours: Any, theirs: Any, args: Any) -> Any:
         calls.append(theirs)
-        contraction = any(n.target in partition.CONTRACTIONS for n in theirs.graph.nodes)
-        torch_wins = contraction or "everything" in calls
-        return choice.Verdict(polyopt_ms=2.0, torch_ms=1.0 if torch_wins else 3.0)
+        product = any(n.target in choice.MEASURED for n in theirs.graph.nodes)
+        wins = (product or "everything" in calls) and "polyopt_wins" not in calls
+        return choice.Verdict(polyopt_ms=2.0, torch_ms=1.0 if wins else 3.0)
     monkeypatch.setattr(choice, "measure", fake)
     return calls
 
@@ -69,9 +70,9 @@ def test_torch_subgraph_computes_what_the_partition_computes() -> None:
     assert timed.polyopt_ms > 0 and timed.torch_ms > 0
 
 
-def test_a_contraction_torch_runs_faster_stays_in_torch(verdicts: list[Any]) -> None:
-    """The contraction goes back to torch, with the measurement as its reason, and the
-    operators after it become partitions of their own."""
+def test_a_matrix_product_torch_runs_faster_stays_in_torch(verdicts: list[Any]) -> None:
+    """The matrix product goes back to torch, with the measurement as its reason, and the
+    operators after it become partitions of their own, measured in turn."""
     net, x = model(), torch.randn(6, 12)
     got, record = compiled(net, x)
     assert rel(got, net(x)) < 1e-5
@@ -80,11 +81,12 @@ def test_a_contraction_torch_runs_faster_stays_in_torch(verdicts: list[Any]) -> 
     assert all("torch runs part0_" in f.reason and "torch 1.000 ms" in f.reason
                for f in cut.fallbacks)
     assert [len(p.nodes) for p in cut.partitions] == [1, 1]  # gelu, relu
+    assert len(verdicts) == 4 and len(record.left) == 2
     assert {str(v) for v in record.verdicts.values()} == {
         "measured: polyopt 2.000 ms, torch 3.000 ms"}
 
 
-def test_a_partition_torch_runs_faster_without_a_contraction_is_left_whole(
+def test_a_partition_torch_runs_faster_without_a_contraction_goes_back_whole(
         verdicts: list[Any]) -> None:
     verdicts.append("everything")
     net, x = model(), torch.randn(6, 12)
@@ -95,6 +97,28 @@ def test_a_partition_torch_runs_faster_without_a_contraction_is_left_whole(
     assert {f.target for f in cut.fallbacks} == {"aten.addmm.default", "partition"}
 
 
+def test_where_polyopt_is_faster_nothing_moves(verdicts: list[Any]) -> None:
+    verdicts.append("polyopt_wins")
+    net, x = model(), torch.randn(6, 12)
+    got, record = compiled(net, x)
+    assert rel(got, net(x)) < 1e-5
+    (cut,) = record.plans
+    assert not cut.fallbacks and len(cut.partitions) == 2
+    assert {str(v) for v in record.verdicts.values()} == {
+        "measured: polyopt 2.000 ms, torch 3.000 ms"}
+
+
+def test_convolutions_are_not_measured(verdicts: list[Any]) -> None:
+    """A convolution's partition stays in polyopt unmeasured (``choice.MEASURED``)."""
+    torch.manual_seed(2)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()).eval()
+    x = torch.randn(1, 3, 8, 8)
+    got, record = compiled(net, x)
+    assert rel(got, net(x)) < 1e-5
+    assert not verdicts
+    assert not record.plans[0].fallbacks and len(record.plans[0].partitions) == 1
+
+
 def test_verdicts_are_measured_once_per_source_and_then_read_from_disk(
         verdicts: list[Any]) -> None:
     """Twin blocks share one measurement; a second compile measures nothing."""
@@ -102,10 +126,9 @@ def test_verdicts_are_measured_once_per_source_and_then_read_from_disk(
     net = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh()).eval()
     x = torch.randn(3, 8)
     compiled(net, x)
-    first = len(verdicts)
-    assert first == 2  # the twin contractions once, then their epilogue once
+    assert len(verdicts) == 2  # the twin matrix products once, then their epilogue once
     got, record = compiled(net, x)
-    assert len(verdicts) == first and rel(got, net(x)) < 1e-5
+    assert len(verdicts) == 2 and rel(got, net(x)) < 1e-5
     assert len(record.plans[0].fallbacks) == 2
 
 
@@ -113,5 +136,6 @@ def test_explain_gives_the_measured_times(verdicts: list[Any]) -> None:
     net, x = model(), torch.randn(6, 12)
     with torch.no_grad():
         text = compiler.explain(net, x)
-    assert text.count("-- measured: polyopt 2.000 ms, torch 3.000 ms") == 2
     assert "torch: addmm (aten.addmm.default): torch runs part0_0 faster" in text
+    assert "== 2 partitions torch ran faster, as measured" in text
+    assert text.count("-- measured: polyopt 2.000 ms, torch 1.000 ms") == 2

@@ -70,6 +70,9 @@ def compile_system(system: str, module: torch.nn.Module, x: torch.Tensor, thread
     if system == "polyopt":
         # make_backend(record) is what backend="polyopt" runs, with the record kept
         return torch.compile(module, backend=compiler.make_backend(record))  # type: ignore
+    if system == "polyopt-all":  # every supported op in polyopt, none measured against torch
+        return torch.compile(module,  # type: ignore[return-value]
+                             backend=compiler.make_backend(record, choose=False))
     if system == "onnxruntime":
         return _onnxruntime(module, x, threads)
     raise ValueError(f"unknown system {system!r}")
@@ -101,7 +104,7 @@ def first_result(args: argparse.Namespace) -> dict[str, Any]:
         out = call(x)
         seconds = time.perf_counter() - start
     found: dict[str, Any] = {"seconds": seconds, "rel_error": relative_error(out, ref)}
-    return found | (_plan_counts(record) if args.system == "polyopt" else {})
+    return found | (_plan_counts(record) if args.system.startswith("polyopt") else {})
 
 
 def latencies(args: argparse.Namespace) -> dict[str, Any]:
