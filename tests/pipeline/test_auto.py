@@ -4,6 +4,7 @@ scheduler calls and isl operations, never by timing."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -209,6 +210,11 @@ def test_every_def_with_a_dependence_is_scheduled_in_a_child(
     assert str(forked.root) == str(here.root)
 
 
+# A runaway's lowering is recorded with its warning (a warm start loads it without
+# scheduling), so its compile must not find an earlier run's record.
+UNCACHED = {**os.environ, "POLYOPT_NO_CACHE": "1"}
+
+
 def _runaway_compile() -> str:
     """A program compiling a runaway recurrence that prints "scheduling" as the scheduler's
     child is about to start."""
@@ -228,7 +234,7 @@ def test_ctrl_c_interrupts_a_runaway_scheduler() -> None:
     KeyboardInterrupt in the compiling process at once, not after the 20 s limit."""
     code = _runaway_compile()
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=UNCACHED)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "scheduling"
@@ -245,7 +251,8 @@ def test_a_killed_compile_leaves_no_scheduler_running() -> None:
     """The scheduler's child dies with its parent: a compile killed outright (SIGKILL, a
     test's timeout) must not leave isl running on a core."""
     code = _runaway_compile()
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            env=UNCACHED)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "scheduling"
