@@ -9,11 +9,16 @@ of its kernel; what stays in torch runs as torch runs it. ``explain`` prints the
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing as mp
 import operator
+import pickle
 import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +28,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from polyopt import api
+from polyopt import api, config, host
 from polyopt.errors import PolyoptError, PolyoptWarning
 from polyopt.torch import choice
 from polyopt.torch.choice import Verdict
@@ -80,7 +85,36 @@ def compile_partition(part: Partition, options: dict[str, Any] | None) -> api.Ke
     # Every size is a number, so compile lowers now, or loads what an earlier process
     # lowered from the disk cache (a warm start lowers nothing); the C compiler runs now
     # too, so that compile times say what compiling took, and a measurement runs none.
-    return api.compile(part.source, DEF_NAME, options=options).build()
+    return compile_partition_source(part.source, options)
+
+
+def lower_ahead(sources: Sequence[str], options: dict[str, Any] | None) -> None:
+    """Compile the distinct ``sources`` in worker processes, one per usable core, into the
+    disk cache, where the compiles that follow (``compile_partition``) load them: lowering
+    is Python and isl, one core per process (ResNet-50 at batch 1: 20.9 s of a 28.3 s cold
+    compile lowering, 4.6 s in gcc). Nothing is done with one core, without a disk cache or
+    without fork, and a worker's failure is left for the compile that follows to report."""
+    distinct = list(dict.fromkeys(sources))
+    workers = min(host.usable_cores(), len(distinct))
+    if workers < 2 or config.no_cache() or "fork" not in mp.get_all_start_methods():
+        return
+    try:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            for _ in pool.map(_lower_one, distinct, [options] * len(distinct)):
+                pass
+    except (OSError, BrokenProcessPool, pickle.PicklingError):
+        return  # the compiles that follow lower what is missing, here
+
+
+def _lower_one(source: str, options: dict[str, Any] | None) -> None:
+    # said again when the parent loads the record; a failure, when the parent compiles
+    with warnings.catch_warnings(), contextlib.suppress(Exception):
+        warnings.simplefilter("ignore")
+        compile_partition_source(source, options)
+
+
+def compile_partition_source(source: str, options: dict[str, Any] | None) -> api.Kernel:
+    return api.compile(source, DEF_NAME, options=options).build()
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
@@ -129,6 +163,11 @@ class _Build:
         """``cut`` with each partition compiled; one that fails to runs in torch."""
         self.calls, failed, self.settled = {}, [], False
         begin = time.perf_counter()
+        ahead = [p.source for p in cut.partitions if p.source not in self.kernels]
+        lower_ahead(ahead, self.options)
+        if time.perf_counter() - begin > PROGRESS_SECONDS:
+            print(f"polyopt: {len(set(ahead))} distinct partitions lowered in worker processes "
+                  f"in {time.perf_counter() - begin:.1f} s", file=sys.stderr)
         for k, part in enumerate(cut.partitions):
             start = time.perf_counter()
             try:

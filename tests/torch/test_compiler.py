@@ -207,3 +207,25 @@ def test_encoder_layer_training_step_matches_eager_gradients() -> None:
     assert rel(got, want) < 1e-5
     # core ATen's decomposition of the attention kernel got the input projection's wrong
     assert rel(layer.self_attn.in_proj_weight.grad, twin.self_attn.in_proj_weight.grad) < 1e-5
+
+
+def test_partitions_are_lowered_ahead_in_worker_processes(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lower_ahead`` lowers in worker processes into the disk cache: the compiles that
+    follow here load what they lowered and lower nothing."""
+    import numpy as np
+
+    from polyopt import driver
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiler.host, "usable_cores", lambda: 2)
+    sources = [f"def partition(float(4,{n}) in0) -> (o) {{ o(i,j) = in0(i,j) * 2.0 }}"
+               for n in (3, 5)]
+    compiler.lower_ahead(sources, None)
+    lowered: list[int] = []
+    real = driver.lower_program
+    monkeypatch.setattr(driver, "lower_program",
+                        lambda *a, **k: lowered.append(1) or real(*a, **k))
+    for n, source in zip((3, 5), sources, strict=True):
+        got = compiler.compile_partition_source(source, None)(np.ones((4, n), np.float32))
+        np.testing.assert_array_equal(got, np.full((4, n), 2.0, np.float32))
+    assert not lowered
