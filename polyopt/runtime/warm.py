@@ -77,7 +77,7 @@ def variant_key(program: ir.Program, options: Mapping[str, Any], schedule: str) 
 
 def load(key: str) -> Compiled | None:
     """The variant recorded under ``key``, or None (no record, or one that cannot be used)."""
-    root = _root()
+    root = records_root()
     payload = _read(root, "kernels", key) if root is not None else None
     if payload is None:
         return None
@@ -90,20 +90,20 @@ def load(key: str) -> Compiled | None:
 
 def save(key: str, compiled: Compiled) -> None:
     """Record ``compiled`` under ``key`` (C targets: CUDA sources also carry launches)."""
-    root = _root()
+    root = records_root()
     if root is not None and compiled.source.target == "c" and not compiled.source.launches:
         _write(root, "kernels", key, _payload(compiled))
 
 
 def is_checked(program: ir.Program) -> bool:
     """Did an earlier process find ``program``'s accesses inside their tensors?"""
-    root = _root()
+    root = records_root()
     found = _read(root, "checked", _checked_key(program)) if root is not None else None
     return found is not None and found.get("bounds") is True
 
 
 def note_checked(program: ir.Program) -> None:
-    root = _root()
+    root = records_root()
     if root is not None:
         _write(root, "checked", _checked_key(program), {"bounds": True})
 
@@ -140,7 +140,9 @@ def _options_text(options: Mapping[str, Any]) -> str:
     return repr(sorted(options.items()))
 
 
-def _root() -> Path | None:
+def records_root() -> Path | None:
+    """The cache root records go under, or None when none are read or written (no disk
+    cache, or ``POLYOPT_DEBUG`` asking to see every stage lowered)."""
     cfg = config.current()
     if cfg.no_cache or cfg.debug:  # POLYOPT_DEBUG dumps the stages: lower to show them
         return None

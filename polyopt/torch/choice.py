@@ -7,28 +7,25 @@ partition's operators one by one (the same subgraph, unfused) are timed in alter
 ``compiler`` measures every partition but those with a convolution (``MEASURED`` says why).
 Where torch is faster, a partition's matrix product goes back to torch and the operators
 around it are partitioned again (its epilogue becomes a partition of its own, measured in
-turn); a partition without a contraction goes back whole. A verdict is cached on disk next
-to the kernels, keyed by the kernel's C, torch's subgraph without its names, torch's version
-and the threads, so a warm start measures nothing.
+turn); a partition without a contraction goes back whole. A verdict is a record in the
+kernel cache (``runtime.records``), keyed by the kernel's C, torch's subgraph without its
+names, torch's version and the threads, so a warm start measures nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from polyopt import config, trust
-from polyopt.runtime import cache, governor
+from polyopt.runtime import governor, records, warm
 from polyopt.torch.partition import Partition
 
 aten = torch.ops.aten
@@ -40,15 +37,17 @@ model --systems inductor,polyopt,polyopt-all``, 2 threads), measuring every part
 moving what torch ran faster in isolation made ResNet-50 0.94x Inductor at batch 1 against
 1.01x with every op in polyopt, and MobileNetV2 0.94x against 1.04x (batch 8: 0.73x against
 0.76x, 0.94x against 0.96x): isolated times did not carry over to the model for them. The
-same run gave BERT-base 0.93x against 0.74x at batch 1 and 0.90x against 0.79x at batch 8;
-measuring its matrix products alone, 0.95x against 0.78x and 0.78x against 0.79x (its
-copies of q, k and v, which isl could not schedule in its budget, stayed in polyopt)."""
+same run gave BERT-base 0.93x against 0.74x at batch 1 and 0.90x against 0.79x at batch 8.
+A second run measured matrix products alone: BERT 0.95x against 0.78x and 0.78x against
+0.79x (its copies of q, k and v, which isl could not schedule in its budget, stayed in
+polyopt), so partitions without a contraction are measured too."""
 
 # Timing: rounds of one call each (torch, then polyopt) until both have run MIN_ROUNDS and
 # BUDGET_S has passed, or MAX_ROUNDS; each side's fastest call is its time (the least
 # disturbed by other processes on a shared machine).
 MIN_ROUNDS, MAX_ROUNDS, BUDGET_S = 3, 25, 0.05
 VERDICT_FORMAT = 2  # 1: measured with the governor still counting the C compiler's CPU time
+KIND = "verdicts"  # the records' kind (``runtime.records``), beside the kernels' own
 
 
 @dataclass(frozen=True)
@@ -133,8 +132,8 @@ def judge(gm: torch.fx.GraphModule, part: Partition, ours: Callable[..., Any],
     """``part``'s verdict, from the disk cache or else measured now (and stored), and
     whether it was measured; unless ``settled``, a measurement ``settle``s first."""
     theirs = subgraph(gm, part)
-    path = _path(_key(kernel_source, _signature(theirs)))
-    found = _load(path)
+    key = _key(kernel_source, _signature(theirs))
+    found = _load(key)
     if found is not None:
         return found, False
     with unset_fake_temporarily():
@@ -142,7 +141,7 @@ def judge(gm: torch.fx.GraphModule, part: Partition, ours: Callable[..., Any],
     if not settled:
         settle(ours, args)
     verdict = measure(ours, theirs, args)
-    _store(path, verdict)
+    _store(key, verdict)
     return verdict, True
 
 
@@ -161,47 +160,24 @@ def _signature(gm: torch.fx.GraphModule) -> str:
 
 
 def _key(kernel_source: str, torch_graph: str) -> str:
-    blob = json.dumps({"format": VERDICT_FORMAT, "kernel": kernel_source, "torch": torch_graph,
-                       "version": torch.__version__, "threads": torch.get_num_threads(),
-                       "omp": os.environ.get("OMP_NUM_THREADS", "")}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return records.key_of(VERDICT_FORMAT, kernel_source, torch_graph, torch.__version__,
+                          torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS", ""))
 
 
-def _path(key: str) -> Path | None:
-    cfg = config.current()
-    if cfg.no_cache:
-        return None
+def _load(key: str) -> Verdict | None:
+    root = warm.records_root()
     try:
-        root = cache.usable_root(cfg.cache_dir, key)
-    except (OSError, trust.UntrustedLocationError):
-        return None
-    return cache.entry_path(root, key, ".verdict.json")
-
-
-def _load(path: Path | None) -> Verdict | None:
-    if path is None:
-        return None
-    try:
-        cache.check_tree(path.parents[2], path.parent.relative_to(path.parents[2]))
-    except (OSError, trust.UntrustedLocationError):
-        return None
-    data = cache.read_file(path, "metadata")
-    try:
-        found = json.loads(data) if data is not None else None
+        found = records.read(root, KIND, key) if root is not None else None
         return Verdict(float(found["polyopt_ms"]), float(found["torch_ms"])) if found else None
-    except (ValueError, KeyError, TypeError):
-        return None  # a torn or foreign file: measure again
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable, untrusted or foreign: measure again
 
 
-def _store(path: Path | None, verdict: Verdict) -> None:
-    if path is None:
-        return
-    data = {"polyopt_ms": verdict.polyopt_ms, "torch_ms": verdict.torch_ms}
-    try:
-        trust.make_private_dirs(path.parents[2], path.parent.relative_to(path.parents[2]))
-        cache.atomic_write(path, json.dumps(data).encode(), sync=False)
-    except OSError:
-        pass  # a cache that cannot be written costs a measurement next time, nothing else
+def _store(key: str, verdict: Verdict) -> None:
+    root = warm.records_root()
+    if root is not None:  # one that cannot be written costs a measurement next time
+        with contextlib.suppress(OSError):
+            records.write(root, KIND, key, asdict(verdict))
 
 
 __all__ = ["MEASURED", "Verdict", "example", "judge", "measure", "settle", "subgraph"]

@@ -28,8 +28,9 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from polyopt import api, config, host
+from polyopt import api, host
 from polyopt.errors import PolyoptError, PolyoptWarning
+from polyopt.runtime import warm
 from polyopt.torch import choice
 from polyopt.torch.choice import Verdict
 from polyopt.torch.decompositions import decompositions
@@ -92,11 +93,13 @@ def lower_ahead(sources: Sequence[str], options: dict[str, Any] | None) -> None:
     """Compile the distinct ``sources`` in worker processes, one per usable core, into the
     disk cache, where the compiles that follow (``compile_partition``) load them: lowering
     is Python and isl, one core per process (ResNet-50 at batch 1: 20.9 s of a 28.3 s cold
-    compile lowering, 4.6 s in gcc). Nothing is done with one core, without a disk cache or
-    without fork, and a worker's failure is left for the compile that follows to report."""
+    compile lowering, 4.6 s in gcc). Nothing is done with one core, without records of
+    lowerings (no disk cache, or ``POLYOPT_DEBUG``) or without fork, and a worker's failure
+    is left for the compile that follows to report."""
     distinct = list(dict.fromkeys(sources))
     workers = min(host.usable_cores(), len(distinct))
-    if workers < 2 or config.no_cache() or "fork" not in mp.get_all_start_methods():
+    if (workers < 2 or warm.records_root() is None  # nothing a worker lowers would be kept
+            or "fork" not in mp.get_all_start_methods()):
         return
     try:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
@@ -133,7 +136,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     cut = build.compile(plan(gm, prefix, max_contractions))
     if choose:
         keep = build.judge(gm, cut)
-        moved = {n: why for n, why in keep.items() if _target(gm, n) in choice.MEASURED}
+        target = {n.name: n.target for n in gm.graph.nodes}
+        moved = {n: why for n, why in keep.items() if target[n] in choice.MEASURED}
         if moved:  # the matrix products torch runs faster: partition the rest again
             cut = build.compile(plan(gm, prefix, max_contractions, moved))
             keep = build.judge(gm, cut)
@@ -196,8 +200,9 @@ class _Build:
         convolution that torch runs faster: its matrix products (``choice.MEASURED``), or
         all its nodes when it has none."""
         keep: dict[str, str] = {}
+        target = {n.name: n.target for n in gm.graph.nodes}
         for part in cut.partitions:
-            targets = [_target(gm, n) for n in part.nodes]
+            targets = [target[n] for n in part.nodes]
             if any(t in CONTRACTIONS and t not in choice.MEASURED for t in targets):
                 continue  # a convolution: polyopt's (choice.MEASURED says why)
             call = self.calls[part.name]
@@ -220,10 +225,6 @@ class _Build:
         falls = [Fallback(n, "partition", next(keep[m] for m in p.nodes if m in keep))
                  for p in gone for n in p.nodes]
         return Plan(tuple(p for p in cut.partitions if p not in gone), (*cut.fallbacks, *falls))
-
-
-def _target(gm: torch.fx.GraphModule, name: str) -> Any:
-    return next((n.target for n in gm.graph.nodes if n.name == name), None)
 
 
 def first_line(error: Exception) -> str:

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from polyopt.bench import timing
+from polyopt.bench.model.child import relative_error
 from polyopt.torch import compiler
 
 STEPS = 5  # steps per sample, back to back; a sample is their mean
@@ -58,10 +59,6 @@ def step_of(model: nn.Module, fn: Callable[..., Any], x: torch.Tensor, target: t
     return step
 
 
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double() - b.double()).norm() / max(float(b.double().norm()), 1e-30))
-
-
 def run(make: Callable[[], tuple[nn.Module, torch.Tensor, torch.Tensor]], rounds: int
         ) -> list[tuple[str, float, float, float, float]]:
     base, x, target = make()
@@ -84,8 +81,9 @@ def run(make: Callable[[], tuple[nn.Module, torch.Tensor, torch.Tensor]], rounds
             for _ in range(STEPS):
                 grads = steps[name]()
             spent = (time.perf_counter() - start) * 1e3 / STEPS
-            errors[name] = max(errors[name], rel(torch.cat([g.flatten() for g in grads]),
-                                                 torch.cat([r.flatten() for r in reference])))
+            errors[name] = max(errors[name], relative_error(
+                torch.cat([g.flatten() for g in grads]),
+                torch.cat([r.flatten() for r in reference])))
             return [spent]
         return one
 

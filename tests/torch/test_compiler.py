@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
+
+import polyopt
+from polyopt import driver
 
 torch = pytest.importorskip("torch", reason="the torch backend needs PyTorch")
 nn = torch.nn
@@ -161,8 +165,6 @@ def test_views_of_weights_are_read_in_place_not_copied() -> None:
 def test_a_partition_that_fails_to_compile_runs_in_torch_with_a_warning(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """polyopt's own failure (here a compile error) costs speed, never the model."""
-    import polyopt
-
     def broken(part: Any, options: Any) -> Any:
         raise polyopt.CompileError("cc: error: something broke", log="x.c:1: error: bad\n",
                                    source_path=None)
@@ -213,9 +215,6 @@ def test_partitions_are_lowered_ahead_in_worker_processes(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """``lower_ahead`` lowers in worker processes into the disk cache: the compiles that
     follow here load what they lowered and lower nothing."""
-    import numpy as np
-
-    from polyopt import driver
     monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(compiler.host, "usable_cores", lambda: 2)
     sources = [f"def partition(float(4,{n}) in0) -> (o) {{ o(i,j) = in0(i,j) * 2.0 }}"

@@ -115,7 +115,7 @@ def table(records: Sequence[ModelRecord], baseline: str) -> str:
             reasons.setdefault(f"{r.system} {r.status}: {r.reason}", []).append(
                 f"{r.model}/{r.batch}")
         if r.fallback_ops:
-            reasons.setdefault(f"polyopt left in torch: {r.fallback_ops}", []).append(
+            reasons.setdefault(f"{r.system} left in torch: {r.fallback_ops}", []).append(
                 f"{r.model}/{r.batch}")
     lines += [f"{why} ({', '.join(where)})" for why, where in reasons.items()]
     return "\n".join(lines)
