@@ -60,9 +60,15 @@ class Kernel:
                  schedule: Schedule | str | None, options: dict[str, Any]) -> None:
         definition = lang.define(source, name)  # parsed here, once
         self.name = definition.name
+        constants = options.get("constants", ())
+        inputs = [d.name for d in definition.syntax.inputs]
+        unknown = [c for c in constants if c not in inputs]
+        if unknown:
+            raise OptionError(f"option constants names {', '.join(unknown)}, not an input of "
+                              f"def '{self.name}'; its inputs: {', '.join(inputs)}")
         self._variants = Variants(definition, sizes, parametric, schedule, options)
         self._calls = Calls(self.name, definition.syntax.inputs, sizes,
-                            options["target"] == "cuda", self._variants.variant)
+                            options["target"] == "cuda", self._variants.variant, constants)
 
     # -- introspection -------------------------------------------------------------------
     @property

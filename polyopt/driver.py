@@ -36,7 +36,8 @@ from polyopt.poly.relayout import LAYOUT_VERBS, Layout, layout_of, relayout
 from polyopt.runtime import warm
 from polyopt.runtime.warm import Compiled, Signature
 from polyopt.schedules import Schedule
-from polyopt.schedules.storage import modulo_storage, stored
+from polyopt.schedules.constants import hoisted
+from polyopt.schedules.storage import Modulo, modulo_storage, stored
 
 OPTIONS: dict[str, str] = {
     "fusion": "isl scheduler fusion strategy: 'min', 'smart' (default) or 'max'",
@@ -53,6 +54,10 @@ OPTIONS: dict[str, str] = {
            "True), 'tile' (rows, columns, reduction), 'regs' (rows, columns per thread), "
            "'shared' (stage tile operands in shared memory, default True), 'unroll' (the "
            "tile's reduction loop), 'grid' (most blocks per dimension)",
+    "constants": "inputs whose values are the same at every call (a model's weights), a "
+                 "list of names: the C kernel makes their packed copies when they are new "
+                 "(another array, or a new shape) and keeps them, instead of at every call; "
+                 "values changed in place are not seen",
     "machine": "machine-model overrides for tile sizes and vector width, e.g. "
                "{'l2_bytes': 1 << 20} or 'vector_bytes=32' (default: the host, see "
                "POLYOPT_MACHINE)",
@@ -103,11 +108,23 @@ def check_options(options: Mapping[str, Any] | None, target: str) -> dict[str, A
     if not isinstance(opts["openmp"], bool | np.bool_):  # "no" would be truthy
         raise OptionError(f"option openmp must be True or False, not {opts['openmp']!r}")
     opts["openmp"] = bool(opts["openmp"])
+    _check_constants(opts)
     opts["tuned"] = _tuned_option(opts.get("tuned", True))
     opts["machine"] = configured(opts.get("machine"))
     opts["gpu"] = GpuMapping.from_options(opts.get("gpu"))
     opts["knobs"] = Knobs.from_options(opts.get("knobs"))
     return opts
+
+
+def _check_constants(opts: dict[str, Any]) -> None:
+    """The ``constants`` option as a sorted tuple of names, kept only when not empty (so
+    every other kernel's options, and cache keys, stay as they were)."""
+    names = opts.pop("constants", ())
+    if isinstance(names, str) or not isinstance(names, (list, tuple, set, frozenset)) or not all(
+            isinstance(n, str) for n in names):
+        raise OptionError(f"option constants must be a list of input names, not {names!r}")
+    if names:
+        opts["constants"] = tuple(sorted(set(names)))
 
 
 def _tuned_option(value: object) -> bool | Path:
@@ -152,11 +169,11 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
         # Layout steps (pack) add tensors and statements: later stages see the schedule's.
         pp, deps = sched.poly, sched.deps
         storage = () if is_cuda(options) else modulo_storage(sched)
-        ast = build_ast(pp, sched, deps, storage)
         if is_cuda(options):
+            ast = build_ast(pp, sched, deps, storage)
             src = render_cuda(ast, specialized=not program.sizes, grid_cap=options["gpu"].grid)
         else:
-            src = render(ast, dialect_for(options["machine"]), specialized=not program.sizes)
+            ast, src = _render_c(sched, storage, options)
         if not program.sizes:  # every size known: what its first call will allocate
             check_scratch(stored(pp.program, ast.storage), sliced=src.slices)
     except isl.Error as e:  # every isl failure reaches the user with context
@@ -164,6 +181,18 @@ def lower_program(program: ir.Program, options: Mapping[str, Any],
     lowered = Lowered(pp.program, pp, deps, sched, ast, src)
     _debug_dump(lowered)
     return lowered
+
+
+def _render_c(sched: Schedule, storage: tuple[Modulo, ...], options: Mapping[str, Any]
+              ) -> tuple[Ast, KernelSource]:
+    """The C kernel of ``sched``: with constant inputs, the packed copies of them it can make
+    once apart (``schedules.constants``), in a function of their own."""
+    pp, deps = sched.poly, sched.deps
+    split = hoisted(sched, options.get("constants", ()))
+    ast = build_ast(pp, sched, deps, storage, only=split.each if split else None)
+    once = build_ast(pp, sched, deps, storage, only=split.once) if split else None
+    return ast, render(ast, dialect_for(options["machine"]), specialized=not pp.program.sizes,
+                       once=once, held=split.buffers if split else ())
 
 
 def lower_or_load(program: ir.Program, options: Mapping[str, Any],

@@ -43,9 +43,10 @@ class Ast:
 
 
 def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps,
-              storage: tuple[Modulo, ...] = ()) -> Ast:
+              storage: tuple[Modulo, ...] = (), only: isl.UnionSet | None = None) -> Ast:
     """The isl AST of ``schedule``; ``for`` nodes carry a "parallel"/"sequential" Id;
-    ``storage``: the locals to store modulo a distance."""
+    ``storage``: the locals to store modulo a distance; ``only``: the statement instances
+    to run, when not all (``schedules.constants``: the copies made once, or the rest)."""
     errors: list[BaseException] = []
     dep_all = deps.all
 
@@ -61,7 +62,8 @@ def build_ast(pp: PolyProgram, schedule: Schedule, deps: Deps,
     try:
         build = isl.AstBuild.from_context(pp.context)
         build, _keep = build.set_before_each_for(before_for)  # handle lives through the build
-        root = build.node_from_schedule(schedule.tree)
+        tree = schedule.tree if only is None else schedule.tree.intersect_domain(only)
+        root = build.node_from_schedule(tree)
     except isl.Error as e:
         raise CodegenError(f"isl's AST builder failed for '{pp.program.name}': {e}") from e
     if errors:

@@ -41,6 +41,10 @@ class KernelSource:
     # packed locals a partial register tile reads past the end of (and discards): the
     # elements to allocate beyond each, so no read leaves the allocation
     tails: tuple[tuple[str, int], ...] = ()
+    # the function that makes the locals ``held`` (copies of constant inputs) when the
+    # constants are new; the kernel's own function reads them (``schedules.constants``)
+    once: str | None = None
+    held: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return self.text

@@ -19,6 +19,7 @@ from polyopt.codegen.linear import ast_lin
 from polyopt.codegen.stmt import KernelContext, StmtPrinter, specialized_values
 from polyopt.codegen.walker import AstWalker
 from polyopt.dtypes import DTYPES
+from polyopt.errors import CodegenError
 from polyopt.poly.model import PolyStmt
 from polyopt.schedules.contraction import MAX_SLICE_BYTES, slice_bytes
 from polyopt.schedules.marks import Marks, Tag
@@ -26,37 +27,62 @@ from polyopt.schedules.marks import Marks, Tag
 __all__ = ["CWalker", "Dialect", "dialect_for", "host_dialect", "render"]
 
 
-def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool) -> KernelSource:
-    """The source of one kernel for ``ast``."""
+# The suffix of the function that makes a kernel's copies of its constants
+# (``schedules.constants``), beside the kernel's own.
+ONCE_SUFFIX = "_once"
+
+
+def render(ast: Ast, dialect: Dialect | None = None, *, specialized: bool,
+           once: Ast | None = None, held: tuple[str, ...] = ()) -> KernelSource:
+    """The source of one kernel for ``ast``; with ``once``, a second function of the same
+    calling convention runs that AST's statements (``<symbol>_once``: the copies ``held`` of
+    the constant inputs, made when they are new: ``schedules.constants``)."""
     dialect = dialect or host_dialect()
-    pp = ast.poly
-    program = pp.program
+    program = ast.poly.program
     symbol = cname("tensor", program.name).replace("t_", "polyopt_", 1)
-    buffers = tuple(program.tensors)
     dims = tuple(program.sizes) + tuple(
         f"{t.name}.{d}" for t in program.tensors.values() for d in range(t.rank))
+    ctx, walker, lines = _function(ast, dialect, specialized, symbol, dims)
+    helpers = dict(ctx.helpers)
+    if once is not None:
+        once_ctx, _, once_lines = _function(once, dialect, specialized, symbol + ONCE_SUFFIX,
+                                            dims)
+        if once_ctx.gathers:  # its errors would report another function's reads
+            raise CodegenError(f"'{program.name}': a copy made once reads through a gather")
+        helpers.update(once_ctx.helpers)
+        lines += once_lines
+    storage = [m for m in ast.storage if m.tensor in ctx.modulo]
+    head = [dialect.prelude, *([transpose.SHUFFLE_CHECK, *helpers.values()] if helpers else []),
+            *(f"/* storage: {m} */" for m in storage)]
+    return KernelSource(program.name, symbol, "\n".join([*head, *lines]), tuple(program.tensors),
+                        dims, tuple(ctx.gathers), specialized, dialect.name,
+                        tuple(ctx.contracted), tails=tuple(sorted(walker.tails.items())),
+                        once=symbol + ONCE_SUFFIX if once is not None else None,
+                        held=held if once is not None else ())
+
+
+def _function(ast: Ast, dialect: Dialect, specialized: bool, symbol: str,
+              dims: tuple[str, ...]) -> tuple[KernelContext, CWalker, list[str]]:
+    """One C function running ``ast``, its printing context and walker."""
+    pp = ast.poly
+    program = pp.program
     ctx = KernelContext(pp, specialized_values(program) if specialized else None,
-                   types=dialect.types)
+                        types=dialect.types)
     ctx.contracted = _slices(ast, ctx)
-    storage = [m for m in ast.storage if m.tensor not in ctx.contracted]
     if ctx.values is not None:
-        for m in storage:  # its extent along the stored dimension is the modulus
+        for m in ast.storage:  # its extent along the stored dimension is the modulus
+            if m.tensor in ctx.contracted:
+                continue
             ctx.modulo[m.tensor] = (m.dim, m.modulus)
             ctx.values[f"{m.tensor}.{m.dim}"] = m.modulus
             ctx.logical[f"{m.tensor}.{m.dim}"] = m.extent  # what range checks compare with
     walker = CWalker(ctx, dialect, ast.tags, ast.trips, ast.padded)
     walker.dead = zerostart.dead_inits(ast.root, pp, walker.tile_at)
     body = walker.node(ast.root, 1, in_parallel=False)
-    helpers = [transpose.SHUFFLE_CHECK, *ctx.helpers.values()] if ctx.helpers else []
-    lines = [dialect.prelude, *helpers, *(f"/* storage: {m} */" for m in storage
-                                           if m.tensor in ctx.modulo),
-             dialect.function_header(symbol, ctx.nested_tile_loops) + " {"]
-    lines += _declarations(ctx, dialect, dims)
-    lines += body
-    lines += ["  (void)dims; (void)err;", "  return 0;", "}", ""]
-    return KernelSource(program.name, symbol, "\n".join(lines), buffers, dims,
-                        tuple(ctx.gathers), specialized, dialect.name, tuple(ctx.contracted),
-                        tails=tuple(sorted(walker.tails.items())))
+    lines = [dialect.function_header(symbol, ctx.nested_tile_loops) + " {",
+             *_declarations(ctx, dialect, dims), *body,
+             "  (void)dims; (void)err;", "  return 0;", "}", ""]
+    return ctx, walker, lines
 
 
 def _slices(ast: Ast, ctx: KernelContext) -> dict[str, tuple[str, int]]:

@@ -24,6 +24,7 @@ from polyopt.runtime.arrays import aligned_zeros
 from polyopt.runtime.cpu import CpuKernel
 from polyopt.runtime.cuda import is_device_array
 from polyopt.runtime.guard import guarded_zeros
+from polyopt.runtime.held import Held
 from polyopt.runtime.warm import Compiled, Signature
 
 # What a Kernel keeps per shape, so that a long-lived one called at ever-new shapes stays
@@ -39,9 +40,11 @@ class Calls:
     whether inputs may be GPU arrays, and where a tuple of sizes gets its kernel."""
 
     def __init__(self, name: str, inputs: Sequence[syntax.TensorDecl], sizes: dict[str, int],
-                 device: bool, variant: Variant) -> None:
+                 device: bool, variant: Variant, constants: Sequence[str] = ()) -> None:
         self.name = name
         self._inputs = tuple(inputs)
+        # the positions of the inputs declared constant (the option ``constants``)
+        self._constants = tuple(k for k, d in enumerate(self._inputs) if d.name in constants)
         self._sizes = sizes
         self._device = device
         self._variant = variant
@@ -72,6 +75,8 @@ class Calls:
         if outputs is not None:
             outs = self._unaliased(plan.program, outs, arrays)
         scratch, addresses = self._locals(plan)
+        if plan.held is not None:  # ``_alive``: the copies of constants, while the call runs
+            addresses, _alive = plan.held.addresses([*arrays, *outs], addresses)
         if isinstance(plan.kernel, CpuKernel):  # the scratch's addresses, found once
             plan.kernel.run([*arrays, *outs], plan.dims, addresses)
         else:
@@ -103,7 +108,10 @@ class Calls:
             return None
         self.hot = plan.bound
         outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
-        plan.host(*inputs, *outs, *self._locals(plan)[1])
+        addresses = self._locals(plan)[1]
+        if plan.held is not None:  # ``_alive``: the copies of constants, while the call runs
+            addresses, _alive = plan.held.addresses([*inputs, *outs], addresses)
+        plan.host(*inputs, *outs, *addresses)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _unaliased(self, program: Signature, outs: list[Any], inputs: list[Any]) -> list[Any]:
@@ -135,31 +143,46 @@ class Calls:
         slices, tails = kernel.source.slices, dict(kernel.source.tails)
         scratch = tuple((_scratch_shape(_shape(t, sizes), t.name in slices, tails.get(t.name)),
                          dtypes.DTYPES[t.dtype].np) for t in signature.locals)
+        held = self._held(kernel, signature, scratch, dims)
+        if held is not None:  # each thread's scratch holds a placeholder in their place
+            scratch = tuple(((1,), dt) if k in held.shapes else (shape, dt)
+                            for k, (shape, dt) in enumerate(scratch))
         dims_arg = kernel.dims_array(dims)
         host = kernel.caller(dims_arg) if isinstance(kernel, CpuKernel) else None
         bound = None
         if host is not None and not scratch:  # scratch is per thread: passed by _host_call
             bound = kernel.bind(dims, [(want, a.shape) for (want, _), a in
                                        zip(self._wanted, arrays, strict=True)], outs)
-        plan = CallPlan(sizes, signature, kernel, outs, dims_arg, scratch, host, bound)
+        plan = CallPlan(sizes, signature, kernel, outs, dims_arg, scratch, host, bound, held)
         bounded_put(self.plans, tuple(a.shape for a in arrays), plan, MAX_PLANS)
         return plan
 
     def _locals(self, plan: CallPlan) -> tuple[list[np.ndarray], tuple[int, ...]]:
         """Scratch tensors (locals, packed operands) and their addresses, kept per thread and
         shape: fresh pages on every call would cost more than a small kernel's work. A local
-        the kernel keeps as slices of its own gets a one-element placeholder."""
+        the kernel keeps as slices of its own gets a one-element placeholder, and so does a
+        copy of constants (the plan's ``Held`` has those, for every thread)."""
         if not plan.locals:
             return [], ()
         cache = self._scratch.__dict__.setdefault("buffers", {})
         key = (id(plan.program), plan.locals)
         if key not in cache:
-            # Zeroed once: packed copies never write their blocks' padding, which register
-            # tiles on partial blocks read (and discard).
-            zeros = guarded_zeros if config.guard_scratch() else aligned_zeros
-            arrays = [zeros(shape, dtype) for shape, dtype in plan.locals]
+            arrays = [_zeros(shape, dtype) for shape, dtype in plan.locals]
             bounded_put(cache, key, (arrays, tuple(a.ctypes.data for a in arrays)), MAX_SCRATCH)
         return cache[key]  # type: ignore[no-any-return]
+
+    def _held(self, kernel: Any, signature: Signature,
+              scratch: tuple[tuple[tuple[int, ...], np.dtype], ...], dims: list[int]
+              ) -> Held | None:
+        """The copies of constants a CPU kernel keeps (``KernelSource.held``), allocated."""
+        names = getattr(kernel.source, "held", ()) if isinstance(kernel, CpuKernel) else ()
+        if not names:
+            return None
+        shapes = {k: scratch[k] for k, t in enumerate(signature.locals) if t.name in names}
+        dims_arg = kernel.dims_array(dims)
+        return Held(shapes, self._constants,
+                    lambda buffers, addresses: kernel.run(buffers, dims_arg, addresses,
+                                                          once=True), _zeros)
 
     def _check_inputs(self, inputs: tuple[Any, ...]) -> list[np.ndarray]:
         decls = self._inputs
@@ -212,6 +235,13 @@ def bind_sizes(def_name: str, decls: Sequence[syntax.TensorDecl], fixed: Mapping
     return sizes
 
 
+def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    # Zeroed once: packed copies never write their blocks' padding, which register tiles
+    # on partial blocks read (and discard).
+    zeros = guarded_zeros if config.guard_scratch() else aligned_zeros
+    return zeros(shape, dtype)
+
+
 def bounded_put(cache: dict[Any, Any], key: Any, value: Any, most: int) -> None:
     """``cache[key] = value``, the oldest entries dropped to keep at most ``most``."""
     cache.pop(key, None)
@@ -230,6 +260,7 @@ class CallPlan:
     locals: tuple[tuple[tuple[int, ...], np.dtype], ...]  # scratch shapes (slices: one element)
     host: Callable[..., None] | None = None  # a CPU kernel's call on buffers (the fast path)
     bound: Callable[[tuple[Any, ...]], Any] | None = None  # the same, checked in C (the hot path)
+    held: Held | None = None  # the copies of constant inputs kept (``runtime.held``)
 
 
 def _overlap(a: Any, b: Any) -> bool:

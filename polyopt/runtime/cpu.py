@@ -34,11 +34,11 @@ class CpuKernel:
     def __init__(self, source: KernelSource, flags: Sequence[str] = C_FLAGS) -> None:
         self.source = source
         lib = load_library(source.text, flags=list(flags))
-        fn = lib[source.symbol]
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        fn = _function(lib, source.symbol)
         self._lib = lib  # keeps the library loaded as long as the kernel lives
         self._fn = fn
+        # the function making the copies of constant inputs, when the kernel keeps some
+        self._once = None if source.once is None else _function(lib, source.once)
         self._pointers = ctypes.c_void_p * max(1, len(source.buffers))
         # The extension call (trampoline.py) when it builds; ctypes otherwise.
         tramp = trampoline.load()
@@ -83,18 +83,23 @@ class CpuKernel:
         return functools.partial(self._run, plan)
 
     def run(self, buffers: Sequence[np.ndarray], dims: Sequence[int] | ctypes.Array,
-            addresses: Sequence[int] = ()) -> None:
+            addresses: Sequence[int] = (), *, once: bool = False) -> None:
         """Call the kernel on ``buffers``, then the buffers at ``addresses`` (scratch whose
-        addresses the caller keeps: finding an array's address costs a microsecond)."""
+        addresses the caller keeps: finding an array's address costs a microsecond); with
+        ``once``, its function that makes the copies of constants (``KernelSource.once``)."""
         dim_arr = dims if isinstance(dims, ctypes.Array) else self.dims_array(dims)
+        fn = self._once if once else self._fn
+        if fn is None:
+            raise ValueError(f"kernel {self.source.name} makes no copies of constants")
         if self._call is not None:
-            failure = self._call(self._address, dim_arr, *buffers, *addresses)
+            address = ctypes.cast(fn, ctypes.c_void_p).value if once else self._address
+            failure = self._call(address, dim_arr, *buffers, *addresses)
             if failure is not None:
                 self._raise(failure)
             return
         ptrs = self._pointers(*(b.ctypes.data for b in buffers), *addresses)
         err = (ctypes.c_long * 4)()
-        self._fn(ptrs, dim_arr, err)
+        fn(ptrs, dim_arr, err)
         if err[0]:
             self._raise(tuple(err))
 
@@ -103,3 +108,11 @@ class CpuKernel:
         raise BoundsError(
             f"data-dependent index out of range in def '{self.source.name}': {what} "
             f"computed index {err[2]} in dim {err[3]}, outside the tensor's extent")
+
+
+def _function(lib: ctypes.CDLL, symbol: str) -> Any:
+    """A kernel function of ``lib`` (``codegen.contract``'s calling convention)."""
+    fn = lib[symbol]
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return fn

@@ -175,7 +175,8 @@ def _payload(compiled: Compiled) -> dict[str, Any]:
                        "gathers": list(src.gathers), "specialized": src.specialized,
                        "target": src.target, "slices": list(src.slices),
                        "roles": list(src.roles),
-                       "tails": [[name, n] for name, n in src.tails]},
+                       "tails": [[name, n] for name, n in src.tails],
+                       "once": src.once, "held": list(src.held)},
             "warnings": list(compiled.warnings)}
 
 
@@ -193,7 +194,9 @@ def _compiled(payload: Mapping[str, Any]) -> Compiled:
     source = KernelSource(_str(src["name"]), _str(src["symbol"]), _str(src["text"]),
                           _strs(src["buffers"]), _strs(src["dims"]), _strs(src["gathers"]),
                           src["specialized"], _str(src["target"]), _strs(src["slices"]),
-                          roles=_strs(src["roles"]), tails=_tails(src["tails"]))
+                          roles=_strs(src["roles"]), tails=_tails(src["tails"]),
+                          once=None if src["once"] is None else _str(src["once"]),
+                          held=_strs(src["held"]))
     return Compiled(signature, source, _strs(payload.get("warnings", [])))
 
 

@@ -34,7 +34,7 @@ from polyopt.runtime import warm
 from polyopt.torch import choice
 from polyopt.torch.choice import Verdict
 from polyopt.torch.decompositions import decompositions
-from polyopt.torch.freezing import fold_batch_norms, parameters
+from polyopt.torch.freezing import constant_nodes, fold_batch_norms, parameters
 from polyopt.torch.ops import as_array, as_tensor
 from polyopt.torch.partition import (
     CONTRACTIONS,
@@ -82,28 +82,35 @@ class Record:
     went back to torch)."""
 
 
-def compile_partition(part: Partition, options: dict[str, Any] | None) -> api.Kernel:
-    # Every size is a number, so compile lowers now, or loads what an earlier process
-    # lowered from the disk cache (a warm start lowers nothing); the C compiler runs now
-    # too, so that compile times say what compiling took, and a measurement runs none.
-    return compile_partition_source(part.source, options)
+def partition_options(part: Partition, options: dict[str, Any] | None,
+                      constants: frozenset[str]) -> dict[str, Any] | None:
+    """``options`` for ``part``'s compile: its inputs among the graph's ``constants`` (frozen
+    weights) declared constant, so that its kernel packs them once."""
+    names = [f"in{k}" for k, name in enumerate(part.inputs) if name in constants]
+    return {**(options or {}), "constants": names} if names else options
 
 
-def lower_ahead(sources: Sequence[str], options: dict[str, Any] | None) -> None:
-    """Compile the distinct ``sources`` in worker processes, one per usable core, into the
+def compile_partition(part: Partition, options: dict[str, Any] | None,
+                      constants: frozenset[str] = frozenset()) -> api.Kernel:
+    return compile_partition_source(part.source, partition_options(part, options, constants))
+
+
+def lower_ahead(jobs: Sequence[tuple[str, dict[str, Any] | None]]) -> None:
+    """Compile the distinct ``jobs`` (sources and their options) in worker processes, one
+    per usable core, into the
     disk cache, where the compiles that follow (``compile_partition``) load them: lowering
     is Python and isl, one core per process (ResNet-50 at batch 1: 20.9 s of a 28.3 s cold
     compile lowering, 4.6 s in gcc). Nothing is done with one core, without records of
     lowerings (no disk cache, or ``POLYOPT_DEBUG``) or without fork, and a worker's failure
     is left for the compile that follows to report."""
-    distinct = list(dict.fromkeys(sources))
+    distinct = list({(source, repr(opts)): (source, opts) for source, opts in jobs}.values())
     workers = min(host.usable_cores(), len(distinct))
     if (workers < 2 or warm.records_root() is None  # nothing a worker lowers would be kept
             or "fork" not in mp.get_all_start_methods()):
         return
     try:
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            for _ in pool.map(_lower_one, distinct, [options] * len(distinct)):
+            for _ in pool.map(_lower_one, *zip(*distinct, strict=True)):
                 pass
     except (OSError, BrokenProcessPool, pickle.PicklingError):
         return  # the compiles that follow lower what is missing, here
@@ -117,22 +124,27 @@ def _lower_one(source: str, options: dict[str, Any] | None) -> None:
 
 
 def compile_partition_source(source: str, options: dict[str, Any] | None) -> api.Kernel:
+    # Every size is a number, so compile lowers now, or loads what an earlier process
+    # lowered from the disk cache (a warm start lowers nothing); the C compiler runs now
+    # too, so that compile times say what compiling took, and a measurement runs none.
     return api.compile(source, DEF_NAME, options=options).build()
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                   record: Record | None = None, options: dict[str, Any] | None = None,
                   max_contractions: int | None = MAX_CONTRACTIONS,
-                  choose: bool = True) -> Callable[..., Any]:
+                  choose: bool = True, constants: frozenset[str] = frozenset()
+                  ) -> Callable[..., Any]:
     """AOTAutograd's compiler: ``gm`` with each partition replaced by its kernel's call (a
     graph with symbolic sizes: per concrete shape, ``PerShape``). With ``choose``, the matrix
     product of a partition that torch runs faster (``choice``: measured) goes back to torch,
     and the operators around it are partitioned again; then a partition torch runs faster
-    without a convolution goes back whole."""
+    without a convolution goes back whole. ``constants``: the nodes whose values are the
+    same at every call (an inference graph's weights)."""
     if symbolic(gm):
         return make_boxed_func(PerShape(gm, record, options, max_contractions, choose))
     prefix = f"part{len(record.plans) if record else 0}_"
-    build = _Build(options, record)
+    build = _Build(options, record, constants)
     cut = build.compile(plan(gm, prefix, max_contractions))
     if choose:
         keep = build.judge(gm, cut)
@@ -144,8 +156,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
         cut = build.drop(cut, keep)
     if record is not None:
         record.plans.append(cut)
-        record.verdicts.update((p.name, build.measured[p.source]) for p in cut.partitions
-                               if p.source in build.measured)
+        record.verdicts.update((p.name, build.measured[build.keys[p.name]])
+                               for p in cut.partitions if build.keys[p.name] in build.measured)
         record.left += build.left
     rewrite(gm, cut, build.calls)
     return make_boxed_func(gm.forward)
@@ -153,13 +165,15 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
 
 class _Build:
     """One graph's compile: each partition's kernel (a repeated block shares its twin's) and
-    verdict (``choice``), by source."""
+    verdict (``choice``), by source and options."""
 
-    def __init__(self, options: dict[str, Any] | None, record: Record | None) -> None:
-        self.options, self.record = options, record
+    def __init__(self, options: dict[str, Any] | None, record: Record | None,
+                 constants: frozenset[str]) -> None:
+        self.options, self.record, self.constants = options, record, constants
         self.calls: dict[str, PartitionCall] = {}
-        self.kernels: dict[str, api.Kernel] = {}  # by source
-        self.measured: dict[str, Verdict] = {}  # by source
+        self.kernels: dict[tuple[str, str], api.Kernel] = {}  # by source and options
+        self.keys: dict[str, tuple[str, str]] = {}  # partition -> its kernel's source, options
+        self.measured: dict[tuple[str, str], Verdict] = {}  # by the same
         self.left: list[tuple[Partition, Verdict]] = []
         self.settled = False  # whether the governor has seen the machine quiet since a compile
 
@@ -167,22 +181,26 @@ class _Build:
         """``cut`` with each partition compiled; one that fails to runs in torch."""
         self.calls, failed, self.settled = {}, [], False
         begin = time.perf_counter()
-        ahead = [p.source for p in cut.partitions if p.source not in self.kernels]
-        lower_ahead(ahead, self.options)
+        jobs = {p.name: (p.source, partition_options(p, self.options, self.constants))
+                for p in cut.partitions}
+        self.keys.update((name, _key(*job)) for name, job in jobs.items())
+        ahead = [job for job in jobs.values() if _key(*job) not in self.kernels]
+        lower_ahead(ahead)
         if time.perf_counter() - begin > PROGRESS_SECONDS:
             print(f"polyopt: {len(set(ahead))} distinct partitions lowered in worker processes "
                   f"in {time.perf_counter() - begin:.1f} s", file=sys.stderr)
         for k, part in enumerate(cut.partitions):
             start = time.perf_counter()
             try:
-                kernel = self.kernels.get(part.source) or compile_partition(part, self.options)
+                kernel = (self.kernels.get(self.keys[part.name])
+                          or compile_partition(part, self.options, self.constants))
             except PolyoptError as e:  # polyopt's own bug: that partition runs in torch
                 reason = f"partition {part.name} failed to compile: {first_line(e)}"
                 warnings.warn(f"polyopt: {reason}; its operators run in torch", PolyoptWarning,
                               stacklevel=3)
                 failed += [Fallback(n, "partition", reason) for n in part.nodes]
                 continue
-            self.kernels[part.source] = kernel
+            self.kernels[self.keys[part.name]] = kernel
             self.calls[part.name] = PartitionCall(part, kernel)
             done = time.perf_counter()
             if self.record is not None:
@@ -206,12 +224,12 @@ class _Build:
             if any(t in CONTRACTIONS and t not in choice.MEASURED for t in targets):
                 continue  # a convolution: polyopt's (choice.MEASURED says why)
             call = self.calls[part.name]
-            verdict = self.measured.get(part.source)
+            verdict = self.measured.get(self.keys[part.name])
             if verdict is None:
                 verdict, timed = choice.judge(gm, part, call, call.kernel.source,
                                               self.settled)
                 self.settled |= timed  # no compile runs between two measurements
-                self.measured[part.source] = verdict
+                self.measured[self.keys[part.name]] = verdict
             if verdict.torch_faster:
                 self.left.append((part, verdict))
                 held = [n for n, t in zip(part.nodes, targets, strict=True)
@@ -225,6 +243,10 @@ class _Build:
         falls = [Fallback(n, "partition", next(keep[m] for m in p.nodes if m in keep))
                  for p in gone for n in p.nodes]
         return Plan(tuple(p for p in cut.partitions if p not in gone), (*cut.fallbacks, *falls))
+
+
+def _key(source: str, options: dict[str, Any] | None) -> tuple[str, str]:
+    return source, repr(options)
 
 
 def first_line(error: Exception) -> str:
@@ -311,7 +333,9 @@ def make_backend(record: Record | None = None, options: dict[str, Any] | None = 
 
     def inference(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         fold_batch_norms(gm, frozen)  # no gradient: the weights are constants
-        return compiler(gm, example_inputs)
+        return compile_graph(gm, example_inputs, record=record, options=options,
+                             max_contractions=max_contractions, choose=choose,
+                             constants=constant_nodes(gm, frozen))
     aot = aot_autograd(fw_compiler=compiler, bw_compiler=compiler, inference_compiler=inference,
                        decompositions=decompositions())
 
@@ -348,6 +372,8 @@ def explain(model: Callable[..., Any], *inputs: Any, options: dict[str, Any] | N
             verdict = record.verdicts.get(part.name)
             lines += [str(part), f"-- {predicted(kernel)}"]
             lines += [f"-- {verdict}"] if verdict else []
+            held = kernel.lowered().source.held
+            lines += [f"-- packed once (constants): {', '.join(held)}"] if held else []
             lines += [f"-- schedule ({record.seconds[part.name]:.2f} s to compile):",
                       str(kernel.schedule)]
         lines += [f"torch: {f.node} ({f.target}): {f.reason}" for f in cut.fallbacks]

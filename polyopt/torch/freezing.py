@@ -33,9 +33,7 @@ def fold_batch_norms(gm: torch.fx.GraphModule, params: Sequence[torch.Tensor | N
     """Fold each inference batch norm whose input is a convolution read by nothing else, and
     whose statistics, affine weights and the convolution's weights are all ``params``, into
     that convolution. Returns how many were folded."""
-    inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    known = {n: p for n, p in zip(inputs, params, strict=False)
-             if p is not None and _same(n.meta.get("val"), p)}
+    known = _known(gm, params)
     folded = 0
     for bn in list(gm.graph.nodes):
         if bn.target is not aten._native_batch_norm_legit_no_training.default:
@@ -66,6 +64,23 @@ def fold_batch_norms(gm: torch.fx.GraphModule, params: Sequence[torch.Tensor | N
         gm.graph.eliminate_dead_code()
         gm.recompile()
     return folded
+
+
+def constant_nodes(gm: torch.fx.GraphModule, params: Sequence[torch.Tensor | None]
+                   ) -> frozenset[str]:
+    """The names of ``gm``'s nodes whose values are the same at every call: its inputs that
+    are ``params``, and the constants folding made. A kernel reading one is told so (the
+    ``constants`` option), and packs its weights once rather than at each call."""
+    known = _known(gm, params)
+    return frozenset(n.name for n in gm.graph.nodes if n in known or n.op == "get_attr")
+
+
+def _known(gm: torch.fx.GraphModule, params: Sequence[torch.Tensor | None]
+           ) -> dict[torch.fx.Node, torch.Tensor]:
+    """``gm``'s inputs that are ``params``, with their values."""
+    inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return {n: p for n, p in zip(inputs, params, strict=False)
+            if p is not None and _same(n.meta.get("val"), p)}
 
 
 def _constants(known: dict[torch.fx.Node, torch.Tensor], *nodes: Any

@@ -9,6 +9,7 @@ import pytest
 
 import polyopt
 from polyopt import driver
+from polyopt.runtime import cpu
 
 torch = pytest.importorskip("torch", reason="the torch backend needs PyTorch")
 nn = torch.nn
@@ -165,7 +166,7 @@ def test_views_of_weights_are_read_in_place_not_copied() -> None:
 def test_a_partition_that_fails_to_compile_runs_in_torch_with_a_warning(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """polyopt's own failure (here a compile error) costs speed, never the model."""
-    def broken(part: Any, options: Any) -> Any:
+    def broken(part: Any, options: Any, constants: Any = frozenset()) -> Any:
         raise polyopt.CompileError("cc: error: something broke", log="x.c:1: error: bad\n",
                                    source_path=None)
     monkeypatch.setattr(compiler, "compile_partition", broken)
@@ -189,6 +190,42 @@ def test_repeated_blocks_share_one_kernel() -> None:
     parts = record.plans[0].partitions
     assert len(parts) == 3 and len({p.source for p in parts}) == 1
     assert len({id(k) for k in record.kernels.values()}) == 1
+
+
+def test_inference_packs_each_layers_weights_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Frozen weights are constants of their kernels: a kernel shared by twin layers keeps
+    each layer's packed weights, made at the first call, never again."""
+    torch.manual_seed(6)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(70, 70), nn.ReLU())
+                            for _ in range(3)]).eval()
+    x = torch.randn(24, 70)  # sizes whose schedule packs the weight
+    runs: list[bool] = []
+    real = cpu.CpuKernel.run
+
+    def spy(self: Any, *args: Any, once: bool = False, **kwargs: Any) -> Any:
+        runs.append(once)
+        return real(self, *args, once=once, **kwargs)
+    monkeypatch.setattr(cpu.CpuKernel, "run", spy)
+    record = compiler.Record()
+    torch._dynamo.reset()
+    fn = torch.compile(model, backend=compiler.make_backend(record, choose=False))
+    with torch.no_grad():
+        for _ in range(3):
+            assert rel(fn(x), model(x)) < 1e-5
+    [kernel] = {id(k): k for k in record.kernels.values()}.values()
+    assert kernel.lowered().source.held  # the weight's packed copy
+    assert runs.count(True) == 3  # one per layer, at the first call
+    with torch.no_grad():
+        assert "-- packed once (constants): in" in compiler.explain(model, x, choose=False)
+
+
+def test_training_graphs_have_no_constants() -> None:
+    model = nn.Sequential(nn.Linear(40, 40), nn.ReLU())
+    x = torch.randn(24, 40)
+    out, record = compiled(lambda a: model(a).sum(), x)
+    out.backward()
+    assert record.kernels
+    assert not any(k.lowered().source.held for k in record.kernels.values())
 
 
 def test_encoder_layer_training_step_matches_eager_gradients() -> None:
@@ -219,7 +256,7 @@ def test_partitions_are_lowered_ahead_in_worker_processes(
     monkeypatch.setattr(compiler.host, "usable_cores", lambda: 2)
     sources = [f"def partition(float(4,{n}) in0) -> (o) {{ o(i,j) = in0(i,j) * 2.0 }}"
                for n in (3, 5)]
-    compiler.lower_ahead(sources, None)
+    compiler.lower_ahead([(source, None) for source in sources])
     lowered: list[int] = []
     real = driver.lower_program
     monkeypatch.setattr(driver, "lower_program",
