@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from polyopt import ir
 from polyopt.costmodel.cost import Estimate
-from polyopt.costmodel.machine import Blocking
+from polyopt.costmodel.machine import Blocking, Machine
 from polyopt.costmodel.strides import index_use, iterator_bytes
 from polyopt.costmodel.verdict import compare
 from polyopt.dtypes import DTYPES
@@ -424,16 +424,18 @@ def row_block(policy: CpuPolicy, knob: int | None, tile: tuple[int, int, int],
     The knob (or ``policy.row_block``) when set, 0 for none. Else the model, when the
     column tiles pass more than once over the operand that moves with the rows and its rows
     for one reduction block overflow L2 less two panels of the other operand (the one
-    streamed and the next): the rows are cut into blocks that fit there, and the block loop
-    is the parallel one, so each core keeps its block in its own L2 while the column tiles
-    pass, rather than re-reading the whole operand from L3 for each of them. The number
-    of blocks is a multiple of the cores, at least ``policy.parallel_trips``, and the one
-    with the least predicted cycles on the busiest core (OpenMP's static schedule gives
-    each core a run of blocks): its row tiles' multiply-adds, at ``fma_units`` vectors a
-    cycle, and, per block, the other operand once from L3 (``l3_bytes_per_cycle``).
+    streamed and the next): the rows may be cut into blocks that fit there, the block loop
+    the parallel one, so each core keeps its block in its own L2 while the column tiles
+    pass, rather than re-reading the whole operand from L3 for each of them; but then each
+    core streams the whole other operand once per block. The number of blocks is a
+    multiple of the cores, at least ``policy.parallel_trips``, and the one with the least
+    predicted cycles on the busiest core (OpenMP's static schedule gives each core a run of
+    blocks), if fewer than without blocks (``_row_block_cycles``).
     Same-run A/B on 2 cores (each variant compiled in one process, 20-25 rounds after
     0.3 s pauses, median of the ratio), time with ``mc=0`` over the model's blocks:
-    1023x1025x1021 1.085 and 1.106, 1024^3 1.134, the suite's ffn 0.95 and 1.01."""
+    1023x1025x1021 1.085 and 1.106, 1024^3 1.134, the suite's ffn 0.95 and 1.01. Cold
+    operands (``scripts/checks/bench_row_block.py``, as a model's weights are, in BENCHMARKS'
+    decisions) rule the blocks out where the other operand is the larger."""
     if knob is None:
         knob = policy.row_block
     mr, nr, lanes = tile
@@ -445,19 +447,45 @@ def row_block(policy: CpuPolicy, knob: int | None, tile: tuple[int, int, int],
                 or rows * depth * elem <= budget:
             return None
         tiles, cores = -(-rows // mr), max(1, m.cores)
-        per_tile = mr * cols * depth / (lanes * m.fma_units)
-        per_block = cols * depth * elem / policy.machine.l3_bytes_per_cycle
         fits = [b for b in range(cores, tiles + 1, cores) if b >= policy.parallel_trips
                 and -(-tiles // b) * mr * depth * elem <= budget]
         if not fits:
             return None
-        blocks = min(fits, key=lambda b: (b // cores * (-(-tiles // b) * per_tile + per_block),
-                                          b))
+        cycles = functools.partial(_row_block_cycles, m, (mr, lanes), extents, elem,
+                                   col_sweeps)
+        blocks = min(fits, key=lambda b: (cycles(b), b))
+        if cycles(blocks) >= cycles(None):
+            return None
         knob = -(-tiles // blocks) * mr
     if not knob:
         return None
     mc = -(-knob // mr) * mr
     return mc if mc < rows else None
+
+
+def _row_block_cycles(m: Machine, tile: tuple[int, int], extents: tuple[int, int, int],
+                      elem: int, col_sweeps: int, blocks: int | None) -> float:
+    """Predicted cycles on the busiest core of a register-tiled nest in ``blocks`` row
+    blocks (None: none) for ``row_block``: the row tiles' multiply-adds at ``fma_units``
+    vectors a cycle; with blocks, the other operand once per block from L3
+    (``l3_bytes_per_cycle``), and, in the first round, from memory, every core streaming
+    the whole of it at once (its share of ``memory_bytes_per_cycle``): what the first
+    block's multiply-adds do not hide. Without blocks, the row operand from L3 once per
+    column tile, and each core's part of the other operand from memory, beyond what all
+    its multiply-adds hide."""
+    (mr, lanes), (rows, cols, depth) = tile, extents
+    cores = max(1, m.cores)
+    tiles = -(-rows // mr)
+    per_tile = mr * cols * depth / (lanes * m.fma_units)
+    other = cols * depth * elem
+    from_memory = other / (m.memory_bytes_per_cycle / cores)  # every core at once
+    if blocks is None:
+        fmas = tiles * per_tile / cores
+        again = col_sweeps / cores * rows * depth * elem / m.l3_bytes_per_cycle
+        return fmas + again + max(0.0, from_memory / cores - fmas)
+    fmas = -(-tiles // blocks) * per_tile
+    return (blocks // cores * (fmas + other / m.l3_bytes_per_cycle)
+            + max(0.0, from_memory - fmas))
 
 
 def _register_shape(b: Blocking, policy: CpuPolicy, cols: int) -> tuple[int, int]:

@@ -103,7 +103,7 @@ def lower_ahead(jobs: Sequence[tuple[str, dict[str, Any] | None]]) -> None:
     compile lowering, 4.6 s in gcc). Nothing is done with one core, without records of
     lowerings (no disk cache, or ``POLYOPT_DEBUG``) or without fork, and a worker's failure
     is left for the compile that follows to report."""
-    distinct = list({(source, repr(opts)): (source, opts) for source, opts in jobs}.values())
+    distinct = list({_key(*job): job for job in jobs}.values())
     workers = min(host.usable_cores(), len(distinct))
     if (workers < 2 or warm.records_root() is None  # nothing a worker lowers would be kept
             or "fork" not in mp.get_all_start_methods()):
@@ -184,10 +184,10 @@ class _Build:
         jobs = {p.name: (p.source, partition_options(p, self.options, self.constants))
                 for p in cut.partitions}
         self.keys.update((name, _key(*job)) for name, job in jobs.items())
-        ahead = [job for job in jobs.values() if _key(*job) not in self.kernels]
-        lower_ahead(ahead)
+        ahead = {_key(*job): job for job in jobs.values() if _key(*job) not in self.kernels}
+        lower_ahead(list(ahead.values()))
         if time.perf_counter() - begin > PROGRESS_SECONDS:
-            print(f"polyopt: {len(set(ahead))} distinct partitions lowered in worker processes "
+            print(f"polyopt: {len(ahead)} distinct partitions lowered in worker processes "
                   f"in {time.perf_counter() - begin:.1f} s", file=sys.stderr)
         for k, part in enumerate(cut.partitions):
             start = time.perf_counter()
