@@ -311,7 +311,7 @@ def rewrite(gm: torch.fx.GraphModule, cut: Plan, calls: dict[str, PartitionCall]
         args = tuple(env[by_name[i]] for i in part.inputs)
         call = new.call_function(calls[part.name], args)
         for k, out in enumerate(part.outputs):
-            got = new.call_function(operator.getitem, (call, k))
+            got = new.call_function(operator.getitem, (call, part.pick(k)))
             shape = part.reshapes[k] if part.reshapes else None
             env[by_name[out]] = got if shape is None else new.call_function(
                 torch.ops.aten.view.default, (got, list(shape)))

@@ -48,6 +48,13 @@ class Partition:
     reshapes: tuple[tuple[int, ...] | None, ...] = ()
     """Per output, the shape torch views it as (a merging reshape's result, which the def
     computes unmerged), or None."""
+    picks: tuple[int, ...] = ()
+    """Per output, the def's output it is (two FX values of one tensor, a layer norm's result
+    and its reshape, are one output of the def, which torch views); empty: one each."""
+
+    def pick(self, k: int) -> int:
+        """The def's output that FX output ``k`` reads."""
+        return self.picks[k] if self.picks else k
 
     def __str__(self) -> str:
         return (f"partition {self.name}: {len(self.nodes)} ops "
@@ -242,9 +249,11 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
     inside = {_name(n) for n in cur.nodes}
     escaping = [n for n in cur.nodes if any(_name(u) not in inside for u in n.users)]
     b = cur.builder
-    outs: list[tuple[str, Stored]] = []
+    outs: list[tuple[str, Stored]] = []  # the def's outputs, each with its first FX value
+    names: list[str] = []  # the FX values computed here and read outside
+    picks: list[int] = []
     shapes: list[tuple[int, ...] | None] = []
-    taken: set[str] = set()
+    taken: dict[str, int] = {}  # a tensor's name -> the def's output that holds it
     for node in escaping:
         value = cur.values[_name(node)]
         if isinstance(value, tuple):
@@ -252,13 +261,19 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
         logical = None
         if isinstance(value, Merged):
             logical, value = value.shape, value.value
-        if isinstance(value, Stored) and value.name not in taken and not _is_input(cur, value):
-            stored = value
-        else:  # a view, an input passed through, or one tensor that two outputs name
-            stored = b.fresh("out", value.shape, value.dtype)
-            b.emit(stored, "=", value.read([f"i{d}" for d in range(len(value.shape))]))
-        taken.add(stored.name)
-        outs.append((_name(node), stored))
+        key = value.name if isinstance(value, Stored) else None
+        if key is None or key not in taken:
+            if key is None or _is_input(cur, value):  # a view, or an input: copied out
+                stored = b.fresh("out", value.shape, value.dtype)
+                b.emit(stored, "=", value.read([f"i{d}" for d in range(len(value.shape))]))
+            else:
+                stored = value
+            taken[key or stored.name] = len(outs)
+            outs.append((_name(node), stored))
+        elif logical is None:  # one tensor that two values name: one output, viewed by torch
+            logical = _out_of(node).shape  # type: ignore[union-attr]
+        names.append(_name(node))
+        picks.append(taken[key or outs[-1][1].name])
         shapes.append(logical)
     if not outs:
         return None
@@ -270,7 +285,8 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
         narrow=any(s.dtype in NARROW for s in cur.inputs.values()))
     outs = [(n, replace(s, name=renames.get(s.name, s.name))) for n, s in outs]
     return Partition(name, tuple(_name(n) for n in cur.nodes), tuple(cur.inputs),
-                     tuple(n for n, _ in outs), _source(cur, stmts, outs), tuple(shapes))
+                     tuple(names), _source(cur, stmts, outs), tuple(shapes),
+                     tuple(picks) if picks != list(range(len(picks))) else ())
 
 
 def _is_input(cur: _Open, value: Value) -> bool:

@@ -192,6 +192,26 @@ def test_repeated_blocks_share_one_kernel() -> None:
     assert len({id(k) for k in record.kernels.values()}) == 1
 
 
+def test_two_values_of_one_tensor_are_one_output_that_torch_views() -> None:
+    """A layer norm's result read both as it is and merged (BERT's residual and next linear
+    layer): the def computes it once, with no copy (whose 3-d index map cost isl's scheduler
+    its 20 s limit in BERT at batch 8), and torch views it."""
+    norm = nn.LayerNorm(8)
+    x = torch.randn(2, 3, 8)
+
+    def f(a: Any) -> Any:
+        y = norm(a * 2.0)
+        return y, y.reshape(6, 8)
+    with torch.no_grad():
+        (got, merged), record = compiled(f, x)
+        want = f(x)
+    assert rel(got, want[0]) < 1e-6 and rel(merged, want[1]) < 1e-6
+    assert merged.shape == (6, 8)
+    [part] = record.plans[0].partitions
+    assert part.picks == (0, 0) and part.source.count("-> (ln_") == 1
+    assert "out_" not in part.source  # no copy
+
+
 def test_inference_packs_each_layers_weights_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Frozen weights are constants of their kernels: a kernel shared by twin layers keeps
     each layer's packed weights, made at the first call, never again."""
