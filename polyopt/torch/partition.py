@@ -244,8 +244,9 @@ def _close(cur: _Open, gm: torch.fx.GraphModule, parts: list[Partition], prefix:
 def _assemble(cur: _Open, name: str) -> Partition | None:
     # A view computed here and read outside is copied out (an output of its own): read
     # through its permutation instead, the next contraction strides (BERT's attention:
-    # 0.45x Inductor, against 0.80x copied). What it costs: a copy's 4-d index map can run
-    # isl's scheduler to its limit (BERT at batch 8: 20 s in 3 of its partitions).
+    # 0.45x Inductor, against 0.80x copied). A tensor two values name (a result and its
+    # reshape) is one output, which torch views: its copy's index map ran isl's scheduler
+    # to its 20 s limit (BERT's out-projection at batch 8).
     inside = {_name(n) for n in cur.nodes}
     escaping = [n for n in cur.nodes if any(_name(u) not in inside for u in n.users)]
     b = cur.builder
