@@ -97,8 +97,9 @@ class CpuPolicy:
 
     row_block: int | None = None
     """Rows per L2 block of a register-tiled nest (GotoBLAS's MC), 0 for none; None derives
-    them from the machine model (``register_tile.row_block``: the operand panel in half of L2,
-    whole rounds of the cores). Knob ``mc``; the tuner offers ``CpuSpace.mc``."""
+    them from the machine model (``register_tile.row_block``: the operand panel in L2, whole
+    rounds of the cores, when predicted faster than no blocks, which read the other operand
+    once; BENCHMARKS.md, Decisions). Knob ``mc``; the tuner offers ``CpuSpace.mc``."""
 
     cache_tile_min_tiles: int = 2
     """A transposed access is cache-tiled (``cache_tile``) only when its loop has at least this
