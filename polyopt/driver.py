@@ -188,7 +188,7 @@ def _render_c(sched: Schedule, storage: tuple[Modulo, ...], options: Mapping[str
     """The C kernel of ``sched``: with constant inputs, the packed copies of them it can make
     once apart (``schedules.constants``), in a function of their own."""
     pp, deps = sched.poly, sched.deps
-    split = hoisted(sched, options.get("constants", ()))
+    split = hoisted(sched, options.get("constants", ()), {m.tensor for m in storage})
     ast = build_ast(pp, sched, deps, storage, only=split.each if split else None)
     once = build_ast(pp, sched, deps, storage, only=split.once) if split else None
     return ast, render(ast, dialect_for(options["machine"]), specialized=not pp.program.sizes,

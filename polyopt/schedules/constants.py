@@ -8,8 +8,11 @@ only reads it. Copying a BERT layer's weights into panels at each call moved 28 
 Inductor's ``freezing`` likewise packs weights once.
 
 A copy is made once when every statement writing it reads only constants through affine
-accesses (a gather's error report belongs to the per-call function) and nothing else writes
-it; the pack statements run before everything else, so the split keeps every dependence.
+accesses (a gather's error report belongs to the per-call function), nothing else writes it
+and it is stored whole: then it holds the same values whatever the schedule, so the split
+keeps every dependence. A copy kept as one slice per iteration of a loop it shares with its
+readers (``Schedule.contractions``), or stored modulo a distance (``storage``), is remade in
+each of them, so it stays in the per-call function.
 """
 
 from __future__ import annotations
@@ -36,14 +39,16 @@ class Hoisted:
         return f"made once: {', '.join(self.buffers)}"
 
 
-def hoisted(schedule: Schedule, constants: Collection[str]) -> Hoisted | None:
+def hoisted(schedule: Schedule, constants: Collection[str],
+            stored_apart: Collection[str] = ()) -> Hoisted | None:
     """The packed copies of ``constants`` (input names) that ``schedule`` can make once, or
-    None when it has none."""
+    None when it has none; ``stored_apart``: the locals stored modulo a distance."""
     if not constants:
         return None
     pp = schedule.poly
-    buffers = tuple(b for b in schedule.buffers
-                    if _made_from(_writers(pp.stmts, b), frozenset(constants)))
+    partial = {t for t, _, _ in schedule.contractions} | set(stored_apart)
+    buffers = tuple(b for b in schedule.buffers if b not in partial
+                    and _made_from(_writers(pp.stmts, b), frozenset(constants)))
     if not buffers:
         return None
     once = isl.UnionSet.empty(pp.domain.get_space())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import polyopt
-from polyopt import OptionError, driver
+from polyopt import OptionError, driver, kernels, lang
 from polyopt.runtime import cache, cpu, held
 
 pytestmark = pytest.mark.cc
@@ -80,6 +80,43 @@ def test_past_the_most_sets_the_oldest_is_made_again(monkeypatch: pytest.MonkeyP
         np.testing.assert_allclose(kernel(x, weights[k], b), _want(x, weights[k], b),
                                    rtol=1e-5, atol=1e-4)
     assert runs.count(True) == 4
+
+
+BUNDLED = [("matmul", {}, {"M": 70, "K": 90, "N": 100}),
+           ("conv2d", {"padding": 1}, {"N": 1, "C": 16, "H": 20, "W": 20, "F": 32, "KH": 3,
+                                       "KW": 3}),
+           # its input's copy is one slice per image, made in the image's loop: per call
+           ("conv2d", {"padding": 1, "stride": 2}, {"N": 2, "C": 8, "H": 21, "W": 21, "F": 24,
+                                                    "KH": 3, "KW": 3}),
+           ("conv2d_bias_relu", {}, {"N": 1, "C": 16, "H": 18, "W": 18, "F": 48, "KH": 1,
+                                     "KW": 1}),
+           ("depthwise_conv2d", {}, {"N": 1, "C": 32, "H": 20, "W": 20, "KH": 3, "KW": 3}),
+           ("batch_matmul", {}, {"B": 3, "M": 40, "K": 70, "N": 50}),
+           ("polybench_gemm", {}, {"NI": 60, "NJ": 70, "NK": 80})]
+
+
+@pytest.mark.parametrize("name, params, sizes", BUNDLED,
+                         ids=[f"{n}{'-' if p else ''}{'-'.join(map(str, p.values()))}"
+                              for n, p, _ in BUNDLED])
+def test_every_input_constant_computes_what_the_plain_kernel_does(
+        name: str, params: dict[str, int], sizes: dict[str, int]) -> None:
+    """Whatever the schedule made of the copies (whole, or a slice per iteration), declaring
+    every input constant changes no result, at the first call, the next and with new
+    arrays."""
+    source = kernels.get(name, **params)
+    decls = lang.define(source, None).syntax.inputs
+    rng = np.random.default_rng(11)
+
+    def arrays() -> list[np.ndarray]:
+        return [rng.standard_normal([d.value if d.name is None else sizes[d.name]
+                                     for d in decl.type.dims]).astype(np.float32)
+                for decl in decls]
+    plain = polyopt.compile(source, sizes=sizes)
+    held = polyopt.compile(source, sizes=sizes,
+                           options={"constants": [decl.name for decl in decls]})
+    first = arrays()
+    for args in (first, first, arrays()):
+        np.testing.assert_allclose(held(*args), plain(*args), rtol=1e-5, atol=1e-4)
 
 
 def test_without_constants_the_kernel_packs_at_each_call() -> None:
