@@ -44,7 +44,7 @@ from polyopt.costmodel.strides import iterator_bytes
 from polyopt.costmodel.verdict import compare
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
-from polyopt.pipeline.fusion import fuse_outer, fuse_tiled, is_contraction, nests
+from polyopt.pipeline.fusion import fuse_inner, fuse_outer, fuse_tiled, is_contraction, nests
 from polyopt.pipeline.knobs import DEFAULT_KNOBS, Knobs
 from polyopt.pipeline.order import (
     choose_distribution,
@@ -77,6 +77,8 @@ def optimize(schedule: Schedule, *, openmp: bool = True,
         if not tiled:
             schedule = tile_nest(schedule, name, policy, knobs)
     schedule = fuse_tiled(schedule)
+    if schedule.fusion != "min":
+        schedule = fuse_inner(schedule)
     if openmp:
         schedule = parallelize(schedule, policy, knobs)
     return contract_locals(schedule)

@@ -18,7 +18,7 @@ from polyopt.schedules import transform as tf
 from polyopt.schedules.legality import carried
 from polyopt.schedules.nest import chain_of
 from polyopt.schedules.schedule import Schedule
-from polyopt.schedules.tree import Loop, Node, Sequence
+from polyopt.schedules.tree import Loop, Node, Sequence, loops
 
 
 def nests(root: Node) -> list[Loop]:
@@ -117,6 +117,41 @@ def fuse_tiled(schedule: Schedule) -> Schedule:
     return schedule
 
 
+def fuse_inner(schedule: Schedule) -> Schedule:
+    """After ``fuse_tiled``, inside each loop, fuse the runs of consecutive nests without a
+    contraction over the same range as ``fuse_outer`` fuses the root's, but never innermost
+    loops: a convolution's bias, residual add and activation, which ``fuse_tiled`` leaves
+    beside it in the image's loop, then read each channel's row while it is in L1 instead of
+    in one pass each over the image (ResNet-50's 1x1 64->256 layer with its residual at
+    batch 8: 4.37 ms against 4.89 ms, the same run). Each statement keeps a vector loop of
+    its own: GCC vectorizes no loop over the five arrays of five transcendental functions
+    inside a parallel one (``tests/codegen/test_vector_math.py``)."""
+    while True:
+        for parent in loops(schedule.root):
+            if not isinstance(parent.child, Sequence):
+                continue
+            kids = nests(parent.child)
+            fused = next((f for at in range(len(kids) - 1)
+                          if len(run := _outer_run(_run(schedule, kids, at))) > 1
+                          and (f := _fuse_prefix(schedule, run)) is not schedule), None)
+            if fused is not None:
+                schedule = fused
+                break  # the tree changed: walk it again
+        else:
+            return schedule
+
+
+def _outer_run(run: list[Loop]) -> list[Loop]:
+    """The loops of ``run`` up to the first innermost one (a loop with no loop inside)."""
+    out = []
+    for lp in run:
+        kids = lp.child.children if isinstance(lp.child, Sequence) else (lp.child,)
+        if not any(isinstance(k, Loop) for k in kids):
+            break
+        out.append(lp)
+    return out
+
+
 def _fuse_sunk(schedule: Schedule, a: Loop, b: Loop) -> Schedule:
     """``_fuse_levels`` after moving the loops of one iteration that head a nest without a
     contraction (a padded copy's batch of one and block of one), and those of a
@@ -204,8 +239,8 @@ def _fuse_levels(schedule: Schedule, a: str, b: str) -> Schedule:
         return schedule  # each fusion is a legality check: skip those that would be undone
     out, best, names = schedule, schedule, [a, b]
     while True:
-        loops = [tf.find(out.root, n) for n in names]
-        if not all(_same_range(out, loops[0], lp) for lp in loops[1:]):
+        level = [tf.find(out.root, n) for n in names]
+        if not all(_same_range(out, level[0], lp) for lp in level[1:]):
             return best
         try:
             candidate = out.fuse(*names)
@@ -215,7 +250,7 @@ def _fuse_levels(schedule: Schedule, a: str, b: str) -> Schedule:
         if not loop_free(candidate, tf.find(candidate.root, names[0])):
             return best
         out = candidate
-        if tf.trip_count(loops[0], out.poly.domain) != 1:
+        if tf.trip_count(level[0], out.poly.domain) != 1:
             best = out
         kids = tf.find(out.root, names[0]).child
         if not (isinstance(kids, Sequence) and len(kids.children) >= 2
