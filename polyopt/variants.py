@@ -15,7 +15,7 @@ from polyopt import ir, lang
 from polyopt.codegen.contract import KernelSource
 from polyopt.driver import Lowered, check_accesses, lower, lower_or_load
 from polyopt.errors import PolyoptWarning, SizesRequiredError
-from polyopt.runtime.calls import bounded_put
+from polyopt.runtime.bounded import bounded_put
 from polyopt.runtime.cpu import CpuKernel, flags_for
 from polyopt.runtime.cuda import CudaKernel
 from polyopt.runtime.emulated import EmulatedKernel

@@ -127,18 +127,24 @@ def fuse_inner(schedule: Schedule) -> Schedule:
     its own: GCC vectorizes no loop over the five arrays of five transcendental functions
     inside a parallel one (``tests/codegen/test_vector_math.py``)."""
     while True:
-        for parent in loops(schedule.root):
-            if not isinstance(parent.child, Sequence):
-                continue
-            kids = nests(parent.child)
-            fused = next((f for at in range(len(kids) - 1)
-                          if len(run := _outer_run(_run(schedule, kids, at))) > 1
-                          and (f := _fuse_prefix(schedule, run)) is not schedule), None)
-            if fused is not None:
-                schedule = fused
-                break  # the tree changed: walk it again
-        else:
+        parents = [lp for lp in loops(schedule.root) if isinstance(lp.child, Sequence)]
+        fused = next((f for lp in parents
+                      if (f := _fuse_first_run(schedule, nests(lp.child))) is not None), None)
+        if fused is None:
             return schedule
+        schedule = fused  # the tree changed: walk it again
+
+
+def _fuse_first_run(schedule: Schedule, kids: list[Loop]) -> Schedule | None:
+    """``schedule`` with the first run of ``kids`` (sibling nests) that fuses fused, or None
+    when none does."""
+    for at in range(len(kids) - 1):
+        run = _outer_run(_run(schedule, kids, at))
+        if len(run) > 1:
+            fused = _fuse_prefix(schedule, run)
+            if fused is not schedule:
+                return fused
+    return None
 
 
 def _outer_run(run: list[Loop]) -> list[Loop]:

@@ -17,7 +17,9 @@ import math
 
 import numpy as np
 
+from polyopt import config
 from polyopt.costmodel.machine import host
+from polyopt.runtime.guard import guarded_zeros
 
 
 @functools.cache
@@ -35,3 +37,11 @@ def aligned_zeros(shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
     raw = np.zeros(nbytes + align, np.uint8)
     start = -raw.ctypes.data % align
     return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def scratch_zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A kernel's scratch (a local, a packed copy): aligned zeros, or zeros that end at an
+    inaccessible page under ``POLYOPT_GUARD_SCRATCH``. Zeroed once: packed copies never write
+    their blocks' padding, which register tiles on partial blocks read (and discard)."""
+    zeros = guarded_zeros if config.guard_scratch() else aligned_zeros
+    return zeros(shape, dtype)

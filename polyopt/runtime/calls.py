@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from polyopt import config, dtypes, ir
+from polyopt import dtypes, ir
 from polyopt.errors import InputTypeError, ShapeError
 from polyopt.lang import syntax
-from polyopt.runtime.arrays import aligned_zeros
+from polyopt.runtime.arrays import scratch_zeros
+from polyopt.runtime.bounded import bounded_put
 from polyopt.runtime.cpu import CpuKernel
 from polyopt.runtime.cuda import is_device_array
-from polyopt.runtime.guard import guarded_zeros
 from polyopt.runtime.held import Held
 from polyopt.runtime.warm import Compiled, Signature
 
@@ -167,7 +167,7 @@ class Calls:
         cache = self._scratch.__dict__.setdefault("buffers", {})
         key = (id(plan.program), plan.locals)
         if key not in cache:
-            arrays = [_zeros(shape, dtype) for shape, dtype in plan.locals]
+            arrays = [scratch_zeros(shape, dtype) for shape, dtype in plan.locals]
             bounded_put(cache, key, (arrays, tuple(a.ctypes.data for a in arrays)), MAX_SCRATCH)
         return cache[key]  # type: ignore[no-any-return]
 
@@ -175,14 +175,14 @@ class Calls:
               scratch: tuple[tuple[tuple[int, ...], np.dtype], ...], dims: list[int]
               ) -> Held | None:
         """The copies of constants a CPU kernel keeps (``KernelSource.held``), allocated."""
-        names = getattr(kernel.source, "held", ()) if isinstance(kernel, CpuKernel) else ()
+        names = kernel.source.held if isinstance(kernel, CpuKernel) else ()
         if not names:
             return None
         shapes = {k: scratch[k] for k, t in enumerate(signature.locals) if t.name in names}
         dims_arg = kernel.dims_array(dims)
         return Held(shapes, self._constants,
                     lambda buffers, addresses: kernel.run(buffers, dims_arg, addresses,
-                                                          once=True), _zeros)
+                                                          once=True))
 
     def _check_inputs(self, inputs: tuple[Any, ...]) -> list[np.ndarray]:
         decls = self._inputs
@@ -233,21 +233,6 @@ def bind_sizes(def_name: str, decls: Sequence[syntax.TensorDecl], fixed: Mapping
             sizes[dim.name] = extent
             where.setdefault(dim.name, here)
     return sizes
-
-
-def _zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    # Zeroed once: packed copies never write their blocks' padding, which register tiles
-    # on partial blocks read (and discard).
-    zeros = guarded_zeros if config.guard_scratch() else aligned_zeros
-    return zeros(shape, dtype)
-
-
-def bounded_put(cache: dict[Any, Any], key: Any, value: Any, most: int) -> None:
-    """``cache[key] = value``, the oldest entries dropped to keep at most ``most``."""
-    cache.pop(key, None)
-    for old in list(cache)[:max(0, len(cache) - most + 1)]:  # a copy: threads may share it
-        cache.pop(old, None)
-    cache[key] = value
 
 
 @dataclass(frozen=True, eq=False)

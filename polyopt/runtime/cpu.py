@@ -39,6 +39,8 @@ class CpuKernel:
         self._fn = fn
         # the function making the copies of constant inputs, when the kernel keeps some
         self._once = None if source.once is None else _function(lib, source.once)
+        self._once_address = ctypes.cast(self._once, ctypes.c_void_p).value if self._once \
+            else None
         self._pointers = ctypes.c_void_p * max(1, len(source.buffers))
         # The extension call (trampoline.py) when it builds; ctypes otherwise.
         tramp = trampoline.load()
@@ -92,7 +94,7 @@ class CpuKernel:
         if fn is None:
             raise ValueError(f"kernel {self.source.name} makes no copies of constants")
         if self._call is not None:
-            address = ctypes.cast(fn, ctypes.c_void_p).value if once else self._address
+            address = self._once_address if once else self._address
             failure = self._call(address, dim_arr, *buffers, *addresses)
             if failure is not None:
                 self._raise(failure)

@@ -17,6 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from polyopt.runtime.arrays import scratch_zeros
+from polyopt.runtime.bounded import bounded_put
+
 # Sets of copies kept per call plan: a BERT-base encoder's twelve layers share each of their
 # kernels, as ResNet-50's repeated blocks do; past this many the oldest set goes.
 MAX_SETS = 64
@@ -29,11 +32,10 @@ class Held:
 
     def __init__(self, shapes: dict[int, tuple[tuple[int, ...], np.dtype]],
                  constants: tuple[int, ...],
-                 make: Callable[[Sequence[Any], Sequence[int]], None],
-                 zeros: Callable[[tuple[int, ...], np.dtype], np.ndarray]) -> None:
+                 make: Callable[[Sequence[Any], Sequence[int]], None]) -> None:
         self.shapes = shapes
         self.constants = constants
-        self._make, self._zeros = make, zeros
+        self._make = make
         # the constants' addresses -> (the copies by local position, the constants kept)
         self._sets: dict[tuple[int, ...], tuple[dict[int, int], Any]] = {}
         self._lock = threading.Lock()
@@ -54,13 +56,11 @@ class Held:
 
     def _new_set(self, stamp: tuple[int, ...], buffers: Sequence[Any],
                  scratch: Sequence[int]) -> tuple[dict[int, int], Any]:
-        arrays = {k: self._zeros(*shape) for k, shape in self.shapes.items()}
+        arrays = {k: scratch_zeros(*shape) for k, shape in self.shapes.items()}
         copies = {k: a.ctypes.data for k, a in arrays.items()}
         self._make(buffers, [copies.get(k, a) for k, a in enumerate(scratch)])
-        while len(self._sets) >= MAX_SETS:
-            self._sets.pop(next(iter(self._sets)))
         # the arrays live as long as their addresses are handed out; the constants, so
         # that no other array takes their addresses meanwhile
         made = (copies, (arrays, [buffers[k] for k in self.constants]))
-        self._sets[stamp] = made
+        bounded_put(self._sets, stamp, made, MAX_SETS)
         return made

@@ -43,6 +43,7 @@ from polyopt.torch.partition import (
     Fallback,
     Partition,
     Plan,
+    input_name,
     plan,
 )
 
@@ -86,19 +87,19 @@ def partition_options(part: Partition, options: dict[str, Any] | None,
                       constants: frozenset[str]) -> dict[str, Any] | None:
     """``options`` for ``part``'s compile: its inputs among the graph's ``constants`` (frozen
     weights) declared constant, so that its kernel packs them once."""
-    names = [f"in{k}" for k, name in enumerate(part.inputs) if name in constants]
+    names = [input_name(k) for k, name in enumerate(part.inputs) if name in constants]
     return {**(options or {}), "constants": names} if names else options
 
 
-def compile_partition(part: Partition, options: dict[str, Any] | None,
-                      constants: frozenset[str] = frozenset()) -> api.Kernel:
-    return compile_partition_source(part.source, partition_options(part, options, constants))
+def compile_partition(part: Partition, options: dict[str, Any] | None) -> api.Kernel:
+    """``part``'s kernel, with its own options (``partition_options``)."""
+    return compile_partition_source(part.source, options)
 
 
 def lower_ahead(jobs: Sequence[tuple[str, dict[str, Any] | None]]) -> None:
     """Compile the distinct ``jobs`` (sources and their options) in worker processes, one
-    per usable core, into the
-    disk cache, where the compiles that follow (``compile_partition``) load them: lowering
+    per usable core, into the disk cache, where the compiles that follow
+    (``compile_partition``) load them: lowering
     is Python and isl, one core per process (ResNet-50 at batch 1: 20.9 s of a 28.3 s cold
     compile lowering, 4.6 s in gcc). Nothing is done with one core, without records of
     lowerings (no disk cache, or ``POLYOPT_DEBUG``) or without fork, and a worker's failure
@@ -184,16 +185,17 @@ class _Build:
         jobs = {p.name: (p.source, partition_options(p, self.options, self.constants))
                 for p in cut.partitions}
         self.keys.update((name, _key(*job)) for name, job in jobs.items())
-        ahead = {_key(*job): job for job in jobs.values() if _key(*job) not in self.kernels}
-        lower_ahead(list(ahead.values()))
+        ahead = [job for name, job in jobs.items() if self.keys[name] not in self.kernels]
+        lower_ahead(ahead)
         if time.perf_counter() - begin > PROGRESS_SECONDS:
-            print(f"polyopt: {len(ahead)} distinct partitions lowered in worker processes "
-                  f"in {time.perf_counter() - begin:.1f} s", file=sys.stderr)
+            print(f"polyopt: {len({_key(*job) for job in ahead})} distinct partitions lowered "
+                  f"in worker processes in {time.perf_counter() - begin:.1f} s",
+                  file=sys.stderr)
         for k, part in enumerate(cut.partitions):
             start = time.perf_counter()
             try:
                 kernel = (self.kernels.get(self.keys[part.name])
-                          or compile_partition(part, self.options, self.constants))
+                          or compile_partition(part, jobs[part.name][1]))
             except PolyoptError as e:  # polyopt's own bug: that partition runs in torch
                 reason = f"partition {part.name} failed to compile: {first_line(e)}"
                 warnings.warn(f"polyopt: {reason}; its operators run in torch", PolyoptWarning,

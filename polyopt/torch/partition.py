@@ -263,18 +263,19 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
         if isinstance(value, Merged):
             logical, value = value.shape, value.value
         key = value.name if isinstance(value, Stored) else None
-        if key is None or key not in taken:
+        if key is not None and key in taken:  # one tensor two values name: torch views it
+            index = taken[key]
+            logical = logical or _out_of(node).shape  # type: ignore[union-attr]
+        else:
             if key is None or _is_input(cur, value):  # a view, or an input: copied out
                 stored = b.fresh("out", value.shape, value.dtype)
                 b.emit(stored, "=", value.read([f"i{d}" for d in range(len(value.shape))]))
             else:
                 stored = value
-            taken[key or stored.name] = len(outs)
+            index = taken[key or stored.name] = len(outs)
             outs.append((_name(node), stored))
-        elif logical is None:  # one tensor that two values name: one output, viewed by torch
-            logical = _out_of(node).shape  # type: ignore[union-attr]
         names.append(_name(node))
-        picks.append(taken[key or outs[-1][1].name])
+        picks.append(index)
         shapes.append(logical)
     if not outs:
         return None
@@ -312,9 +313,14 @@ order of appearance (the rest): two partitions that compute the same thing at th
 (a network's repeated blocks) have one source, so they share one compile and one kernel."""
 
 
+def input_name(k: int) -> str:
+    """The name of a partition def's ``k``-th input (``Partition.inputs[k]``)."""
+    return f"in{k}"
+
+
 def _source(cur: _Open, stmts: Sequence[Statement],
             outs: Sequence[tuple[str, Stored]]) -> str:
-    names = {s.name: f"in{k}" for k, s in enumerate(cur.inputs.values())}
+    names = {s.name: input_name(k) for k, s in enumerate(cur.inputs.values())}
     for s in stmts:
         if s.target not in names:
             names[s.target] = f"{s.target.rsplit('_', 1)[0]}_{len(names)}"
@@ -332,4 +338,4 @@ def _source(cur: _Open, stmts: Sequence[Statement],
     return f"{head} {{\n{body}\n}}"
 
 
-__all__ = ["Fallback", "Partition", "Plan", "plan"]
+__all__ = ["Fallback", "Partition", "Plan", "input_name", "plan"]
