@@ -10,7 +10,7 @@ overlaps memory better: a blur 3x3 over 4096^2 past an 84 MiB last level took 23
 tap not unrolled, on a 0.6% smaller prediction than 21 rows', and ran 22 ms against 12);
 at the same cycles (one stream, summed in two orders) by their cores' work; else by cycles.
 ``clear_gain`` is the stricter rule for leaving a loop order as it is: a margin on cycles,
-or no more cycles and the margin on arithmetic.
+or no more cycles and the margin on arithmetic, or the margin on cycles from cache.
 """
 
 from __future__ import annotations
@@ -56,12 +56,16 @@ def clear_gain(new: Estimate, old: Estimate, margin: float) -> Verdict:
     calls bound by memory: it counts their data as coming from memory each call, while a
     kernel called on data already in cache runs at the speed of its arithmetic (UNet's 2x2
     max pool of 8 MB: the same cycles either way, but 6.4x the compute with the window
-    innermost)."""
+    innermost). Or the margin from cache, where both nests' data fit the last level: a
+    column sum's init split from it (a few more lines written) lets the rows run outside
+    the vector loop (256 x 1024: 0.10 ms with the column innermost, torch 0.018)."""
     texts = new.describe(), old.describe()
     if new.cycles * margin <= old.cycles:
         return Verdict(-1, f"cycles by {margin}x", *texts)
     if new.cycles <= old.cycles and new.compute * margin <= old.compute:
         return Verdict(-1, f"arithmetic by {margin}x at no more cycles", *texts)
+    if new.warm is not None and old.warm is not None and new.warm * margin <= old.warm:
+        return Verdict(-1, f"cycles from cache by {margin}x", *texts)
     return Verdict(1, f"no gain of {margin}x", *texts)
 
 

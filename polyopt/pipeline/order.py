@@ -206,11 +206,16 @@ def choose_distribution(schedule: Schedule, top: Loop,
         if est is not None and (best is None or (est.cycles, est.compute) <= (
                 best[0].cycles, best[0].compute)):
             best = (est, f" at {lp.name}" if k else "", split, names)
-    if best is None or clear_gain(best[0], fused, policy.order_min_gain).order >= 0:
+    if best is None:
+        return None
+    verdict = clear_gain(best[0], fused, policy.order_min_gain)
+    if verdict.order >= 0:
         return None
     est, where, split, names = best
+    cached = (f", {est.warm:.3g} from cache against {fused.warm:.3g}"
+              if est.warm is not None and fused.warm is not None else "")
     return split.note(f"{top.name}: distribute{where}: {est.cycles:.3g} cycles in the best "
-                      f"orders; fused {fused.cycles:.3g}"), names
+                      f"orders; fused {fused.cycles:.3g}{cached} ({verdict.basis})"), names
 
 
 def _fused_estimate(schedule: Schedule, top: Loop, policy: CpuPolicy,
@@ -243,8 +248,10 @@ def _split_estimate(split: Schedule, names: list[str], top: Loop | None, outer: 
             if not plans:
                 return None
             best.append(plans[0].estimate)
+        warm = [e.warm for e in best if e.warm is not None]
         return Estimate(sum(e.cycles for e in best), sum(e.compute for e in best), (), None,
-                        (), sum(e.core for e in best))
+                        (), sum(e.core for e in best),
+                        sum(warm) if len(warm) == len(best) else None)
     trial = split
     for name in names:
         trial, _ = choose_order(trial, chain_of(tf.find(trial.root, name)), policy)

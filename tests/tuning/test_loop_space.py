@@ -40,8 +40,8 @@ def test_the_space_holds_the_loop_knobs_that_change_the_schedule() -> None:
 
 
 def test_the_space_omits_knobs_that_change_nothing() -> None:
-    cs = knobs(COLSUM, {"M": 64, "N": 96})
-    assert "order" not in cs and "vector" not in cs  # one loop below the output's
+    rs = knobs(ROWSUM, {"M": 64, "N": 96})
+    assert "order" not in rs and "vector" not in rs  # one loop below the output's
     assert "split_k" not in knobs(COLSUM, {"M": 64, "N": 4096})  # outputs enough for all
     assert "vector" not in knobs(ADD, {"M": 64, "N": 96})  # n is innermost already
     assert all(values[0] is None and len(set(map(repr, values))) == len(values)
