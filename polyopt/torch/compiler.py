@@ -61,6 +61,9 @@ class PartitionCall:
         self.__name__ = part.name  # FX prints call targets by name
 
     def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if self.part.layouts:  # permuted dense inputs, as the def declares them: row-major
+            tensors = tuple(t if order is None else t.permute(order)
+                            for t, order in zip(tensors, self.part.layouts, strict=True))
         result = self.kernel(*(as_array(t) for t in tensors))
         outs = result if isinstance(result, tuple) else (result,)
         return tuple(as_tensor(a) for a in outs)

@@ -21,7 +21,7 @@ import torch.fx
 
 from polyopt.torch.aten import TABLE, Builder, Out, Statement
 from polyopt.torch.epilogue import NARROW, fold_epilogues
-from polyopt.torch.graph import Merged, Stored, Unsupported, Value, tc_type, tensor_name
+from polyopt.torch.graph import Merged, Stored, Unsupported, Value, View, tc_type, tensor_name
 
 aten = torch.ops.aten
 
@@ -51,14 +51,20 @@ class Partition:
     picks: tuple[int, ...] = ()
     """Per output, the def's output it is (two FX values of one tensor, a layer norm's result
     and its reshape, are one output of the def, which torch views); empty: one each."""
+    layouts: tuple[tuple[int, ...] | None, ...] = ()
+    """Per input, the permutation of its dims that is row-major in memory (``dense_order``:
+    the def declares that layout and reads through it), or None; empty: none."""
 
     def pick(self, k: int) -> int:
         """The def's output that FX output ``k`` reads."""
         return self.picks[k] if self.picks else k
 
     def __str__(self) -> str:
-        return (f"partition {self.name}: {len(self.nodes)} ops "
-                f"({', '.join(self.nodes)})\n{self.source}")
+        permuted = [f"{input_name(k)} is {self.inputs[k]} permuted {order}"
+                    for k, order in enumerate(self.layouts) if order is not None]
+        return (f"partition {self.name}: {len(self.nodes)} ops ({', '.join(self.nodes)})"
+                + "".join(f"\n-- {line} (its memory's order)" for line in permuted)
+                + f"\n{self.source}")
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ class _Open:
     viewed: dict[str, Any] = field(default_factory=dict)  # free views lowered here
     nodes: list[torch.fx.Node] = field(default_factory=list)
     inputs: dict[str, Stored] = field(default_factory=dict)
+    layouts: dict[str, tuple[int, ...]] = field(default_factory=dict)  # ``dense_order``
 
 
 # Views (index maps, no statement) of values no open partition computes: each partition that
@@ -151,7 +158,8 @@ def _try_lower(cur: _Open, node: torch.fx.Node) -> str | None:
     fn = TABLE.get(node.target)
     if fn is None:
         return f"no lowering for {node.target}"
-    mark = (len(cur.builder.stmts), cur.builder.count, dict(cur.inputs), dict(cur.viewed))
+    mark = (len(cur.builder.stmts), cur.builder.count, dict(cur.inputs), dict(cur.viewed),
+            dict(cur.layouts))
     reason = None
     try:
         out = _out_of(node)
@@ -169,7 +177,7 @@ def _try_lower(cur: _Open, node: torch.fx.Node) -> str | None:
             reason = "a result this lowering does not compute is used (e.g. pooling's indices)"
     if reason is not None:  # the partition as it was before this node
         del cur.builder.stmts[mark[0]:]
-        cur.builder.count, cur.inputs, cur.viewed = mark[1], mark[2], mark[3]
+        cur.builder.count, cur.inputs, cur.viewed, cur.layouts = mark[1:]
         return reason
     cur.values[_name(node)] = result
     cur.nodes.append(node)
@@ -212,9 +220,41 @@ def _value(cur: _Open, arg: Any) -> Any:
             raise Unsupported(f"input {key} is not a tensor")
         if any(not isinstance(s, int) for s in val.shape):
             raise Unsupported("symbolic shape (dynamic=True): not lowered yet")
-        cur.inputs[key] = Stored(tensor_name(key), tuple(int(s) for s in val.shape),
-                                 tc_type(val.dtype))
-    return cur.inputs[key]
+        shape = tuple(int(s) for s in val.shape)
+        order = dense_order(shape, tuple(int(s) for s in val.stride()))
+        stored = Stored(tensor_name(key), shape if order is None else
+                        tuple(shape[d] for d in order), tc_type(val.dtype))
+        cur.inputs[key] = stored
+        if order is not None:
+            cur.layouts[key] = order
+    order = cur.layouts.get(key)
+    if order is None:
+        return cur.inputs[key]
+    stored = cur.inputs[key]  # base dim p is logical dim order[p]
+    shape = tuple(stored.shape[order.index(d)] for d in range(len(order)))
+    return View(stored, shape, tuple(f"{{{d}}}" for d in order))
+
+
+def dense_order(shape: Sequence[int], stride: Sequence[int]) -> tuple[int, ...] | None:
+    """The dims of a strided tensor in memory order (by falling stride; ``t.permute(order)`` is
+    contiguous), when it is a permuted dense tensor that is not already row-major, else None.
+    The def then declares the memory's layout and reads the tensor through the permutation,
+    instead of the call copying it row-major: a weight's transpose saved for the backward pass
+    (a 512 x 16 view of a 16 x 512 weight) cost a copy and a transposed matrix product, 0.103
+    ms against torch's 0.013."""
+    if 0 in shape:
+        return None
+    big = [d for d, n in enumerate(shape) if n != 1]  # a unit dim's stride means nothing
+    ranked = sorted(big, key=lambda d: -stride[d])
+    expected = 1
+    for d in reversed(ranked):
+        if stride[d] != expected:
+            return None
+        expected *= shape[d]
+    order = list(range(len(shape)))
+    for slot, d in zip(big, ranked, strict=True):
+        order[slot] = d
+    return tuple(order) if order != sorted(order) else None
 
 
 def _view(cur: _Open, node: torch.fx.Node) -> Any:
@@ -286,9 +326,11 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
         stmts, {s.name for s in cur.inputs.values()}, {s.name for _, s in outs},
         narrow=any(s.dtype in NARROW for s in cur.inputs.values()))
     outs = [(n, replace(s, name=renames.get(s.name, s.name))) for n, s in outs]
+    layouts = tuple(cur.layouts.get(k) for k in cur.inputs)
     return Partition(name, tuple(_name(n) for n in cur.nodes), tuple(cur.inputs),
                      tuple(names), _source(cur, stmts, outs), tuple(shapes),
-                     tuple(picks) if picks != list(range(len(picks))) else ())
+                     tuple(picks) if picks != list(range(len(picks))) else (),
+                     layouts if any(layouts) else ())
 
 
 def _is_input(cur: _Open, value: Value) -> bool:
@@ -338,4 +380,4 @@ def _source(cur: _Open, stmts: Sequence[Statement],
     return f"{head} {{\n{body}\n}}"
 
 
-__all__ = ["Fallback", "Partition", "Plan", "input_name", "plan"]
+__all__ = ["Fallback", "Partition", "Plan", "dense_order", "input_name", "plan"]

@@ -18,6 +18,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the torch backend needs PyTorch")
 F = torch.nn.functional
 compiler = pytest.importorskip("polyopt.torch.compiler")
+partition = pytest.importorskip("polyopt.torch.partition")
 
 EPS = {torch.float32: 1e-6, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
@@ -152,6 +153,35 @@ def test_views_read_through() -> None:
     run(lambda t: t.transpose(1, 3).unsqueeze(0).expand(3, 2, 5, 4, 3) + 1, x)
     run(lambda t: t.select(1, 2).squeeze() * t[:, -1], x)
     run(lambda t: (t * 2).view(6, 4, 5).view(6, 20).view(2, 3, 4, 5) + 1, x)
+
+
+def test_permuted_inputs_are_declared_in_their_memory_order() -> None:
+    """An input whose strides permute a dense layout (a transposed weight, a permuted
+    activation) is declared as its memory lies and read through the permutation: no copy."""
+    w = torch.randn(7, 5).t()  # 5 x 7 on strides (1, 5)
+    record = run(lambda a, b: torch.relu(a @ b), torch.randn(4, 5), w, reduce=5)
+    part = record.plans[0].partitions[0]
+    assert (1, 0) in part.layouts and "float(7,5)" in part.source, part
+    x = torch.randn(3, 4, 6).permute(2, 0, 1)  # 6 x 3 x 4 on strides (1, 24, 6)
+    part = run(lambda t: t * 2 + 1, x).plans[0].partitions[0]
+    assert part.layouts == ((1, 2, 0),) and "float(3,4,6)" in part.source, part
+
+
+@pytest.mark.parametrize("shape, stride, order", [
+    ((5, 7), (7, 1), None),  # row-major already
+    ((5, 7), (1, 5), (1, 0)),
+    ((6, 3, 4), (1, 24, 6), (1, 2, 0)),
+    ((1, 5, 7), (99, 1, 5), (0, 2, 1)),  # a unit dim keeps its place, whatever its stride
+    ((5, 7), (14, 2), None),  # a strided slice: not dense
+    ((5, 7), (0, 1), None),  # expanded
+    ((0, 7), (1, 0), None),  # empty
+])
+def test_dense_order(shape: tuple[int, ...], stride: tuple[int, ...],
+                     order: tuple[int, ...] | None) -> None:
+    assert partition.dense_order(shape, stride) == order
+    if order is not None:
+        base = torch.empty_strided(shape, stride)
+        assert base.permute(order).is_contiguous()
 
 
 def test_merging_reshapes_compute_unmerged() -> None:
