@@ -4,7 +4,8 @@ Everything here is checked, typed and range-inferred already:
 
 - every ``Expr`` node carries its canonical dtype name (see ``polyopt.dtypes``) and, for
   error messages, the (line, column) of its first token (``pos``, ignored by equality);
-- lets are inlined, ``exists`` clauses are gone (they only fed range inference), and
+- lets are inlined, and so are pointwise locals read once (``lang.inline``); ``exists``
+  clauses are gone (they only fed range inference), and
   ``<...>`` parameters and sizes fixed by the caller are substituted as constants;
 - each statement's iteration domain is isl set text whose tuple is the statement's name and
   whose dims are its index variables (``Stmt.iters``), parametric in the unbound sizes;

@@ -27,9 +27,12 @@ pytestmark = pytest.mark.cc
 
 
 def chain(n: int) -> str:
-    """``T1(i) = A(i) * 2; T2(i) = T1(i) + 2; ...; O(i) = T<n-1>(i) * 3``."""
-    body = ["T1(i) = A(i) * 2", *(f"T{k}(i) = T{k - 1}(i) + {k}" for k in range(2, n)),
-            f"O(i) = T{n - 1}(i) * 3"]
+    """``T1(i) = A(i) * 2; T2(i) = (T1(i) + T1(i)) * 0.5 + 2; ...;
+    O(i) = (T<n-1>(i) + T<n-1>(i)) * 1.5``: ``T<k>(i) = T<k-1>(i) + k`` exactly, each link
+    read twice (a local read once would be inlined into its reader)."""
+    body = ["T1(i) = A(i) * 2",
+            *(f"T{k}(i) = (T{k - 1}(i) + T{k - 1}(i)) * 0.5 + {k}" for k in range(2, n)),
+            f"O(i) = (T{n - 1}(i) + T{n - 1}(i)) * 1.5"]
     locals_ = ", ".join(f"T{k}" for k in range(1, n))
     return f"def chain(float(N) A) -> (O) local ({locals_}) {{\n" + "\n".join(body) + "\n}"
 

@@ -17,6 +17,7 @@ from polyopt.lang.copyflow import see_through_copies
 from polyopt.lang.cse import eliminate_common
 from polyopt.lang.dead import drop_dead
 from polyopt.lang.infer import Interval, constraints, infer
+from polyopt.lang.inline import inline_locals
 from polyopt.lang.parser import parse, stack_room
 from polyopt.lang.piecewise import split_pieces
 from polyopt.lang.recurrence import check_single_assignment, sizes_at
@@ -73,7 +74,7 @@ def _build(definition: Definition, sizes: tuple[tuple[str, int], ...]) -> ir.Pro
         checked = check_def(definition.syntax, definition.source, dict(sizes) or None)
         program = split_pieces(_assemble(checked))
         check_single_assignment(program)
-        program = eliminate_common(drop_dead(see_through_copies(program)))
+        program = eliminate_common(inline_locals(drop_dead(see_through_copies(program))))
         return widen_reductions(program)
 
 

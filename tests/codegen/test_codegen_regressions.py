@@ -22,10 +22,11 @@ def test_slice_of_a_loop_that_isl_drops_is_declared() -> None:
     # Contracted at i, t0 is a slice declared in loop i's body. At N=1, once k is skewed
     # by i, isl prints no loop i at all (i is 0 throughout) and the slice went undeclared:
     # the C compiler rejected the kernel ("'po_slice_t0' undeclared"). (t1 is no plain
-    # copy: reads would see through that to t0, and t1's statement would go.)
+    # copy: reads would see through that to t0, and t1's statement would go; it reads t0
+    # twice: a local read once is inlined into its reader.)
     src = """def ml(float(N,M) a0, float(M,K) a1) -> (t2) local (t0, t1) {
         t0(i, j) = exp(a0(i, j))
-        t1(i, j) = 2.0 * t0(i, j)
+        t1(i, j) = t0(i, j) * t0(i, j)
         t2(i, k) +=! t1(i, r_j) * a1(r_j, k)
     }"""
     s = polyopt.schedule(src, auto="isl").distribute("i").fuse("i", "i2").fuse("i", "i3")

@@ -63,7 +63,7 @@ def _well_formed(dot: str) -> None:
 
 
 def test_dot_is_well_formed() -> None:
-    src = 'def f(float(N) X) -> (Y) local (T) { T(i) = X(i) * 2.0\n Y(i) = T(i) + 1.0 }'
+    src = 'def f(float(N) X) -> (Y) local (T) { T(i) = X(i) * 2.0\n Y(i) = T(i) * T(i) }'
     sched = polyopt.compile(src, "f", sizes={"N": 16}).schedule
     dot = show.to_dot(sched)
     _well_formed(dot)
