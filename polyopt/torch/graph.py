@@ -92,20 +92,27 @@ Value = Stored | View
 
 
 def substitute(exprs: Sequence[str], idx: Sequence[str]) -> tuple[str, ...]:
-    """``exprs`` with ``{d}`` replaced by ``idx[d]`` (parenthesized unless a name or an
-    integer)."""
-    args = [i if re.fullmatch(r"-?[A-Za-z0-9_]+", i) else f"({i})" for i in idx]
+    """``exprs`` with ``{d}`` replaced by ``idx[d]`` (parenthesized unless a name, an integer
+    or another template's ``{d}``)."""
+    args = [i if re.fullmatch(r"-?[A-Za-z0-9_]+|\{\d+\}", i) else f"({i})" for i in idx]
     return tuple(e.format(*args) for e in exprs)
 
 
-def view_of(value: Any, shape: Sequence[int], exprs: Sequence[str]) -> View:
+def view_of(value: Any, shape: Sequence[int], exprs: Sequence[str]) -> Value:
     """``value`` seen through ``exprs`` (templates over the new view's indices, one per dim of
-    ``value``): views of views compose into one map over the stored tensor."""
+    ``value``): views of views compose into one map over the stored tensor, and a map that
+    is the identity is the stored tensor itself (a transpose of a transpose, which a
+    partition would else copy out as an output of its own: 4 MB per call for a weight's
+    gradient in a training step)."""
     if isinstance(value, Stored):
-        return View(value, tuple(shape), tuple(exprs))
-    if not isinstance(value, View):  # a Merged: its reads would need / and %
+        base, exprs = value, tuple(exprs)
+    elif isinstance(value, View):
+        base, exprs = value.base, substitute(value.exprs, list(exprs))
+    else:  # a Merged: its reads would need / and %
         raise Unsupported(f"a view of a reshape that merges dims ({value})")
-    return View(value.base, tuple(shape), substitute(value.exprs, list(exprs)))
+    if tuple(shape) == base.shape and exprs == tuple(f"{{{d}}}" for d in range(len(shape))):
+        return base
+    return View(base, tuple(shape), tuple(exprs))
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,14 @@ def test_permuted_inputs_are_declared_in_their_memory_order() -> None:
     assert part.layouts == ((1, 2, 0),) and "float(3,4,6)" in part.source, part
 
 
+def test_a_transpose_of_a_transpose_is_the_tensor_itself() -> None:
+    """An identity view (a gradient's weight transposed back) is no copy out of its own."""
+    record = run(lambda a, b: torch.relu(a @ b).t().t(), torch.randn(4, 5), torch.randn(5, 6),
+                 reduce=5)
+    source = record.plans[0].partitions[0].source
+    assert "out_" not in source, source
+
+
 @pytest.mark.parametrize("shape, stride, order", [
     ((5, 7), (7, 1), None),  # row-major already
     ((5, 7), (1, 5), (1, 0)),

@@ -21,7 +21,6 @@ from polyopt.torch.graph import (
     Stored,
     Unsupported,
     Value,
-    View,
     merge_groups,
     view_of,
 )
@@ -32,7 +31,7 @@ lowers = writer(LOWERINGS)
 
 
 @lowers(aten.permute.default)
-def permute(b: Builder, out: Out, x: Value, dims: Sequence[int]) -> View:
+def permute(b: Builder, out: Out, x: Value, dims: Sequence[int]) -> Value:
     rank = len(x.shape)
     exprs = [""] * rank
     for j, d in enumerate(dims):
@@ -41,7 +40,7 @@ def permute(b: Builder, out: Out, x: Value, dims: Sequence[int]) -> View:
 
 
 @lowers(aten.transpose.int)
-def transpose(b: Builder, out: Out, x: Value, d0: int, d1: int) -> View:
+def transpose(b: Builder, out: Out, x: Value, d0: int, d1: int) -> Value:
     dims = list(range(len(x.shape)))
     a, c = d0 % len(dims), d1 % len(dims)
     dims[a], dims[c] = dims[c], dims[a]
@@ -53,7 +52,7 @@ LOWERINGS[aten.t.default] = lambda b, out, x: transpose(b, out, x, 0, -1)
 
 @lowers(aten.expand.default)
 def expand(b: Builder, out: Out, x: Value, sizes: Sequence[int], implicit: bool = False
-           ) -> View:
+           ) -> Value:
     off = len(out.shape) - len(x.shape)
     return view_of(x, out.shape, ["0" if n == 1 and out.shape[d + off] != 1 else
                                   f"{{{d + off}}}" for d, n in enumerate(x.shape)])
@@ -111,7 +110,7 @@ def reshape_map(old: Sequence[int], new: Sequence[int]) -> list[str]:
 
 @lowers(aten.slice.Tensor)
 def slice_(b: Builder, out: Out, x: Value, dim: int = 0, start: Any = None, end: Any = None,
-           step: int = 1) -> View:
+           step: int = 1) -> Value:
     d = dim % len(x.shape)
     first = 0 if start is None else (start + x.shape[d] if start < 0 else start)
     first = max(0, min(first, x.shape[d]))
@@ -121,7 +120,7 @@ def slice_(b: Builder, out: Out, x: Value, dim: int = 0, start: Any = None, end:
 
 
 @lowers(aten.select.int)
-def select(b: Builder, out: Out, x: Value, dim: int, index: int) -> View:
+def select(b: Builder, out: Out, x: Value, dim: int, index: int) -> Value:
     d = dim % len(x.shape)
     at = index + x.shape[d] if index < 0 else index
     exprs = [f"{{{k if k < d else k - 1}}}" for k in range(len(x.shape))]
