@@ -1,13 +1,15 @@
 """A training step through the torch backend against eager and Inductor (issue 42, item 6).
 
-Two small networks, a three-layer MLP and one ``nn.TransformerEncoderLayer`` (dropout 0, so
-that every system computes the same step), each as three copies with the same weights: eager,
-``torch.compile`` (Inductor) and ``torch.compile(backend="polyopt")``. A step is the forward
-pass, a mean squared error against a fixed target and the backward pass (no optimizer, so
-the weights stay equal and every step's gradients can be compared). The first step compiles
-(its seconds are reported); then single steps are timed in rounds, the systems in an order
-rotated each round (each sample the mean of ``STEPS`` steps back to back), and each
-system's gradients, all parameters' together, are checked against eager's:
+Three networks, a three-layer MLP at two sizes and one ``nn.TransformerEncoderLayer``
+(dropout 0, so that every system computes the same step), each as copies with the same
+weights: eager, ``torch.compile`` (Inductor), ``torch.compile(backend="polyopt")``, and
+AOTAutograd alone (``aot``: the same capture and decompositions as polyopt's backend, its
+graphs run by torch op by op), the floor any backend of that capture starts from. A step is
+the forward pass, a mean squared error against a fixed target and the backward pass (no
+optimizer, so the weights stay equal and every step's gradients can be compared). The first
+step compiles (its seconds are reported); then single steps are timed in rounds, the systems
+in an order rotated each round (each sample the mean of ``STEPS`` steps back to back), and
+each system's gradients, all parameters' together, are checked against eager's:
 
     python3 scripts/checks/bench_training.py --rounds 15 --threads 2
 
@@ -28,10 +30,13 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
 
 from polyopt.bench import timing
 from polyopt.bench.model.child import relative_error
 from polyopt.torch import compiler
+from polyopt.torch.decompositions import decompositions
 
 STEPS = 5  # steps per sample, back to back; a sample is their mean
 
@@ -43,10 +48,22 @@ def mlp() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     return model, torch.randn(64, 256), torch.randn(64, 16)
 
 
+def wide_mlp() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 1024), nn.GELU(), nn.Linear(1024, 1024), nn.Tanh(),
+                          nn.Linear(1024, 16))
+    return model, torch.randn(256, 512), torch.randn(256, 16)
+
+
 def encoder() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     torch.manual_seed(0)
     model = nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True)
     return model, torch.randn(4, 64, 128), torch.randn(4, 64, 128)
+
+
+def as_is(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+    """An AOTAutograd compiler that compiles nothing: torch runs the graph's ops."""
+    return make_boxed_func(gm.forward)
 
 
 def step_of(model: nn.Module, fn: Callable[..., Any], x: torch.Tensor, target: torch.Tensor
@@ -62,8 +79,11 @@ def step_of(model: nn.Module, fn: Callable[..., Any], x: torch.Tensor, target: t
 def run(make: Callable[[], tuple[nn.Module, torch.Tensor, torch.Tensor]], rounds: int
         ) -> list[tuple[str, float, float, float, float]]:
     base, x, target = make()
-    models = {name: copy.deepcopy(base) for name in ("eager", "inductor", "polyopt")}
-    backends: dict[str, Any] = {"inductor": "inductor", "polyopt": compiler.make_backend()}
+    models = {name: copy.deepcopy(base) for name in ("eager", "inductor", "polyopt", "aot")}
+    backends: dict[str, Any] = {
+        "inductor": "inductor", "polyopt": compiler.make_backend(),
+        "aot": aot_autograd(fw_compiler=as_is, bw_compiler=as_is,
+                            decompositions=decompositions())}
     steps, compile_s = {}, {"eager": 0.0}
     torch._dynamo.reset()
     for name, model in models.items():
@@ -108,6 +128,7 @@ def main() -> None:
     print("| network | system | compile s | median step ms | eager / this | gradient error |")
     print("|---|---|---|---|---|---|")
     for label, make in (("MLP 256-512-512-16, batch 64", mlp),
+                        ("MLP 512-1024-1024-16, batch 256", wide_mlp),
                         ("encoder layer 128/4/512, 4 x 64", encoder)):
         for name, seconds, ms, ratio, error in run(make, args.rounds):
             print(f"| {label} | {name} | {seconds:.1f} | {ms:.2f} | {ratio:.2f}x | "
