@@ -88,13 +88,14 @@ def test_no_register_tile_keeps_the_fill() -> None:
                          ids=lambda s: "x".join(map(str, s)))
 def test_partial_rows_over_an_unpacked_column_operand_drop_the_fill(
         mnk: tuple[int, int, int]) -> None:
-    """B left unpacked (it fits L2), the columns a multiple of the tile's: a partial row
-    tile reads no more of B than a full one, so it runs as a register tile through the
-    zeroed scratch tile (it needs no padded copy of B), and no fill is printed."""
+    """B left unpacked (by the knob: its rows' L1 sets would have it packed), the columns
+    a multiple of the tile's: a partial row tile reads no more of B than a full one, so it
+    runs as a register tile through the zeroed scratch tile (it needs no padded copy of B),
+    and no fill is printed."""
     m, n, k = mnk
+    knobs = {"mr": 14, "pack_b": False}  # 14 divides neither
     kernel = polyopt.compile(MM, sizes={"M": m, "N": n, "K": k},
-                             options={"tuned": False, "machine": AVX512,
-                                      "knobs": {"mr": 14}})  # 14 divides neither
+                             options={"tuned": False, "machine": AVX512, "knobs": knobs})
     assert "B_pack" not in kernel.source and "po_tile" in kernel.source
     assert fills(kernel) == 0 and "B" not in dict(kernel.lowered().source.tails)
     rng = np.random.default_rng(m + n + k)
