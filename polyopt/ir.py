@@ -252,6 +252,18 @@ def rewrite(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:
     return fn(e)
 
 
+def substitute_indices(e: Expr, values: Mapping[str, Expr]) -> Expr:
+    """``e`` with each index variable ``values`` names replaced by its value, all at once
+    (everywhere, a read's indices too)."""
+    return rewrite(e, lambda x: values[x.name] if isinstance(x, Var) and x.kind == "index"
+                   and x.name in values else x)
+
+
+def node_count(e: Expr) -> int:
+    """The nodes of ``e``, its reads' indices included."""
+    return sum(1 for _ in e.walk())
+
+
 @dataclass(frozen=True)
 class Program:
     """One checked ``def``: its tensors and statements in source order."""

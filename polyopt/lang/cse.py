@@ -122,7 +122,7 @@ def _shared_calls(program: ir.Program) -> list[list[_Use]]:
             groups.setdefault(_key(call, vars_), []).append(_Use(i, call, vars_))
     shared = [uses for uses in groups.values() if len({u.stmt for u in uses}) > 1
               and uses[0].vars and _final(program, uses)]
-    return sorted(shared, key=lambda uses: -_size(uses[0].expr))
+    return sorted(shared, key=lambda uses: -ir.node_count(uses[0].expr))
 
 
 def _calls(e: ir.Expr) -> Iterator[ir.Call]:
@@ -150,10 +150,6 @@ def _final(program: ir.Program, uses: list[_Use]) -> bool:
     first = min(u.stmt for u in uses)
     reads = {r.tensor for r in _reads(uses[0].expr)}
     return not any(s.tensor in reads for s in program.stmts[first:])
-
-
-def _size(e: ir.Expr) -> int:
-    return sum(1 for _ in e.walk())
 
 
 def _reads(e: ir.Expr) -> Iterator[ir.Read]:

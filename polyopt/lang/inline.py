@@ -47,9 +47,9 @@ def inline_locals(program: ir.Program) -> ir.Program:
     values: dict[str, ir.Stmt] = {}  # inlined local -> its writer, its own reads inlined
     stmts: list[ir.Stmt] = []
     for s in program.stmts:  # a writer comes before its reader, which then reads its value
-        rhs = ir.rewrite(s.rhs, lambda e: _substituted(e, values))
-        s = replace(s, rhs=rhs) if rhs != s.rhs else s
-        if s.tensor in candidates and _size(s.rhs) <= MAX_NODES:
+        if any(isinstance(e, ir.Read) and e.tensor in values for e in s.rhs.walk()):
+            s = replace(s, rhs=ir.rewrite(s.rhs, lambda e: _substituted(e, values)))
+        if s.tensor in candidates and ir.node_count(s.rhs) <= MAX_NODES:
             values[s.tensor] = s
         else:
             stmts.append(s)
@@ -107,11 +107,5 @@ def _substituted(e: ir.Expr, values: dict[str, ir.Stmt]) -> ir.Expr:
     if not isinstance(e, ir.Read) or e.tensor not in values:
         return e
     writer = values[e.tensor]
-    at = dict(zip(writer.lhs, e.indices, strict=True))
-    return ir.rewrite(writer.rhs, lambda x: at[x.name] if isinstance(x, ir.Var)
-                      and x.kind == "index" and x.name in at else x)
-
-
-def _size(e: ir.Expr) -> int:
-    return sum(1 for _ in e.walk())
+    return ir.substitute_indices(writer.rhs, dict(zip(writer.lhs, e.indices, strict=True)))
 

@@ -126,24 +126,29 @@ def fuse_inner(schedule: Schedule) -> Schedule:
     batch 8: 4.37 ms against 4.89 ms, the same run). Each statement keeps a vector loop of
     its own: GCC vectorizes no loop over the five arrays of five transcendental functions
     inside a parallel one (``tests/codegen/test_vector_math.py``)."""
+    failed: set[tuple[str, ...]] = set()  # runs that fused no prefix: not checked again
     while True:
         parents = [lp for lp in loops(schedule.root) if isinstance(lp.child, Sequence)]
-        fused = next((f for lp in parents
-                      if (f := _fuse_first_run(schedule, nests(lp.child))) is not None), None)
+        fused = next((f for lp in parents if (f := _fuse_first_run(
+            schedule, nests(lp.child), failed)) is not None), None)
         if fused is None:
             return schedule
         schedule = fused  # the tree changed: walk it again
 
 
-def _fuse_first_run(schedule: Schedule, kids: list[Loop]) -> Schedule | None:
+def _fuse_first_run(schedule: Schedule, kids: list[Loop],
+                    failed: set[tuple[str, ...]]) -> Schedule | None:
     """``schedule`` with the first run of ``kids`` (sibling nests) that fuses fused, or None
-    when none does."""
+    when none does; a run that does not is added to ``failed``, which are skipped (their
+    statements' dependences do not change as other loops fuse)."""
     for at in range(len(kids) - 1):
         run = _outer_run(_run(schedule, kids, at))
-        if len(run) > 1:
+        names = tuple(lp.name for lp in run)
+        if len(run) > 1 and names not in failed:
             fused = _fuse_prefix(schedule, run)
             if fused is not schedule:
                 return fused
+            failed.add(names)
     return None
 
 

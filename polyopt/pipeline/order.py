@@ -248,10 +248,7 @@ def _split_estimate(split: Schedule, names: list[str], top: Loop | None, outer: 
             if not plans:
                 return None
             best.append(plans[0].estimate)
-        warm = [e.warm for e in best if e.warm is not None]
-        return Estimate(sum(e.cycles for e in best), sum(e.compute for e in best), (), None,
-                        (), sum(e.core for e in best),
-                        sum(warm) if len(warm) == len(best) else None)
+        return _total(best)
     trial = split
     for name in names:
         trial, _ = choose_order(trial, chain_of(tf.find(trial.root, name)), policy)
@@ -282,7 +279,12 @@ def _summed(schedule: Schedule, tops: list[Loop], policy: CpuPolicy,
                     parallel_trips=policy.parallel_trips) for top in tops]
     if not got or any(e is None for e in got):
         return None
-    est = [e for e in got if e is not None]
+    return _total([e for e in got if e is not None])
+
+
+def _total(est: list[Estimate]) -> Estimate:
+    """Nests run one after another: their cycles, work and cycles from cache (when each
+    has them) summed."""
     warm = [e.warm for e in est if e.warm is not None]
     return Estimate(sum(e.cycles for e in est), sum(e.compute for e in est), (), None, (),
                     sum(e.core for e in est), sum(warm) if len(warm) == len(est) else None)

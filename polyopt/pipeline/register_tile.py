@@ -275,33 +275,32 @@ def _tile_plan(schedule: Schedule, chain: list[Loop], s: PolyStmt, policy: CpuPo
         return None
     panel = panel if kc < trips[red] else ()
     sweeps = (-(-trips[col] // nr), -(-trips[row] // mr))
-    pack_b = pays(sweeps[1], trips[col] * elem, _unit_stride(s, its[col])) or (
-        sweeps[1] >= policy.pack_min_sweeps
-        and _conflict_rows(schedule, s, its[red], its[row], policy) < kc)
-    pack = (pack_a, _choice(knobs.pack_b, knobs.pack, pack_b))
+    crowded = _conflict_rows(schedule, s, its[red], its[row], policy) < kc
+    pack = (pack_a, _choice(knobs.pack_b, knobs.pack, pays(
+        sweeps[1], trips[col] * elem, _unit_stride(s, its[col]), crowded=crowded)))
     mc = None if outer else row_block(policy, knobs.mc, (mr, nr, b.lanes),
                                        (trips[row], trips[col], kc * taps), elem, sweeps[0])
     return TilePlan(row, col, red, inner, mr, nr, kc, b.lanes, sweeps, pack,
                     (its[row], its[col]), mc, outer, panel)
 
 
-def _conflict_rows(schedule: Schedule, s: PolyStmt, row_it: str, col_it: str,
+def _conflict_rows(schedule: Schedule, s: PolyStmt, along: str, across: str,
                    policy: CpuPolicy) -> int:
-    """The most tile rows whose lines of each operand read in place that moves with the
-    rows only share no L1 set beyond its ways (``Machine.l1d_ways``); no bound when no
-    such operand's rows are a line or more apart. The micro-kernel reads one line of each
+    """The most steps of iterator ``along`` whose lines of each operand read in place that
+    moves with ``along`` but not with ``across`` share no L1 set beyond its ways
+    (``Machine.l1d_ways``); no bound when no such operand's steps are a line or more apart.
+    Along the tile's rows (across its columns): the micro-kernel reads one line of each
     row for a line's worth of steps; rows a power of two of lines apart (a 1024-float row
     is 64 lines: every row in one set of a 64-set L1) evict each other's lines before
-    their next step, and every broadcast then comes from L2. Asked of the reduction's
-    steps (``row_it`` the reduction, ``col_it`` the tile's rows), it bounds the steps of
-    the column operand's panel that stay in L1 between the row tiles' sweeps: past it, the
-    panel is packed (512 x 512 x 512, rows 2 KB apart: 0.61x MKL in place, 0.84x packed)."""
+    their next step, and every broadcast then comes from L2. Along the reduction (across
+    the rows): the steps of the column operand's panel that stay in L1 between the row
+    tiles' sweeps (``_pays_to_pack``'s ``crowded``)."""
     m, bound = policy.machine, UNKNOWN_TRIP
     sets = max(1, m.l1d_bytes // (m.line_bytes * m.l1d_ways))
     for r in s.reads:
-        if not r.read.uses(row_it) or r.read.uses(col_it):
+        if not r.read.uses(along) or r.read.uses(across):
             continue
-        gap = iterator_bytes(schedule.poly, r.read.tensor, r.read.indices, row_it)
+        gap = iterator_bytes(schedule.poly, r.read.tensor, r.read.indices, along)
         if gap is not None and gap >= m.line_bytes:
             bound = min(bound, rows_in_ways(gap, m.line_bytes, sets, m.l1d_ways))
     return bound
@@ -381,8 +380,11 @@ def _reduction_block(b: Blocking, policy: CpuPolicy, red: int, step_bytes: int) 
 
 def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int,
                   unit_stride: bool = True, broadcast: bool = False,
-                  l2_blocked: bool = False) -> bool:
-    """Does copying an operand into panels pay: a long reduction, at least
+                  l2_blocked: bool = False, crowded: bool = False) -> bool:
+    """Does copying an operand into panels pay? Always after ``pack_min_sweeps`` passes when
+    it is ``crowded``: its panel's steps share L1's sets beyond their ways (rows a power of
+    two apart), so no pass finds it in L1 (512 x 512 x 512, rows 2 KB apart: 0.61x MKL in
+    place, 0.84x packed). Else for a long reduction, at least
     ``pack_min_sweeps`` passes of the register tiles over it, and more of it (``row_bytes``
     per step of the reduction) than half of L1 holds, where it would stay between passes
     (the weights of a 1 x 1 convolution with 24 outputs, 9 KB, gained nothing packed)? One
@@ -392,6 +394,8 @@ def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int
     copied, unless ``l2_blocked``: the nest's row blocks keep a block of it in L2 for the
     passes (attn_pv, 1 MB a head swept twice: 1.4-2.1 ms copied, 0.89 ms not, on a 1 MB L2
     core where a copy is a third pass over memory)."""
+    if crowded and sweeps >= policy.pack_min_sweeps:
+        return True
     footprint = reduction * row_bytes
     if (reduction < policy.pack_min_reduction or sweeps < policy.pack_min_sweeps
             or footprint <= policy.machine.l1d_bytes // 2):

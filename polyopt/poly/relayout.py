@@ -266,7 +266,7 @@ def _strip_mine(program: ir.Program, st: ir.Stmt, name: str, k: int,
     value = ir.Binary("int32", "+", ir.Binary("int32", "*", ir.Const("int32", factor),
                                               ir.Var("int32", b, "index")),
                       ir.Var("int32", v, "index"))
-    rhs = substitute_index(st.rhs, it, value)
+    rhs = ir.substitute_indices(st.rhs, {it: value})
     new_name = f"{name}_{k}"
     old = isl.Set(st.domain)
     mapping = isl.Map(f"{program.params} -> {{ {st.name}[{', '.join(st.iters)}] -> "
@@ -277,13 +277,6 @@ def _strip_mine(program: ir.Program, st: ir.Stmt, name: str, k: int,
         domain = domain.set_dim_name(isl.dim_type.set, d, x)
     return replace(st, name=new_name, tensor=name, lhs=tuple(lhs), iters=iters, rhs=rhs,
                    domain=str(domain))
-
-
-def substitute_index(e: ir.Expr, name: str, value: ir.Expr) -> ir.Expr:
-    """``e`` with index variable ``name`` replaced by ``value`` (everywhere, indices too)."""
-    def sub(x: ir.Expr) -> ir.Expr:
-        return value if isinstance(x, ir.Var) and x.kind == "index" and x.name == name else x
-    return ir.rewrite(e, sub)
 
 
 def _unpack_stmt(program: ir.Program, t: ir.Tensor, packed: ir.Tensor,

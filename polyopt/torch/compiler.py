@@ -188,12 +188,12 @@ class _Build:
         jobs = {p.name: (p.source, partition_options(p, self.options, self.constants))
                 for p in cut.partitions}
         self.keys.update((name, _key(*job)) for name, job in jobs.items())
-        ahead = [job for name, job in jobs.items() if self.keys[name] not in self.kernels]
-        lower_ahead(ahead)
+        ahead = {self.keys[name]: job for name, job in jobs.items()
+                 if self.keys[name] not in self.kernels}
+        lower_ahead(list(ahead.values()))
         if time.perf_counter() - begin > PROGRESS_SECONDS:
-            print(f"polyopt: {len({_key(*job) for job in ahead})} distinct partitions lowered "
-                  f"in worker processes in {time.perf_counter() - begin:.1f} s",
-                  file=sys.stderr)
+            print(f"polyopt: {len(ahead)} distinct partitions lowered in worker processes "
+                  f"in {time.perf_counter() - begin:.1f} s", file=sys.stderr)
         for k, part in enumerate(cut.partitions):
             start = time.perf_counter()
             try:
