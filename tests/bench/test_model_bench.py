@@ -111,3 +111,21 @@ def test_quick_run_writes_the_records(tmp_path: Path) -> None:
     assert by["eager"]["speedup"] == 1.0 and by["polyopt"]["speedup"] > 0
     with (tmp_path / "m.csv").open(newline="") as f:
         assert tuple(csv.DictReader(f).fieldnames or ()) == model_records.FIELDS
+
+
+@pytest.mark.parametrize("name", ["mobilenetv2", "bert"])
+def test_onnxruntime_runs_the_tiny_networks(name: str) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+    pytest.importorskip("onnx", reason="onnx (torch.onnx.export's) is not installed")
+    networks = pytest.importorskip("polyopt.bench.model.networks")
+    child = pytest.importorskip("polyopt.bench.model.child")
+
+    net = networks.build(name, tiny=True)
+    x = net.example(2)
+    with torch.no_grad():
+        ref = net.module(x)
+        call = child.compile_system("onnxruntime", net.module, x, threads=1)
+        # the encoder layer exports its composite ops: the fast path stays on for torch
+        assert torch.backends.mha.get_fastpath_enabled()
+        assert child.relative_error(call(x), ref) <= model_records.TOLERANCE

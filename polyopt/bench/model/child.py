@@ -44,7 +44,14 @@ def _onnxruntime(module: torch.nn.Module, x: torch.Tensor, threads: int) -> Call
     """The model exported to ONNX and run by ONNX Runtime (ImportError when not installed)."""
     ort = importlib.import_module("onnxruntime")
     path = Path(tempfile.mkdtemp(prefix="polyopt-onnx-")) / "model.onnx"
-    torch.onnx.export(module, (x,), str(path), input_names=["x"], dynamo=False)
+    # The encoder layer's fused fast path (aten::_transformer_encoder_layer_fwd) has no ONNX
+    # export; export its composite ops instead, as in training mode.
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        torch.onnx.export(module, (x,), str(path), input_names=["x"], dynamo=False)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
