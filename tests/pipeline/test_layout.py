@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import polyopt
-from polyopt import ScheduleError, kernels
+from polyopt import ScheduleError, ir, kernels
 
 cc = pytest.mark.cc
 CONV = kernels.source("conv2d")
@@ -85,12 +85,19 @@ def test_every_output_that_wants_channel_blocks_gets_them(
 
 
 @cc
-def test_an_elementwise_epilogue_writes_the_output_from_the_blocked_local() -> None:
+def test_an_elementwise_epilogue_runs_in_the_blocked_local() -> None:
     src = kernels.source("conv2d_bias_relu")
     sizes = {"PH": 1, "PW": 1}
     s = polyopt.schedule(src, "conv2d_bias_relu", auto=False, sizes=sizes).pack("O", 1, 4, 1)
-    # bias + ReLU reads O_pack and writes O: no separate unpack pass
-    assert s.stmts[-1] == "O_1" and "O_0" not in s.stmts
+    # bias + ReLU runs over the block and its lanes, then a plain copy unpacks O
+    assert s.stmts[-1] == "O_0" and "O_pack_1" in s.stmts
+    program = s.poly.program
+    relu = next(st for st in program.stmts if st.name == "O_pack_1")
+    reads = [e for e in relu.rhs.walk() if isinstance(e, ir.Read) and e.tensor == "O_pack"]
+    # its own element: the block and lane iterators, no division to gather through
+    assert reads and all(isinstance(ix, ir.Var) for r in reads for ix in r.indices)
+    unpack = program.stmts[-1]
+    assert isinstance(unpack.rhs, ir.Read) and unpack.rhs.tensor == "O_pack"
     kernel = polyopt.compile(src, "conv2d_bias_relu", schedule=s, sizes=sizes)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, 5, 6, 7)).astype(np.float32)
