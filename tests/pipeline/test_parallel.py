@@ -89,3 +89,29 @@ def test_the_model_runs_a_sequence_of_parallel_nests_in_parallel() -> None:
                         parallel_trips=policy.parallel_trips)
     assert est is not None and est.parallel is not None and "," in est.parallel
     assert est.core < est.compute  # two cores share it
+
+
+# A 1x1 convolution, computed in 4 channel blocks of 16 (the ``block`` knob).
+POINTWISE = """def f(float(1,64,28,28) I, float(64,64,1,1) W) -> (O) {
+    O(n,f,h,w) +=! I(n,c,h,w) * W(f,c,0,0)
+}"""
+
+
+def test_a_core_whose_data_outgrow_l2_splits_the_input_rather_than_the_channels() -> None:
+    """Parallel channel blocks give every core the whole 200 KiB input, once per block;
+    its rows in parallel give each core half of it, which then stays in its (256 KiB) L2
+    across the blocks: the rows are the parallel loop, and the note gives both shares.
+    With 1 MiB of L2 the whole input stays in each core's L2: the channel blocks."""
+    knobs = {"block": 16, "merge": False}
+    machine = MACHINE.format(2) + ",fork_join_cycles=1000"
+    small = machine.replace("l2_bytes=1048576", "l2_bytes=262144")
+    tuned = polyopt.schedule(POINTWISE, options={"machine": small, "knobs": knobs})
+    assert any(", not f_b: a core reads" in n for n in tuned.notes), tuned.notes
+    roomy = polyopt.schedule(POINTWISE, options={"machine": machine, "knobs": knobs})
+    assert not any("a core reads" in n for n in roomy.notes)
+    kernel = polyopt.compile(POINTWISE, schedule=tuned)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((64, 64, 1, 1)).astype(np.float32)
+    want = np.einsum("nchw,fc->nfhw", x, w[:, :, 0, 0])
+    np.testing.assert_allclose(kernel(x, w), want, rtol=1e-4, atol=1e-4 * np.sqrt(64))
