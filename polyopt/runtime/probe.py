@@ -256,6 +256,8 @@ def calibrate(machine: Machine, say: Callable[[str], None] = lambda _: None,
     last = last_level_bytes(reads, memory)
     if last is not None:
         fields["l3_bytes"] = last
+        # the model's L3 rate is a core's while every core reads (its parallel loops do)
+        fields["l3_bytes_per_cycle"] = round(next(iter(reads.values())) / machine.cores, 3)
     if machine.cores > 1:
         fields["fork_join_cycles"] = round(forks[FORK_GAP_S])
     followed, untracked = prefetched_streams(rows)
