@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from polyopt import host
+from polyopt import config, host
 from polyopt.bench.entry import suite_main
 from polyopt.bench.model import records as model_records
 from polyopt.bench.model.records import ModelRecord
@@ -148,6 +148,11 @@ def _child_env(settings: Settings, caches: Path) -> dict[str, str]:
     root = str(Path(__file__).resolve().parents[3])  # the dir that holds polyopt/
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env["OMP_NUM_THREADS"] = str(settings.threads)
+    # the host's measured machine profile lives under the user's cache dir: the children's
+    # empty ones would leave the model unmeasured (a compile a user makes finds it)
+    profile = config.machine_profile()
+    if profile is not None and profile.is_file():
+        env.setdefault("POLYOPT_PROFILE", str(profile))
     env["POLYOPT_CACHE_DIR"] = str(caches / "polyopt")
     env["TORCHINDUCTOR_CACHE_DIR"] = str(caches / "inductor")
     return env
