@@ -597,28 +597,36 @@ def _rows(ctx: _Ctx, lp: Loop, outer: list[Loop], tensor: str) -> int | None:
     return math.prod(counts[:k])
 
 
-def core_lines(poly: PolyProgram, top: Loop, lp: Loop, machine: Machine) -> float | None:
-    """Lines one core touches running nest ``top`` with ``lp``, a loop of its chain, in
-    parallel (OpenMP's static schedule: a core takes ``ceil(n / cores)`` of its ``n``
-    iterations, every loop above it whole); None when an extent is unknown. Per tensor,
-    the share of ``lp``'s footprint a core's iterations touch, of the whole nest's: a
-    tensor ``lp`` does not index (the input of a channel-block loop) counts whole."""
+def core_lines(poly: PolyProgram, top: Loop, candidates: list[Loop],
+               machine: Machine) -> list[float | None]:
+    """Per loop of ``candidates`` (loops of ``top``'s chain), the lines one core touches
+    running nest ``top`` with that loop in parallel (OpenMP's static schedule: a core takes
+    ``ceil(n / cores)`` of its ``n`` iterations, every loop above it whole); None when an
+    extent is unknown. Per tensor, the share of the loop's footprint a core's iterations
+    touch, of the whole nest's: a tensor the loop does not index (the input of a
+    channel-block loop) counts whole."""
     ctx, line = _Ctx(poly, machine), machine.line_bytes
     chain = _chain(top)
-    above = chain[:chain.index(lp)]
-    n = trip(poly, lp, above)
-    if n is None or n < 1:
-        return None
-    per_core = -(-n // machine.cores)
-    total = 0.0
-    for tensor in _boxes(ctx, top, []):
-        nest = footprint(ctx, top, [], line, tensor)
-        whole = footprint(ctx, lp, above, line, tensor)
-        one = footprint(ctx, lp.child, [*above, lp], line, tensor)
-        if nest is None or whole is None or one is None:
-            return None
-        total += nest * min(1.0, one * per_core / whole) if whole else 0.0
-    return total
+    nest = {t: footprint(ctx, top, [], line, t) for t in _boxes(ctx, top, [])}
+
+    def share(lp: Loop) -> float | None:
+        above = chain[:chain.index(lp)]
+        n = trip(poly, lp, above)
+        total = 0.0
+        for tensor, lines in nest.items():
+            whole = footprint(ctx, lp, above, line, tensor)
+            one = footprint(ctx, lp.child, [*above, lp], line, tensor)
+            if n is None or n < 1 or lines is None or whole is None or one is None:
+                return None
+            if whole:
+                total += lines * min(1.0, one * -(-n // machine.cores) / whole)
+        return total
+    return [share(lp) for lp in candidates]
+
+
+def l2_fill_rate(machine: Machine) -> float:
+    """Bytes a cycle into one core's L2 from the level behind it (``_levels``)."""
+    return _levels(machine)[1][3]
 
 
 def _last_level(machine: Machine) -> int:

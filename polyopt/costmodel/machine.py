@@ -222,7 +222,7 @@ class Machine:
     l3_bytes_per_cycle: float = 16.0
     """Bytes per cycle from L3 into L2, per core: a quarter line (Zen, Skylake-SP). Measured
     (``polyopt machine --calibrate``) as every core's rate together over a buffer past the
-    L2s, per core: 7.2 on the Intel Xeon VM, where 16 made a 1x1 convolution's blocked
+    L2s, per core: 6.8-7.2 on the Intel Xeon VM, where 16 made a 1x1 convolution's blocked
     layout look free of its input's reads from L3 once per channel block."""
     page_bytes: int = 4096
     """Page size: the TLB's granule in the model (Linux's default pages)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 
-from polyopt.costmodel.cost import Printing, core_lines, estimate, vector_width
+from polyopt.costmodel.cost import Printing, core_lines, estimate, l2_fill_rate, vector_width
 from polyopt.dtypes import DTYPES
 from polyopt.errors import ScheduleError
 from polyopt.pipeline.fusion import loop_free, nests
@@ -242,7 +242,7 @@ def _parallelize_nest(schedule: Schedule, top: str,
     trips = {lp.name: tf.trip_count(lp, schedule.poly.domain) for lp in free}
     many = [lp for lp in free if (trips[lp.name] or least) >= least]
     if many:
-        lp, why = _least_shared(schedule, node, many, policy)
+        lp, why = _least_shared(schedule, node, chain, many, policy)
         return schedule.parallel(lp.name), [why] if why else []
     below = chain[-1].child
     whys: list[str] = []
@@ -256,32 +256,32 @@ def _parallelize_nest(schedule: Schedule, top: str,
     return schedule, []
 
 
-def _least_shared(schedule: Schedule, top: Loop, candidates: list[Loop],
+def _least_shared(schedule: Schedule, top: Loop, chain: list[Loop], candidates: list[Loop],
                   policy: CpuPolicy) -> tuple[Loop, str]:
-    """Of the chain's loops that may run in parallel (outermost first), the outermost,
-    unless a core's data then outgrow half its L2 and an inner loop leaves each core
-    fewer lines to read (``cost.core_lines``) by more cycles from the shared level than
-    its extra forks cost: a channel-block loop gives every core the whole input of a 1x1
-    convolution (ResNet-50's 256x56x56: 0.71 ms, its rows in parallel 0.46 ms). The
+    """Of the loops of ``top``'s ``chain`` that may run in parallel (outermost first), the
+    outermost, unless a core's data then outgrow half its L2 and an inner loop leaves each
+    core fewer lines to read (``cost.core_lines``) by more cycles from the level behind L2
+    than its extra forks cost: a channel-block loop gives every core the whole input of a
+    1x1 convolution (ResNet-50's 256x56x56: 0.71 ms, its rows in parallel 0.46 ms). The
     reason, or "" for the outermost."""
     m, poly = policy.machine, schedule.poly
-    first = candidates[0]
-    base = core_lines(poly, top, first, m)
+    shares = core_lines(poly, top, candidates, m)
+    base = shares[0]
     if base is None or base * m.line_bytes <= m.l2_bytes // 2:
-        return first, ""
-    rate = m.l3_bytes_per_cycle if m.l3_bytes else m.memory_bytes_per_cycle / m.cores
-    chain = chain_of(top)
+        return candidates[0], ""
+
+    def forks(lp: Loop) -> int:  # one region per iteration of the loops above it
+        return math.prod(tf.trip_count(o, poly.domain) or 1 for o in chain[:chain.index(lp)])
+
+    first = candidates[0]
     best, fewest, why = first, base, ""
-    for lp in candidates[1:]:
-        lines = core_lines(poly, top, lp, m)
-        forks = math.prod(tf.trip_count(o, poly.domain) or 1
-                          for o in chain[:chain.index(lp)])
+    for lp, lines in zip(candidates[1:], shares[1:], strict=True):
         if lines is None or lines >= fewest:
             continue
-        saved = (base - lines) * m.line_bytes / rate
-        if saved > (forks - 1) * m.fork_join_cycles:
+        saved = (base - lines) * m.line_bytes / l2_fill_rate(m)
+        if saved > (forks(lp) - forks(first)) * m.fork_join_cycles:
             best, fewest = lp, lines
             why = (f"parallel {lp.name}, not {first.name}: a core reads "
                    f"{lines * m.line_bytes / 2**20:.2g} MiB against "
-                   f"{base * m.line_bytes / 2**20:.2g} MiB ({forks} forks)")
+                   f"{base * m.line_bytes / 2**20:.2g} MiB ({forks(lp)} forks)")
     return best, why
