@@ -30,6 +30,32 @@ def test_conv_bias_relu_is_one_tensor_written_three_times() -> None:
     assert f"-> ({targets[0]})" in text and "local" not in text
 
 
+class _Block(nn.Module):
+    """A linear on a (batch, tokens, features) input, as a transformer's feed-forward has:
+    its product is two-dimensional and the GELU and residual add see it viewed in 3-D."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + nn.functional.gelu(self.up(x))
+
+
+def test_a_linear_on_a_3d_input_keeps_its_epilogue_in_the_product() -> None:
+    """The GELU and the add run in the product's own 2-D tensor: no 3-D copy for them, and
+    the def returns the product's tensor (torch views it back to 3-D)."""
+    model, x = _Block().eval(), torch.randn(1, 5, 8)
+    text = source_of(model, x)
+    targets = re.findall(r"^\s+(\w+)\(i0", text, re.M)
+    assert len(set(targets)) == 1 and len(targets) == 4, text
+    assert "local" not in text
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=compiler.make_backend())(x)
+        torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
+
+
 def statement(target: str, rhs: str, op: str = "=", shape: tuple[int, ...] = (4,)) -> Statement:
     reads = frozenset(re.findall(r"\b(\w+)\(", rhs))
     return Statement(target, f"{target}(i0) {op} {rhs} where i0 in 0:4", reads, op, shape)

@@ -83,7 +83,7 @@ def bmm(b: Builder, out: Out, x: Value | Merged, y: Value | Merged) -> Stored | 
 
 @lowers(aten.addmm.default)
 def addmm(b: Builder, out: Out, bias: Value, x: Value | Merged, y: Value, *, beta: Any = 1,
-          alpha: Any = 1) -> Stored | Merged:
+          alpha: Any = 1) -> Value | Merged:
     c = mm(b, out, x, y)
     a, s = const(alpha, "float"), const(beta, "float")
     return pointwise(b, out, lambda p, q: f"{p if alpha == 1 else f'{a} * {p}'} + "

@@ -3,7 +3,7 @@ each, broadcast as numpy does; on a merging reshape's result, computed unmerged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -31,16 +31,44 @@ LOWERINGS: dict[Any, Lowering] = {}
 lowers = writer(LOWERINGS)
 
 
-def pointwise(b: Builder, out: Out, expr: Callable[..., str], *args: Any) -> Stored | Merged:
+def pointwise(b: Builder, out: Out, expr: Callable[..., str], *args: Any) -> Value | Merged:
     merged = next((a for a in args if isinstance(a, Merged)), None)
     if merged is not None:  # computed on the unmerged shape, merged again for its readers
         full = Out(merged.value.shape, out.dtype)
         inner = [unmerge(a, merged) for a in args]
         return Merged(pointwise(b, full, expr, *inner), out.shape, merged.groups)  # type: ignore
+    written = {s.target for s in b.stmts}
+    for view in args:
+        if isinstance(view, View) and view.shape == out.shape and view.relabels \
+                and view.base.name in written:
+            # computed in the shape of the tensor it views, and viewed the same way: the
+            # bias and activation of a linear on a 3-D input then fold into its product
+            # (``torch/epilogue.py``), and a squeeze back is no copy
+            inner = [_onto(a, view, out.shape) for a in args]
+            if all(a is not None for a in inner):
+                return view_of(_stored(b, Out(view.base.shape, out.dtype), expr, *inner),
+                               out.shape, view.exprs)
+    return _stored(b, out, expr, *args)
+
+
+def _stored(b: Builder, out: Out, expr: Callable[..., str], *args: Any) -> Stored:
     kind = "float" if out.dtype in FLOAT_TYPES else out.dtype
     target = b.fresh("pw", out.shape, out.dtype)
     b.emit(target, "=", expr(*[broadcast(a, out.shape, kind) for a in args]))
     return target
+
+
+def _onto(x: Any, view: View, shape: Sequence[int]) -> Any:
+    """Operand ``x`` of a pointwise op of ``shape`` read at the indices of ``view``'s base
+    (None where it cannot be)."""
+    if isinstance(x, Merged):
+        return None
+    if not isinstance(x, (Stored, View)):
+        return x
+    base_dim = {int(e[1:-1]): d for d, e in enumerate(view.exprs) if e != "0"}
+    off = len(shape) - len(x.shape)
+    exprs = ["0" if n == 1 else f"{{{base_dim[d + off]}}}" for d, n in enumerate(x.shape)]
+    return view_of(x, view.base.shape, exprs)
 
 
 def unmerge(x: Any, merged: Merged) -> Any:
@@ -114,7 +142,7 @@ for _packet, _sym in COMPARE.items():
 
 
 @lowers(aten.add.Tensor, aten.add.Scalar)
-def add(b: Builder, out: Out, x: Any, y: Any, alpha: Any = 1) -> Stored | Merged:
+def add(b: Builder, out: Out, x: Any, y: Any, alpha: Any = 1) -> Value | Merged:
     return pointwise(b, out, lambda p, q: f"{p} + {q}" if alpha == 1 else
                      f"{p} + {const(alpha, out.dtype)} * {q}", x, y)
 
@@ -126,12 +154,12 @@ for _sub in (aten.sub.Tensor, aten.sub.Scalar):
 
 
 @lowers(aten.rsub.Scalar)
-def rsub(b: Builder, out: Out, x: Any, y: Any, alpha: Any = 1) -> Stored | Merged:
+def rsub(b: Builder, out: Out, x: Any, y: Any, alpha: Any = 1) -> Value | Merged:
     return pointwise(b, out, lambda p, q: f"{q} - {const(alpha, out.dtype)} * {p}", x, y)
 
 
 @lowers(aten.pow.Tensor_Scalar)
-def power(b: Builder, out: Out, x: Value, e: Any) -> Stored | Merged:
+def power(b: Builder, out: Out, x: Value, e: Any) -> Value | Merged:
     if e == 2:
         return pointwise(b, out, lambda p: f"{p} * {p}", x)
     if e == 0.5:
@@ -140,7 +168,7 @@ def power(b: Builder, out: Out, x: Value, e: Any) -> Stored | Merged:
 
 
 @lowers(aten.gelu.default)
-def gelu(b: Builder, out: Out, x: Value, approximate: str = "none") -> Stored | Merged:
+def gelu(b: Builder, out: Out, x: Value, approximate: str = "none") -> Value | Merged:
     if approximate == "tanh":
         return pointwise(b, out, lambda p: f"0.5 * {p} * (1.0 + tanh(0.7978845608028654 * "
                                            f"({p} + 0.044715 * {p} * {p} * {p})))", x)
@@ -151,7 +179,7 @@ def gelu(b: Builder, out: Out, x: Value, approximate: str = "none") -> Stored | 
 
 
 @lowers(aten.hardtanh.default, aten.clamp.default)
-def clamp(b: Builder, out: Out, x: Value, lo: Any = None, hi: Any = None) -> Stored | Merged:
+def clamp(b: Builder, out: Out, x: Value, lo: Any = None, hi: Any = None) -> Value | Merged:
     def expr(p: str) -> str:
         if lo is not None:
             p = f"max({p}, {const(lo, out.dtype)})"
@@ -166,18 +194,18 @@ LOWERINGS[aten.clamp_max.default] = lambda b, out, x, hi: clamp(b, out, x, None,
 
 
 @lowers(aten.leaky_relu.default)
-def leaky_relu(b: Builder, out: Out, x: Value, slope: Any = 0.01) -> Stored | Merged:
+def leaky_relu(b: Builder, out: Out, x: Value, slope: Any = 0.01) -> Value | Merged:
     return pointwise(b, out, lambda p: f"({p} > 0.0 ? {p} : {const(slope, out.dtype)} * {p})",
                      x)
 
 
 @lowers(aten.where.self)
-def where(b: Builder, out: Out, cond: Value, x: Any, y: Any) -> Stored | Merged:
+def where(b: Builder, out: Out, cond: Value, x: Any, y: Any) -> Value | Merged:
     return pointwise(b, out, lambda c, p, q: f"({c} ? {p} : {q})", cond, x, y)
 
 
 @lowers(aten._to_copy.default)
-def to_copy(b: Builder, out: Out, x: Value, **kwargs: Any) -> Stored | Merged:
+def to_copy(b: Builder, out: Out, x: Value, **kwargs: Any) -> Value | Merged:
     for key in ("layout", "device"):
         if kwargs.get(key) not in (None, torch.strided, torch.device("cpu")):
             raise Unsupported(f"_to_copy with {key}={kwargs[key]}")
@@ -191,7 +219,7 @@ def identity(b: Builder, out: Out, x: Value, **kwargs: Any) -> Value:
 
 
 @lowers(aten.full.default, aten.scalar_tensor.default)
-def full(b: Builder, out: Out, size: Any, value: Any = None, **kwargs: Any) -> Stored | Merged:
+def full(b: Builder, out: Out, size: Any, value: Any = None, **kwargs: Any) -> Value | Merged:
     fill = size if value is None else value  # scalar_tensor(value)
     target = b.fresh("full", out.shape, out.dtype)
     b.emit(target, "=", _typed(const(fill, out.dtype), out.dtype))
@@ -199,13 +227,13 @@ def full(b: Builder, out: Out, size: Any, value: Any = None, **kwargs: Any) -> S
 
 
 @lowers(aten.full_like.default)
-def full_like(b: Builder, out: Out, x: Any, value: Any, **kwargs: Any) -> Stored | Merged:
+def full_like(b: Builder, out: Out, x: Any, value: Any, **kwargs: Any) -> Value | Merged:
     return full(b, out, None, value)
 
 
 @lowers(aten.arange.start_step, aten.arange.start, aten.arange.default)
 def arange(b: Builder, out: Out, start: Any, end: Any = None, step: Any = 1,
-           **kwargs: Any) -> Stored | Merged:
+           **kwargs: Any) -> Value | Merged:
     first = 0 if end is None else start
     target = b.fresh("arange", out.shape, out.dtype)
     b.emit(target, "=", _typed(f"{const(first, 'int64')} + {const(step, 'int64')} * i0",
@@ -219,7 +247,7 @@ def _typed(expr: str, dtype: str) -> str:
 
 
 @lowers(aten.logical_not.default, aten.bitwise_not.default)
-def logical_not(b: Builder, out: Out, x: Value) -> Stored | Merged:
+def logical_not(b: Builder, out: Out, x: Value) -> Value | Merged:
     if out.dtype != "bool":
         raise Unsupported(f"bitwise not of {out.dtype}")
     return pointwise(b, out, lambda p: f"!({p})", x)
@@ -230,7 +258,7 @@ for _target, _sym in ((aten.logical_and.default, "&&"), (aten.logical_or.default
     LOWERINGS[_target] = (lambda s: lambda b, out, x, y: _boolean(b, out, x, y, s))(_sym)
 
 
-def _boolean(b: Builder, out: Out, x: Any, y: Any, sym: str) -> Stored | Merged:
+def _boolean(b: Builder, out: Out, x: Any, y: Any, sym: str) -> Value | Merged:
     if out.dtype != "bool":
         raise Unsupported(f"bitwise operator on {out.dtype}")
     return pointwise(b, out, lambda p, q: f"(bool({p}) {sym} bool({q}))", x, y)
