@@ -68,7 +68,7 @@ def _candidates(program: ir.Program) -> set[str]:
         for e in s.rhs.walk():
             if isinstance(e, ir.Read) and e.tensor in program.tensors:
                 reads.setdefault(e.tensor, []).append((k, e))
-    out = set()
+    out, ctx = set(), context(program.sizes)
     for k, s in enumerate(program.stmts):
         t = program.tensors[s.tensor]
         got = reads.get(s.tensor, [])
@@ -77,7 +77,7 @@ def _candidates(program: ir.Program) -> set[str]:
             continue
         at, read = got[0]
         if at > k and _reads_each_once(program.stmts[at], read) \
-                and _covered(program, s, program.stmts[at], read):
+                and _covered(program, ctx, s, program.stmts[at], read):
             out.add(s.tensor)
     return out
 
@@ -89,9 +89,10 @@ def _reads_each_once(reader: ir.Stmt, read: ir.Read) -> bool:
             and sorted(names) == sorted(reader.iters))
 
 
-def _covered(program: ir.Program, writer: ir.Stmt, reader: ir.Stmt, read: ir.Read) -> bool:
-    """Does every element ``read`` reads lie in ``writer``'s domain?"""
-    ctx = context(program.sizes)
+def _covered(program: ir.Program, ctx: isl.Set, writer: ir.Stmt, reader: ir.Stmt,
+             read: ir.Read) -> bool:
+    """Does every element ``read`` reads lie in ``writer``'s domain (``ctx``: the sizes'
+    context)?"""
     try:
         at = ", ".join(str(ix) for ix in read.indices)
         access = isl.Map(f"{program.params} -> {{ {reader.name}[{', '.join(reader.iters)}] -> "

@@ -273,15 +273,15 @@ def _least_shared(schedule: Schedule, top: Loop, chain: list[Loop], candidates: 
     def forks(lp: Loop) -> int:  # one region per iteration of the loops above it
         return math.prod(tf.trip_count(o, poly.domain) or 1 for o in chain[:chain.index(lp)])
 
-    first = candidates[0]
+    first, rate = candidates[0], l2_fill_rate(m)
     best, fewest, why = first, base, ""
     for lp, lines in zip(candidates[1:], shares[1:], strict=True):
         if lines is None or lines >= fewest:
             continue
-        saved = (base - lines) * m.line_bytes / l2_fill_rate(m)
-        if saved > (forks(lp) - forks(first)) * m.fork_join_cycles:
+        n = forks(lp)
+        if (base - lines) * m.line_bytes / rate > (n - forks(first)) * m.fork_join_cycles:
             best, fewest = lp, lines
             why = (f"parallel {lp.name}, not {first.name}: a core reads "
                    f"{lines * m.line_bytes / 2**20:.2g} MiB against "
-                   f"{base * m.line_bytes / 2**20:.2g} MiB ({forks(lp)} forks)")
+                   f"{base * m.line_bytes / 2**20:.2g} MiB ({n} forks)")
     return best, why

@@ -82,21 +82,24 @@ class View:
     def read(self, idx: Sequence[str]) -> str:
         return self.base.read(substitute(self.exprs, idx))
 
-    @property
-    def relabels(self) -> bool:
-        """Does the view only add or drop unit dims of ``base``, keeping the order of the
-        others? Torch then makes it without a copy, and a pointwise op on it can run in
-        ``base``'s shape (a linear's ``(1, T, C)`` view of its ``(T, C)`` product)."""
-        used = []
+    def relabelling(self) -> dict[int, int] | None:
+        """Each view dim's ``base`` dim, when the view only adds or drops unit dims of
+        ``base`` and keeps the order of the others (else None). Torch then makes it without
+        a copy, and a pointwise op on it can run in ``base``'s shape (a linear's
+        ``(1, T, C)`` view of its ``(T, C)`` product)."""
+        used: list[tuple[int, int]] = []  # (view dim, base dim), in base order
         for e, x in enumerate(self.exprs):
             if x == "0" and self.base.shape[e] == 1:
                 continue
             m = re.fullmatch(r"\{(\d+)\}", x)
             if m is None:
-                return False
-            used.append(int(m.group(1)))
-        return (used == sorted(set(used))
-                and all(n == 1 for d, n in enumerate(self.shape) if d not in used))
+                return None
+            used.append((int(m.group(1)), e))
+        dims = dict(used)
+        if [d for d, _ in used] != sorted(dims) or any(
+                n != 1 for d, n in enumerate(self.shape) if d not in dims):
+            return None
+        return dims
 
     def __str__(self) -> str:
         dims = ", ".join(f"i{d}" for d in range(len(self.shape)))

@@ -302,7 +302,8 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
         logical = None
         if isinstance(value, Merged):
             logical, value = value.shape, value.value
-        elif isinstance(value, View) and value.relabels and not _is_input(cur, value.base):
+        elif isinstance(value, View) and value.relabelling() is not None \
+                and not _is_input(cur, value.base):
             logical, value = value.shape, value.base  # torch views it: no copy
         key = value.name if isinstance(value, Stored) else None
         if key is not None and key in taken:  # one tensor two values name: torch views it

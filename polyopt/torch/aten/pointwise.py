@@ -37,14 +37,14 @@ def pointwise(b: Builder, out: Out, expr: Callable[..., str], *args: Any) -> Val
         full = Out(merged.value.shape, out.dtype)
         inner = [unmerge(a, merged) for a in args]
         return Merged(pointwise(b, full, expr, *inner), out.shape, merged.groups)  # type: ignore
-    written = {s.target for s in b.stmts}
     for view in args:
-        if isinstance(view, View) and view.shape == out.shape and view.relabels \
-                and view.base.name in written:
+        dims = view.relabelling() if isinstance(view, View) and view.shape == out.shape \
+            else None
+        if dims is not None and any(s.target == view.base.name for s in b.stmts):
             # computed in the shape of the tensor it views, and viewed the same way: the
             # bias and activation of a linear on a 3-D input then fold into its product
             # (``torch/epilogue.py``), and a squeeze back is no copy
-            inner = [_onto(a, view, out.shape) for a in args]
+            inner = [_onto(a, view.base.shape, dims, out.shape) for a in args]
             if all(a is not None for a in inner):
                 return view_of(_stored(b, Out(view.base.shape, out.dtype), expr, *inner),
                                out.shape, view.exprs)
@@ -58,17 +58,17 @@ def _stored(b: Builder, out: Out, expr: Callable[..., str], *args: Any) -> Store
     return target
 
 
-def _onto(x: Any, view: View, shape: Sequence[int]) -> Any:
-    """Operand ``x`` of a pointwise op of ``shape`` read at the indices of ``view``'s base
-    (None where it cannot be)."""
+def _onto(x: Any, base: Sequence[int], dims: dict[int, int], shape: Sequence[int]) -> Any:
+    """Operand ``x`` of a pointwise op of ``shape`` read at the indices of a tensor of shape
+    ``base`` whose dim ``dims[d]`` is dim ``d`` of ``shape`` (``View.relabelling``); None
+    where it cannot be."""
     if isinstance(x, Merged):
         return None
     if not isinstance(x, (Stored, View)):
         return x
-    base_dim = {int(e[1:-1]): d for d, e in enumerate(view.exprs) if e != "0"}
     off = len(shape) - len(x.shape)
-    exprs = ["0" if n == 1 else f"{{{base_dim[d + off]}}}" for d, n in enumerate(x.shape)]
-    return view_of(x, view.base.shape, exprs)
+    return view_of(x, base, ["0" if n == 1 else f"{{{dims[d + off]}}}"
+                             for d, n in enumerate(x.shape)])
 
 
 def unmerge(x: Any, merged: Merged) -> Any:
@@ -219,7 +219,7 @@ def identity(b: Builder, out: Out, x: Value, **kwargs: Any) -> Value:
 
 
 @lowers(aten.full.default, aten.scalar_tensor.default)
-def full(b: Builder, out: Out, size: Any, value: Any = None, **kwargs: Any) -> Value | Merged:
+def full(b: Builder, out: Out, size: Any, value: Any = None, **kwargs: Any) -> Stored | Merged:
     fill = size if value is None else value  # scalar_tensor(value)
     target = b.fresh("full", out.shape, out.dtype)
     b.emit(target, "=", _typed(const(fill, out.dtype), out.dtype))
@@ -227,13 +227,13 @@ def full(b: Builder, out: Out, size: Any, value: Any = None, **kwargs: Any) -> V
 
 
 @lowers(aten.full_like.default)
-def full_like(b: Builder, out: Out, x: Any, value: Any, **kwargs: Any) -> Value | Merged:
+def full_like(b: Builder, out: Out, x: Any, value: Any, **kwargs: Any) -> Stored | Merged:
     return full(b, out, None, value)
 
 
 @lowers(aten.arange.start_step, aten.arange.start, aten.arange.default)
 def arange(b: Builder, out: Out, start: Any, end: Any = None, step: Any = 1,
-           **kwargs: Any) -> Value | Merged:
+           **kwargs: Any) -> Stored | Merged:
     first = 0 if end is None else start
     target = b.fresh("arange", out.shape, out.dtype)
     b.emit(target, "=", _typed(f"{const(first, 'int64')} + {const(step, 'int64')} * i0",
