@@ -11,7 +11,8 @@ gives medians over the rounds and the ratio new/old (below 1: the new commit is 
 
 Cases: ``matmul`` (1024^3 float32), ``mm_odd`` (1000 x 1100 x 1200), ``r50:N`` / ``mv2:N``
 (layer N of ResNet-50 / MobileNetV2 as ``polyopt bench conv`` runs it, batch 1), ``r50``
-(every ResNet-50 layer). Each case checks the two commits' outputs against each other.
+(every ResNet-50 layer), ``ops:NAME`` (an operator of ``polyopt bench ops``, float32). Each
+case checks the two commits' outputs against each other.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ if case in ("matmul", "mm_odd"):
     src = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
     name, sizes = "mm", {"M": m, "N": n, "K": k}
     args = [rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)]
+elif case.startswith("ops:"):
+    from polyopt.bench.suite_cases import all_cases
+    op = next(c for c in all_cases(False) if c.op == case[4:])
+    name, src, sizes = op.kernel, op.source, dict(op.sizes)
+    args = [rng.standard_normal(shape).astype(np.float32) for shape in op.shapes]
 else:
     model, number = case.split(":")
     layer = next(x for x in MODELS[{"r50": "resnet50", "mv2": "mobilenetv2"}[model]]
