@@ -5,8 +5,9 @@ The column loop (the output's stride-1 index) is split by NR and vectorized, a r
 output index whose operands are broadcasts and reused) split by MR and unrolled and jammed,
 the largest reduction split by KC with the short ones (filter taps) inside, ordered
 ``others, k_o, j_o, i_o, k_i, taps, i_r, j_v`` with full tiles separated; each operand is
-packed into panels when the tiles sweep it often enough (``_pays_to_pack``). The printer
-turns the inner loops into a register-tile micro-kernel (``codegen/microkernel.py``).
+packed into panels when the tiles sweep it often enough (``_pays_to_pack``; a copied row
+operand is also priced in place, ``_bases``). The printer turns the inner loops into a
+register-tile micro-kernel (``codegen/microkernel.py``).
 
 The rows are the cost model's (``_fewest_cycles``): as many as the registers hold, or
 fewer that leave no partial tile or let a filter tap unroll into the micro-kernel's step,
@@ -113,7 +114,9 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
     row tile, or lets the printer unroll a filter tap into the micro-kernel's step, which
     then loads each operand row once for up to the tap's trip of updates. Where the
     columns end in a partial tile and the column operand is left in place, each is also
-    priced with that operand packed (``_padded``). Each prediction is noted."""
+    priced with that operand packed (``_padded``), and where the packing rule copies the
+    row operand, each is also priced with it read in place (``_bases``). Each prediction is
+    noted."""
     trips = {lp.name: trip(lp, schedule.poly.domain) for lp in chain}
     taps = _shared_taps(chain, s, plan, trips)
     mine = set(tf.stmts_of(chain[0]))
@@ -130,30 +133,32 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
         packs = {x.name for x in built.poly.stmts} - {x.name for x in schedule.poly.stmts}
         return built, nests_estimate(built, mine | packs, policy)
 
-    def plans(mr: int) -> list[tuple[str, TilePlan]]:
-        got = plan if mr == plan.mr else _tile_plan(schedule, chain, s, policy, knobs, mr)
+    def plans(base: TilePlan, own: Knobs, tag: str, mr: int) -> list[tuple[str, TilePlan]]:
+        got = base if mr == base.mr else _tile_plan(schedule, chain, s, policy, own, mr)
         if got is None or got.mr != mr:
             return []
-        padded = _padded(got, trips, knobs)
-        return [(str(mr), got)] + ([(f"{mr} packing B", padded)] if padded else [])
+        padded = _padded(got, trips, own)
+        return [(f"{mr}{tag}", got)] + ([(f"{mr}{tag} packing B", padded)] if padded else [])
 
     first = priced(plan)
     # the prefetchers' streams count only for rows read from memory
     cold = first is not None and first[1] is not None and first[1].warm is None
     done: set[tuple[object, ...]] = set()  # a pack that does not apply builds the same nest
-    for mr in (plan.mr, *_fewer_rows(plan.mr, trips[plan.row], taps, plan.nr // plan.lanes,
-                                     policy.machine.prefetch_streams if cold else None)):
-        for label, got in plans(mr):
-            found = first if got is plan else priced(got)
-            if found is None or found[0].steps in done:
-                continue
-            built, est = found
-            done.add(built.steps)
-            if est is None:
-                return built if best is None else best[0]
-            seen.append((label, est))
-            if best is None or _faster(est, best[1]):
-                best = (built, est, label)
+    streams = policy.machine.prefetch_streams if cold else None
+    for base, own, tag in _bases(schedule, chain, s, plan, policy, knobs):
+        for mr in (base.mr, *_fewer_rows(base.mr, trips[base.row], taps,
+                                         base.nr // base.lanes, streams)):
+            for label, got in plans(base, own, tag, mr):
+                found = first if got is plan else priced(got)
+                if found is None or found[0].steps in done:
+                    continue
+                built, est = found
+                done.add(built.steps)
+                if est is None:
+                    return built if best is None else best[0]
+                seen.append((label, est))
+                if best is None or _faster(est, best[1]):
+                    best = (built, est, label)
     if best is None:
         return _built(schedule, chain, s, plan)
     if len(seen) < 2:
@@ -162,6 +167,24 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
                      for label, e in seen)
     return best[0].note(f"{plan.row}: register tile rows {best[2]}, the least predicted "
                         f"cycles of: {told}")
+
+
+def _bases(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: TilePlan,
+           policy: CpuPolicy, knobs: Knobs) -> list[tuple[TilePlan, Knobs, str]]:
+    """The plans whose rows ``_fewest_cycles`` varies, each with its knobs and label:
+    ``plan``, and where ``_pays_to_pack`` copies the row operand ``A`` and no knob says so,
+    the plan reading it in place (its rows within L1's ways, ``_conflict_rows``). The copy
+    is one more pass over ``A`` and a fork; reading in place is ``mr`` streams, not one.
+    The rule alone copied A larger than half of L2: BERT's FFN down (MxNxK 128x768x3072,
+    2 threads) ran 2.15 ms copied, 1.91 in place (MKL 2.04); ResNet-50's 1x1 layers 4-12
+    0.88-1.00x the time copied (``scripts/dev/compare_commits.py``, BENCHMARKS.md)."""
+    bases = [(plan, knobs, "")]
+    if plan.pack[0] and knobs.pack_a is None and knobs.pack is None:
+        unpacked = replace(knobs, pack_a=False)
+        in_place = _tile_plan(schedule, chain, s, policy, unpacked)
+        if in_place is not None:
+            bases.append((in_place, unpacked, " A in place"))
+    return bases
 
 
 def _padded(plan: TilePlan, trips: dict[str, int], knobs: Knobs) -> TilePlan | None:

@@ -28,7 +28,8 @@ def test_alignment_covers_a_vector_and_a_line() -> None:
 def test_kernels_pack_into_aligned_scratch() -> None:
     """numpy's large arrays start 16 bytes past a line; the packed copies must not."""
     src = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,r_k) * B(r_k,n) }"
-    k = polyopt.compile(src, sizes={"M": 512, "N": 512, "K": 512})
+    k = polyopt.compile(src, sizes={"M": 512, "N": 512, "K": 512},
+                        options={"knobs": {"pack_a": True}})
     a = np.ones((512, 512), np.float32)
     np.testing.assert_allclose(k(a, a), a @ a)
     (_, addresses), = k._calls._scratch.buffers.values()

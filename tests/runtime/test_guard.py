@@ -41,7 +41,7 @@ def test_guarded_zeros_are_zeros_that_fault_one_byte_past_the_end() -> None:
     assert got.stdout.strip() == "last" and got.returncode == -signal.SIGSEGV
 
 
-# A batched matrix-vector product register-tiled (the knob: the cost model predicts its
+# A batched matrix-vector product register-tiled, X copied (the knobs: the cost model predicts its
 # plain nest faster): X_pack(i/32, b, j, i%32) is whole blocks along i only, and with 23
 # rows of b (no row tile size divides them) the last row tile reads rows of b past its end.
 ROWS_PAST_THE_END = """
@@ -58,7 +58,7 @@ ROWS_PAST_THE_END = """
         Variants.variant = without_tails
     src = "def bmv(float(B,M,N) X, float(B,N) Y) -> (Z) {{ Z(b,i) +=! X(b,i,r_j) * Y(b,r_j) }}"
     k = polyopt.compile(src, sizes={{"B": 23, "M": 512, "N": 512}},
-                        options={{"knobs": {{"register_tile": True}}}})
+                        options={{"knobs": {{"register_tile": True, "pack_a": True}}}})
     assert "X_pack" in k.source and dict(k.lowered().source.tails)["X_pack"] > 0
     rng = np.random.default_rng(0)
     x = rng.standard_normal((23, 512, 512), np.float32)
