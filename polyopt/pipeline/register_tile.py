@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from polyopt import ir
@@ -123,9 +124,7 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
     best: tuple[Schedule, Estimate, str] | None = None
     seen = []
 
-    def priced(got: TilePlan | None) -> tuple[Schedule, Estimate | None] | None:
-        if got is None:
-            return None
+    def priced(got: TilePlan) -> tuple[Schedule, Estimate | None] | None:
         try:
             built = _built(schedule, chain, s, got)
         except ScheduleError:
@@ -133,32 +132,22 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
         packs = {x.name for x in built.poly.stmts} - {x.name for x in schedule.poly.stmts}
         return built, nests_estimate(built, mine | packs, policy)
 
-    def plans(base: TilePlan, own: Knobs, tag: str, mr: int) -> list[tuple[str, TilePlan]]:
-        got = base if mr == base.mr else _tile_plan(schedule, chain, s, policy, own, mr)
-        if got is None or got.mr != mr:
-            return []
-        padded = _padded(got, trips, own)
-        return [(f"{mr}{tag}", got)] + ([(f"{mr}{tag} packing B", padded)] if padded else [])
-
     first = priced(plan)
     # the prefetchers' streams count only for rows read from memory
     cold = first is not None and first[1] is not None and first[1].warm is None
     done: set[tuple[object, ...]] = set()  # a pack that does not apply builds the same nest
-    streams = policy.machine.prefetch_streams if cold else None
-    for base, own, tag in _bases(schedule, chain, s, plan, policy, knobs):
-        for mr in (base.mr, *_fewer_rows(base.mr, trips[base.row], taps,
-                                         base.nr // base.lanes, streams)):
-            for label, got in plans(base, own, tag, mr):
-                found = first if got is plan else priced(got)
-                if found is None or found[0].steps in done:
-                    continue
-                built, est = found
-                done.add(built.steps)
-                if est is None:
-                    return built if best is None else best[0]
-                seen.append((label, est))
-                if best is None or _faster(est, best[1]):
-                    best = (built, est, label)
+    for label, got in _candidates(schedule, chain, s, plan, policy, knobs, trips, taps,
+                                  policy.machine.prefetch_streams if cold else None):
+        found = first if got is plan else priced(got)
+        if found is None or found[0].steps in done:
+            continue
+        built, est = found
+        done.add(built.steps)
+        if est is None:
+            return built if best is None else best[0]
+        seen.append((label, est))
+        if best is None or _faster(est, best[1]):
+            best = (built, est, label)
     if best is None:
         return _built(schedule, chain, s, plan)
     if len(seen) < 2:
@@ -169,6 +158,24 @@ def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: Til
                         f"cycles of: {told}")
 
 
+def _candidates(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: TilePlan,
+                policy: CpuPolicy, knobs: Knobs, trips: dict[str, int], taps: list[int],
+                streams: int | None) -> Iterator[tuple[str, TilePlan]]:
+    """The labelled plans ``_fewest_cycles`` prices, ``plan`` first: for each base plan
+    (``_bases``), its rows and fewer (``_fewer_rows``), each also with its column operand
+    packed where that pads a partial tile (``_padded``)."""
+    for base, own, tag in _bases(schedule, chain, s, plan, policy, knobs):
+        for mr in (base.mr, *_fewer_rows(base.mr, trips[base.row], taps,
+                                         base.nr // base.lanes, streams)):
+            got = base if mr == base.mr else _tile_plan(schedule, chain, s, policy, own, mr)
+            if got is None or got.mr != mr:
+                continue
+            yield f"{mr}{tag}", got
+            padded = _padded(got, trips, own)
+            if padded is not None:
+                yield f"{mr}{tag} packing B", padded
+
+
 def _bases(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: TilePlan,
            policy: CpuPolicy, knobs: Knobs) -> list[tuple[TilePlan, Knobs, str]]:
     """The plans whose rows ``_fewest_cycles`` varies, each with its knobs and label:
@@ -176,8 +183,9 @@ def _bases(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: TilePlan,
     the plan reading it in place (its rows within L1's ways, ``_conflict_rows``). The copy
     is one more pass over ``A`` and a fork; reading in place is ``mr`` streams, not one.
     The rule alone copied A larger than half of L2: BERT's FFN down (MxNxK 128x768x3072,
-    2 threads) ran 2.15 ms copied, 1.91 in place (MKL 2.04); ResNet-50's 1x1 layers 4-12
-    0.88-1.00x the time copied (``scripts/dev/compare_commits.py``, BENCHMARKS.md)."""
+    B transposed, 2 threads) ran 2.15 ms copied, 1.91 in place (MKL 2.04); ResNet-50's 1x1
+    layers 4, 5, 6, 8, 10 and 12 0.88-1.00x the time copied
+    (``scripts/dev/compare_commits.py``, BENCHMARKS.md)."""
     bases = [(plan, knobs, "")]
     if plan.pack[0] and knobs.pack_a is None and knobs.pack is None:
         unpacked = replace(knobs, pack_a=False)
