@@ -7,6 +7,11 @@ contraction; then the forward's total against the partitions' sum (the rest is t
 path: Dynamo's and AOTAutograd's wrappers, the views and the per-call conversions):
 
     python3 scripts/checks/model_partitions.py --model bert --runs 5
+
+With ``--torch``, each distinct partition is also timed against torch running its operators
+one by one on random inputs of its shapes (``choice.measure``: alternating calls, each side's
+fastest), and its row gives torch's time per forward and torch's time over polyopt's: where a
+model loses to torch at a batch size, the partitions that lose it.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ import time
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from polyopt.bench.model import networks
-from polyopt.torch import compiler
+from polyopt.torch import choice, compiler
 
 
 def main() -> None:
@@ -29,6 +35,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--torch", action="store_true",
+                        help="time each partition's operators in torch too")
     args = parser.parse_args()
     net = networks.build(args.model)
     x = net.example(args.batch)
@@ -41,6 +49,7 @@ def main() -> None:
         spent[self.part.source].append(time.perf_counter() - start)
         return out
     compiler.PartitionCall.__call__ = timed  # type: ignore[method-assign]
+    theirs = _capture_subgraphs() if args.torch else {}
     with torch.no_grad():
         fast = torch.compile(net.module, backend="polyopt")
         fast(x)
@@ -54,7 +63,31 @@ def main() -> None:
     print(f"forward {total:.2f} ms; partitions {sum(r[0] for r in rows):.2f} ms")
     for ms, calls, source in rows[:args.top]:
         first = next((ln.strip() for ln in source.splitlines() if "+=!" in ln), "")
-        print(f"{ms:8.2f} ms  x{calls:<3d} {first[:110]}")
+        if source in theirs:
+            module, inputs, ours = theirs[source]
+            v = choice.measure(ours, module, inputs)
+            against = v.torch_ms / v.polyopt_ms
+            print(f"{ms:8.2f} ms  torch {v.torch_ms * calls:8.2f} ms  torch/polyopt "
+                  f"{against:5.2f}  x{calls:<3d} {first[:90]}")
+        else:
+            print(f"{ms:8.2f} ms  x{calls:<3d} {first[:110]}")
+
+
+def _capture_subgraphs() -> dict[str, tuple[Any, list[torch.Tensor], Any]]:
+    """Per partition source, torch's subgraph of its operators, random inputs and the
+    partition's call, taken as the backend rewrites each graph (before the rewrite)."""
+    taken: dict[str, tuple[Any, list[torch.Tensor], Any]] = {}
+    rewrite = compiler.rewrite
+
+    def capture(gm: torch.fx.GraphModule, cut: Any, calls: dict[str, Any]) -> None:
+        for part in cut.partitions:
+            if part.source not in taken:
+                with unset_fake_temporarily():
+                    inputs = choice.example(gm, part)
+                taken[part.source] = (choice.subgraph(gm, part), inputs, calls[part.name])
+        rewrite(gm, cut, calls)
+    compiler.rewrite = capture  # type: ignore[assignment]
+    return taken
 
 
 if __name__ == "__main__":
