@@ -20,6 +20,7 @@ import numpy as np
 from polyopt import dtypes, ir
 from polyopt.errors import InputTypeError, ShapeError
 from polyopt.lang import syntax
+from polyopt.runtime import pool
 from polyopt.runtime.arrays import scratch_zeros
 from polyopt.runtime.bounded import bounded_put
 from polyopt.runtime.cpu import CpuKernel
@@ -67,7 +68,7 @@ class Calls:
             plan = self._plan(arrays)
         if outputs is None:
             device = any(is_device_array(a) for a in arrays)  # GPUArrays in, GPUArrays out
-            outs = [plan.kernel.empty(shape, dtype) if device else np.empty(shape, dtype)
+            outs = [plan.kernel.empty(shape, dtype) if device else pool.empty(shape, dtype)
                     for shape, dtype in plan.outputs]
         else:
             outs = self._outputs(plan.program, plan.sizes, outputs)
@@ -107,7 +108,7 @@ class Calls:
         if plan is None or plan.host is None:
             return None
         self.hot = plan.bound
-        outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
+        outs = [pool.empty(shape, dtype) for shape, dtype in plan.outputs]
         addresses = self._locals(plan)[1]
         if plan.held is not None:  # ``_alive``: the copies of constants, while the call runs
             addresses, _alive = plan.held.addresses([*inputs, *outs], addresses)

@@ -11,7 +11,7 @@ import numpy as np
 
 from polyopt.codegen.contract import KernelSource
 from polyopt.errors import BoundsError
-from polyopt.runtime import trampoline
+from polyopt.runtime import pool, trampoline
 from polyopt.runtime.compiler import DEFAULT_FLAGS, load_library
 
 # -fwrapv: integer arithmetic wraps like numpy's instead of being undefined on overflow.
@@ -75,13 +75,17 @@ class CpuKernel:
         """A call at fixed ``dims`` of a kernel without scratch, made in C (the trampoline's
         ``run``): given the inputs as a tuple, it returns the new outputs (one array or a
         tuple), or None when an input is not an exact C-contiguous, aligned ndarray of the
-        dtype object and shape in ``inputs`` (the caller checks and explains). None where the
+        dtype object and shape in ``inputs`` (the caller checks and explains). Outputs the
+        pool serves (``pool.pooled``) come from it, the rest from numpy. None where the
         trampoline was built without numpy."""
         if self._prepare is None or self._run is None or not outputs:
             return None
         plan = self._prepare(self._address, tuple(int(d) for d in dims),
                              tuple((dt, tuple(shape)) for dt, shape in inputs),
-                             tuple((dt, tuple(shape)) for shape, dt in outputs), self._raise)
+                             tuple((dt, tuple(shape)) for shape, dt in outputs), self._raise,
+                             tuple(functools.partial(pool.empty, tuple(shape), dt)
+                                   if pool.pooled(shape, dt) else None
+                                   for shape, dt in outputs))
         return functools.partial(self._run, plan)
 
     def run(self, buffers: Sequence[np.ndarray], dims: Sequence[int] | ctypes.Array,

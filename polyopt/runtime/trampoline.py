@@ -110,12 +110,14 @@ typedef struct {
   npy_intp *extents;
   long *dims;
   PyObject *on_error;     /* owned */
+  PyObject *makers;       /* owned: per output, None (PyArray_Empty) or a callable */
 } po_plan;
 
 static void po_plan_release(po_plan *p) {
   if (p->descr != NULL)
     for (Py_ssize_t i = 0; i < p->nin + p->nout; i++) Py_XDECREF(p->descr[i]);
   Py_XDECREF(p->on_error);
+  Py_XDECREF(p->makers);
   PyMem_Free(p->descr); PyMem_Free(p->nd); PyMem_Free(p->shape);
   PyMem_Free(p->extents); PyMem_Free(p->dims); PyMem_Free(p);
 }
@@ -155,14 +157,19 @@ static Py_ssize_t po_count_extents(PyObject *specs) {
   return n;
 }
 
-/* prepare(kernel_address, dims, inputs, outputs, on_error) -> plan; inputs and outputs are
-   tuples of (dtype, shape). */
+/* prepare(kernel_address, dims, inputs, outputs, on_error, makers) -> plan; inputs and
+   outputs are tuples of (dtype, shape); makers, per output, None (a new numpy array) or a
+   callable that returns the output (an array of its dtype and shape: the runtime's pool). */
 static PyObject *po_prepare(PyObject *self, PyObject *args) {
   (void)self;
-  PyObject *address, *dims, *ins, *outs, *on_error;
-  if (!PyArg_ParseTuple(args, "OO!O!O!O", &address, &PyTuple_Type, &dims, &PyTuple_Type, &ins,
-                        &PyTuple_Type, &outs, &on_error)) return NULL;
+  PyObject *address, *dims, *ins, *outs, *on_error, *makers;
+  if (!PyArg_ParseTuple(args, "OO!O!O!OO!", &address, &PyTuple_Type, &dims, &PyTuple_Type, &ins,
+                        &PyTuple_Type, &outs, &on_error, &PyTuple_Type, &makers)) return NULL;
   Py_ssize_t nin = PyTuple_GET_SIZE(ins), nout = PyTuple_GET_SIZE(outs), n = nin + nout;
+  if (PyTuple_GET_SIZE(makers) != nout) {
+    PyErr_SetString(PyExc_ValueError, "prepare: one maker (or None) per output");
+    return NULL;
+  }
   Py_ssize_t ein = po_count_extents(ins), eout = ein < 0 ? -1 : po_count_extents(outs);
   if (eout < 0) return NULL;
   if (n > PO_MAX_BUFFERS || nout < 1) {
@@ -179,6 +186,8 @@ static PyObject *po_prepare(PyObject *self, PyObject *args) {
   p->dims = (long *)PyMem_Calloc((size_t)PyTuple_GET_SIZE(dims) + 1, sizeof(long));
   Py_INCREF(on_error);
   p->on_error = on_error;
+  Py_INCREF(makers);
+  p->makers = makers;
   PyObject *capsule = PyCapsule_New(p, "polyopt.plan", po_plan_free);
   if (capsule == NULL) { po_plan_release(p); return NULL; }
   if (!p->descr || !p->nd || !p->shape || !p->extents || !p->dims) {
@@ -225,8 +234,18 @@ static PyObject *po_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
   PyObject *outs[PO_MAX_BUFFERS];
   for (Py_ssize_t j = 0; j < p->nout; j++) {
     Py_ssize_t at = p->nin + j;
-    Py_INCREF(p->descr[at]);  /* PyArray_Empty steals it */
-    outs[j] = PyArray_Empty(p->nd[at], p->shape[at], p->descr[at], 0);
+    PyObject *maker = PyTuple_GET_ITEM(p->makers, j);
+    if (maker != Py_None) {
+      outs[j] = PyObject_CallNoArgs(maker);
+      if (outs[j] != NULL && !PyArray_CheckExact(outs[j])) {
+        Py_DECREF(outs[j]);
+        outs[j] = NULL;
+        PyErr_SetString(PyExc_TypeError, "run: an output's maker returned no ndarray");
+      }
+    } else {
+      Py_INCREF(p->descr[at]);  /* PyArray_Empty steals it */
+      outs[j] = PyArray_Empty(p->nd[at], p->shape[at], p->descr[at], 0);
+    }
     if (outs[j] == NULL) {
       for (Py_ssize_t k = 0; k < j; k++) Py_DECREF(outs[k]);
       return NULL;
