@@ -57,12 +57,13 @@ class _Block:
 
     __slots__ = ("__array_interface__", "raw")
 
-    def __init__(self, raw: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    def __init__(self, raw: np.ndarray, nbytes: int) -> None:
         self.raw = raw
         start = raw.ctypes.data
         start += -start % alignment()
-        self.__array_interface__ = {"data": (start, False), "shape": shape,
-                                    "typestr": dtype.str, "version": 3}
+        # bytes, viewed as the dtype after: a typestr cannot name every dtype (bfloat16)
+        self.__array_interface__ = {"data": (start, False), "shape": (nbytes,),
+                                    "typestr": "|u1", "version": 3}
 
     def __del__(self) -> None:
         # at interpreter shutdown the module's globals may be gone
@@ -79,14 +80,15 @@ def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """An uninitialized C-contiguous array, from the pool when it is ``MIN_BYTES`` or more."""
     if not pooled(shape, dtype):
         return np.empty(shape, dtype)
-    size = -(-(math.prod(shape) * dtype.itemsize + alignment()) // PAGE) * PAGE
+    nbytes = math.prod(shape) * dtype.itemsize
+    size = -(-(nbytes + alignment()) // PAGE) * PAGE
     kept = _free.get(size)
     if kept:
         raw = kept.pop()
         _kept[0] -= size
     else:
         raw = np.empty(size, np.uint8)
-    return np.asarray(_Block(raw, shape, dtype))
+    return np.asarray(_Block(raw, nbytes)).view(dtype).reshape(shape)
 
 
 def _give_back(raw: np.ndarray) -> None:

@@ -43,6 +43,13 @@ def test_a_view_keeps_the_memory_out_of_the_pool() -> None:
     assert pool.kept_bytes() > 0
 
 
+def test_any_dtype_numpy_knows_is_pooled() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for dtype in (np.dtype(ml_dtypes.bfloat16), np.dtype(np.complex64), np.dtype(np.int8)):
+        a = pool.empty(BIG, dtype)
+        assert a.dtype == dtype and a.shape == BIG and a.flags.c_contiguous
+
+
 def test_small_outputs_are_numpys_own() -> None:
     assert not pool.pooled((16, 16), np.dtype(np.float32))
     small = pool.empty((16, 16), np.dtype(np.float32))
