@@ -104,7 +104,20 @@ def _built(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: TilePlan) -
         row_it, col_it = plan.iterators
         out = pack_operands(out, s, col_it, row_it, plan.mr, plan.nr, rows=plan.pack[0],
                             cols=plan.pack[1])
+        plan = replace(plan, pack=_packed(out, s, col_it))
     return out.note(plan.describe())
+
+
+def _packed(schedule: Schedule, s: PolyStmt, col_it: str) -> tuple[bool, bool]:
+    """Which of ``s``'s operands (A, B) ``schedule`` copies into panels: the plan's wish
+    where ``pack_operands`` could serve it (a padded read, a gather or a read two ways it
+    leaves in place: the note said "packs B" of a 1x1 convolution's input written with
+    ``pad I(0, 0, 0, 0)``, read in place)."""
+    packed = {st.args[0] for st in schedule.steps if st.verb == "pack"}
+    cols = {r.read.tensor for r in s.reads
+            if any(isinstance(ix, ir.Var) and ix.name == col_it for ix in r.read.indices)}
+    mine = packed & {r.read.tensor for r in s.reads}
+    return bool(mine - cols), bool(mine & cols)
 
 
 def _fewest_cycles(schedule: Schedule, chain: list[Loop], s: PolyStmt, plan: TilePlan,
