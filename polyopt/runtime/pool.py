@@ -10,7 +10,7 @@ calls with some 650 page faults and 6 ms in those with none, two of its three ca
 forward faulting; alone, on reused memory, it ran in a third of torch's time
 (``scripts/checks/model_partitions.py --model resnet50 --batch 8 --torch``). Inductor
 plans its buffers' reuse within a graph; a kernel called from Python cannot know its
-output's lifetime, so outputs of at least ``MIN_BYTES`` come from this pool: the array's
+output's lifetime, so outputs of at least ``min_bytes()`` come from this pool: the array's
 base is a ``_Block`` whose death (the last array or tensor on its memory gone) returns the
 memory to the pool, which hands it to the next output of that size. Whole models, 4
 alternating processes each against the commit before: ResNet-50 at batch 8 0.735x ->
@@ -28,11 +28,19 @@ import os
 
 import numpy as np
 
+from polyopt.costmodel.machine import host
 from polyopt.runtime.arrays import alignment
 
-MIN_BYTES = 1 << 18
-"""Outputs from this size up are pooled: glibc's first threshold for fresh mappings is
-128 KiB, and the pool's own cost (about 1 us an output) is far below a page fault's."""
+
+@functools.cache
+def min_bytes() -> int:
+    """Outputs from this size up are pooled: twice a core's L2. A smaller one is written
+    faster into the block glibc freed last, which may still be in the writing core's L2
+    (exact sizes from the pool from 256 KiB up: MobileNetV2 at batch 1 in 16.1-17.8 ms
+    against 14.2-14.5 without the pool, in 6 alternating processes each); a larger one is
+    in no core's L2 whichever block it gets, and fresh pages cost far more (the pool's own
+    cost is about 1 us an output)."""
+    return 2 * host().l2_bytes
 
 PAGE = 4096
 
@@ -73,11 +81,11 @@ class _Block:
 
 def pooled(shape: tuple[int, ...], dtype: np.dtype) -> bool:
     """Does an output of ``shape`` and ``dtype`` come from the pool?"""
-    return math.prod(shape) * dtype.itemsize >= MIN_BYTES and not dtype.hasobject
+    return math.prod(shape) * dtype.itemsize >= min_bytes() and not dtype.hasobject
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """An uninitialized C-contiguous array, from the pool when it is ``MIN_BYTES`` or more."""
+    """An uninitialized C-contiguous array, from the pool when it is ``min_bytes()`` or more."""
     if not pooled(shape, dtype):
         return np.empty(shape, dtype)
     nbytes = math.prod(shape) * dtype.itemsize
