@@ -13,10 +13,11 @@ plans its buffers' reuse within a graph; a kernel called from Python cannot know
 output's lifetime, so outputs of at least ``min_bytes()`` come from this pool: the array's
 base is a ``_Block`` whose death (the last array or tensor on its memory gone) returns the
 memory to the pool, which hands it to the next output of that size. Whole models, 4
-alternating processes each against the commit before: ResNet-50 at batch 8 0.735x ->
-0.825x Inductor, MobileNetV2 at batch 8 0.954x -> 1.105x, BERT-base at batch 1 unchanged
-(126.7 and 125.8 ms). Free memory kept is bounded by ``keep_bytes()``; a block freed beyond
-it goes back to the allocator. Blocks start on ``arrays.alignment()``, as scratch does.
+alternating processes each against f7edb3e: ResNet-50 at batch 8 0.771x -> 0.833x
+Inductor; MobileNetV2 at batch 8 0.954x -> 1.105x and BERT-base at batch 1 unchanged
+(126.7 and 125.8 ms), both with outputs pooled from 256 KiB. Free memory kept is bounded
+by ``keep_bytes()``; a block freed beyond it goes back to the allocator. Blocks start on
+``arrays.alignment()``, as scratch does.
 """
 
 from __future__ import annotations
