@@ -37,8 +37,9 @@ from polyopt.runtime.arrays import alignment
 def min_bytes() -> int:
     """Outputs from this size up are pooled: twice a core's L2. A smaller one is written
     faster into the block glibc freed last, which may still be in the writing core's L2
-    (exact sizes from the pool from 256 KiB up: MobileNetV2 at batch 1 in 16.1-17.8 ms
-    against 14.2-14.5 without the pool, in 6 alternating processes each); a larger one is
+    (MobileNetV2 at batch 1, 6 alternating processes each: pooled from 256 KiB up 17.8 ms
+    against 14.2 without the pool, from 2 MiB up 16.1 against 14.5, though the same code
+    moved by 2 ms between runs; from 4 MiB up, as fast); a larger one is
     in no core's L2 whichever block it gets, and fresh pages cost far more (the pool's own
     cost is about 1 us an output)."""
     return 2 * host().l2_bytes
