@@ -32,6 +32,8 @@ import numpy as np
 from polyopt.costmodel.machine import host
 from polyopt.runtime.arrays import alignment
 
+PAGE = 4096  # blocks are whole pages, so outputs a few bytes apart share a size
+
 
 @functools.cache
 def min_bytes() -> int:
@@ -39,12 +41,10 @@ def min_bytes() -> int:
     faster into the block glibc freed last, which may still be in the writing core's L2
     (MobileNetV2 at batch 1, 6 alternating processes each: pooled from 256 KiB up 17.8 ms
     against 14.2 without the pool, from 2 MiB up 16.1 against 14.5, though the same code
-    moved by 2 ms between runs; from 4 MiB up, as fast); a larger one is
-    in no core's L2 whichever block it gets, and fresh pages cost far more (the pool's own
-    cost is about 1 us an output)."""
+    moved by 2 ms between runs; from 4 MiB up, as fast); a larger one is in no core's L2
+    whichever block it gets, and fresh pages cost far more (the pool's own cost is about
+    1 us an output)."""
     return 2 * host().l2_bytes
-
-PAGE = 4096
 
 
 @functools.cache
@@ -83,14 +83,18 @@ class _Block:
 
 def pooled(shape: tuple[int, ...], dtype: np.dtype) -> bool:
     """Does an output of ``shape`` and ``dtype`` come from the pool?"""
-    return math.prod(shape) * dtype.itemsize >= min_bytes() and not dtype.hasobject
+    return _pooled(math.prod(shape) * dtype.itemsize, dtype)
+
+
+def _pooled(nbytes: int, dtype: np.dtype) -> bool:
+    return nbytes >= min_bytes() and not dtype.hasobject
 
 
 def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """An uninitialized C-contiguous array, from the pool when it is ``min_bytes()`` or more."""
-    if not pooled(shape, dtype):
-        return np.empty(shape, dtype)
     nbytes = math.prod(shape) * dtype.itemsize
+    if not _pooled(nbytes, dtype):
+        return np.empty(shape, dtype)
     size = -(-(nbytes + alignment()) // PAGE) * PAGE
     kept = _free.get(size)
     if kept:

@@ -54,7 +54,7 @@ def test_any_dtype_numpy_knows_is_pooled() -> None:
 def test_small_outputs_are_numpys_own() -> None:
     assert not pool.pooled((16, 16), np.dtype(np.float32))
     small = pool.empty((16, 16), np.dtype(np.float32))
-    assert isinstance(small.base, type(None))
+    assert small.base is None
     assert pool.pooled(BIG, np.dtype(np.float32))
 
 
