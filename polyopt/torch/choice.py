@@ -88,14 +88,17 @@ def subgraph(gm: torch.fx.GraphModule, part: Partition) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
-def example(gm: torch.fx.GraphModule, part: Partition) -> list[torch.Tensor]:
+def example(gm: torch.fx.GraphModule, part: Partition,
+            row_major: frozenset[str] = frozenset()) -> list[torch.Tensor]:
     """Random tensors as ``part``'s inputs are at run time: shapes, dtypes and strides (zeros
-    for integers and booleans: indices in range)."""
+    for integers and booleans: indices in range). The inputs ``row_major`` names are other
+    partitions' outputs, row-major whatever ATen's strides (``val.stride()``) would be."""
     nodes = {n.name: n for n in gm.graph.nodes}
     tensors = []
     for name in part.inputs:
         val = nodes[name].meta["val"]
-        t = torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype)
+        t = (torch.empty(tuple(val.shape), dtype=val.dtype) if name in row_major else
+             torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype))
         tensors.append(t.normal_() if t.is_floating_point() else t.zero_())
     return tensors
 
@@ -128,16 +131,19 @@ def measure(ours: Callable[..., Any], theirs: Callable[..., Any],
 
 
 def judge(gm: torch.fx.GraphModule, part: Partition, ours: Callable[..., Any],
-          kernel_source: str, settled: bool = True) -> tuple[Verdict, bool]:
+          kernel_source: str, settled: bool = True,
+          row_major: frozenset[str] = frozenset()) -> tuple[Verdict, bool]:
     """``part``'s verdict, from the disk cache or else measured now (and stored), and
-    whether it was measured; unless ``settled``, a measurement ``settle``s first."""
+    whether it was measured; unless ``settled``, a measurement ``settle``s first. The
+    inputs ``row_major`` names are other partitions' outputs (``example``)."""
     theirs = subgraph(gm, part)
-    key = _key(kernel_source, _signature(theirs))
+    made = [k for k, name in enumerate(part.inputs) if name in row_major]
+    key = _key(kernel_source, f"{_signature(theirs)}\nrow-major inputs {made}")
     found = _load(key)
     if found is not None:
         return found, False
     with unset_fake_temporarily():
-        args = example(gm, part)
+        args = example(gm, part, row_major)
     if not settled:
         settle(ours, args)
     verdict = measure(ours, theirs, args)

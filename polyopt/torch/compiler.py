@@ -224,6 +224,7 @@ class _Build:
         all its nodes when it has none."""
         keep: dict[str, str] = {}
         target = {n.name: n.target for n in gm.graph.nodes}
+        made = frozenset(name for p in cut.partitions for name in p.outputs)
         for part in cut.partitions:
             targets = [target[n] for n in part.nodes]
             if any(t in CONTRACTIONS and t not in choice.MEASURED for t in targets):
@@ -232,7 +233,7 @@ class _Build:
             verdict = self.measured.get(self.keys[part.name])
             if verdict is None:
                 verdict, timed = choice.judge(gm, part, call, call.kernel.source,
-                                              self.settled)
+                                              self.settled, made)
                 self.settled |= timed  # no compile runs between two measurements
                 self.measured[self.keys[part.name]] = verdict
             if verdict.torch_faster:

@@ -87,6 +87,7 @@ class _Open:
     builder: Builder = field(default_factory=Builder)
     values: dict[str, Any] = field(default_factory=dict)  # FX name -> Value or tuple
     free: dict[str, torch.fx.Node] = field(default_factory=dict)  # VIEWS left to readers
+    made: set[str] = field(default_factory=set)  # earlier partitions' outputs: row-major
     viewed: dict[str, Any] = field(default_factory=dict)  # free views lowered here
     nodes: list[torch.fx.Node] = field(default_factory=list)
     inputs: dict[str, Stored] = field(default_factory=dict)
@@ -124,7 +125,7 @@ def plan(gm: torch.fx.GraphModule, prefix: str = "part",
     parts: list[Partition] = []
     falls: list[Fallback] = []
     free: dict[str, torch.fx.Node] = {}
-    cur = _Open(free=free)
+    cur = _Open(free=free, made=set())
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr", "output"):
             continue
@@ -221,7 +222,9 @@ def _value(cur: _Open, arg: Any) -> Any:
         if any(not isinstance(s, int) for s in val.shape):
             raise Unsupported("symbolic shape (dynamic=True): not lowered yet")
         shape = tuple(int(s) for s in val.shape)
-        order = dense_order(shape, tuple(int(s) for s in val.stride()))
+        # An earlier partition's output is row-major whatever strides ATen's would have had
+        # (a transpose it computes is copied out): read through them, the call copied it back.
+        order = None if key in cur.made else dense_order(shape, tuple(int(s) for s in val.stride()))
         stored = Stored(tensor_name(key), shape if order is None else
                         tuple(shape[d] for d in order), tc_type(val.dtype))
         cur.inputs[key] = stored
@@ -278,7 +281,8 @@ def _close(cur: _Open, gm: torch.fx.GraphModule, parts: list[Partition], prefix:
         part = _assemble(cur, f"{prefix}{len(parts)}")
         if part is not None:
             parts.append(part)
-    return _Open(free=cur.free)
+            cur.made.update(part.outputs)
+    return _Open(free=cur.free, made=cur.made)
 
 
 def _assemble(cur: _Open, name: str) -> Partition | None:

@@ -167,6 +167,18 @@ def test_permuted_inputs_are_declared_in_their_memory_order() -> None:
     assert part.layouts == ((1, 2, 0),) and "float(3,4,6)" in part.source, part
 
 
+def test_a_partitions_output_is_read_row_major_by_the_next() -> None:
+    """A transpose one partition computes is copied out row-major, so the partition after
+    it (cut at its own product) declares it row-major: ATen's strides for that value (a
+    transposed view) would have had the call permute it and copy it back (a training step's
+    weight gradient, 65 us a call on the 512 x 64 operand)."""
+    record = run(lambda a, b, c: torch.relu(a @ b).t() @ c, torch.randn(4, 5),
+                 torch.randn(5, 6), torch.randn(4, 3), reduce=5)
+    first, second = record.plans[0].partitions
+    assert first.outputs[-1] in second.inputs, (first, second)
+    assert not second.layouts, second
+
+
 def test_a_transpose_of_a_transpose_is_the_tensor_itself() -> None:
     """An identity view (a gradient's weight transposed back) is no copy out of its own."""
     record = run(lambda a, b: torch.relu(a @ b).t().t(), torch.randn(4, 5), torch.randn(5, 6),
