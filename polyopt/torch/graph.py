@@ -8,6 +8,8 @@ consumers go straight to the stored tensor. Both are frozen and print as TC woul
 
 from __future__ import annotations
 
+import ast
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ TC_TYPES: dict[torch.dtype, str] = {
 FLOAT_TYPES = ("float", "double", "float16", "bfloat16")
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_AFFINE = re.compile(r"[0-9{}()+\-* ]+")  # a view's index template without / or %
 
 
 class Unsupported(PolyoptError):
@@ -82,24 +85,25 @@ class View:
     def read(self, idx: Sequence[str]) -> str:
         return self.base.read(substitute(self.exprs, idx))
 
-    def relabelling(self) -> dict[int, int] | None:
-        """Each view dim's ``base`` dim, when the view only adds or drops unit dims of
-        ``base`` and keeps the order of the others (else None). Torch then makes it without
-        a copy, and a pointwise op on it can run in ``base``'s shape (a linear's
-        ``(1, T, C)`` view of its ``(T, C)`` product)."""
-        used: list[tuple[int, int]] = []  # (view dim, base dim), in base order
-        for e, x in enumerate(self.exprs):
-            if x == "0" and self.base.shape[e] == 1:
-                continue
-            m = re.fullmatch(r"\{(\d+)\}", x)
-            if m is None:
-                return None
-            used.append((int(m.group(1)), e))
-        dims = dict(used)
-        if [d for d, _ in used] != sorted(dims) or any(
-                n != 1 for d, n in enumerate(self.shape) if d not in dims):
+    def splitting(self) -> tuple[tuple[int, ...], ...] | None:
+        """Per ``base`` dim, the view dims it is split into (consecutive, row-major), when
+        the view is ``base``'s memory reshaped: dims split (a linear's ``(B, T, C)`` view of
+        its ``(B*T, C)`` product) or unit dims added or dropped, the order kept; else None.
+        Torch then makes it without a copy, and a pointwise op on it can run in ``base``'s
+        shape, where it folds into the product (``torch/epilogue.py``)."""
+        groups = merge_groups(self.shape, self.base.shape)
+        if groups is None or not all(_AFFINE.fullmatch(x) for x in self.exprs):
             return None
-        return dims
+        at = [[0] * len(self.shape)] + [[int(d == e) for d in range(len(self.shape))]
+                                        for e, n in enumerate(self.shape) if n != 1]
+        for e, group in enumerate(groups):
+            weight = {d: math.prod(self.shape[g] for g in group[k + 1:])
+                      for k, d in enumerate(group)}
+            for point in at:  # affine: the origin and each unit step fix it
+                if _integer(self.exprs[e].format(*point)) != sum(
+                        weight.get(d, 0) * i for d, i in enumerate(point)):
+                    return None
+        return groups
 
     def __str__(self) -> str:
         dims = ", ".join(f"i{d}" for d in range(len(self.shape)))
@@ -115,6 +119,21 @@ def substitute(exprs: Sequence[str], idx: Sequence[str]) -> tuple[str, ...]:
     or another template's ``{d}``)."""
     args = [i if re.fullmatch(r"-?[A-Za-z0-9_]+|\{\d+\}", i) else f"({i})" for i in idx]
     return tuple(e.format(*args) for e in exprs)
+
+
+def _integer(text: str) -> int:
+    """The value of integer arithmetic (``+ - *``, parentheses) a view's template gave."""
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+            a, b = value(node.left), value(node.right)
+            return a + b if isinstance(node.op, ast.Add) else \
+                a - b if isinstance(node.op, ast.Sub) else a * b
+        raise ValueError(f"not integer arithmetic: {text!r}")
+    return value(ast.parse(text, mode="eval").body)
 
 
 def view_of(value: Any, shape: Sequence[int], exprs: Sequence[str]) -> Value:

@@ -306,9 +306,9 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
         logical = None
         if isinstance(value, Merged):
             logical, value = value.shape, value.value
-        elif isinstance(value, View) and value.relabelling() is not None \
+        if isinstance(value, View) and value.splitting() is not None \
                 and not _is_input(cur, value.base):
-            logical, value = value.shape, value.base  # torch views it: no copy
+            logical, value = logical or value.shape, value.base  # torch views it: no copy
         key = value.name if isinstance(value, Stored) else None
         if key is not None and key in taken:  # one tensor two values name: torch views it
             index = taken[key]

@@ -56,6 +56,21 @@ def test_a_linear_on_a_3d_input_keeps_its_epilogue_in_the_product() -> None:
         torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
 
 
+def test_a_linear_on_a_batch_of_sequences_keeps_its_epilogue_in_the_product() -> None:
+    """At batch 3 the product's rows are split into (batch, tokens) by the view back to
+    3-D: its bias and GELU still run on the 2-D product, and torch views the result."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.GELU()).eval()
+    x = torch.randn(3, 5, 8)
+    text = source_of(model, x)
+    targets = re.findall(r"^\s+(\w+)\(i0", text, re.M)
+    assert len(set(targets)) == 1 and len(targets) == 3, text
+    assert "local" not in text and "out_" not in text, text
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=compiler.make_backend())(x)
+        torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
+
+
 def statement(target: str, rhs: str, op: str = "=", shape: tuple[int, ...] = (4,)) -> Statement:
     reads = frozenset(re.findall(r"\b(\w+)\(", rhs))
     return Statement(target, f"{target}(i0) {op} {rhs} where i0 in 0:4", reads, op, shape)

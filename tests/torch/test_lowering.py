@@ -254,3 +254,25 @@ def test_16_bit_normalizations_and_activations(dtype: Any) -> None:
     run(lambda t: F.layer_norm(t, (16,)), x, dtype=dtype, reduce=16)
     run(lambda t: torch.softmax(t, -1), x, dtype=dtype, reduce=16)
     run(lambda t: F.gelu(t) * 2 + torch.sigmoid(t), x, dtype=dtype)
+
+
+@pytest.mark.parametrize("base, shape, exprs, groups", [
+    ((256, 512), (4, 64, 512), ("64*{0} + {1}", "{2}"), ((0, 1), (2,))),  # rows split
+    ((4, 64), (4, 64, 1), ("{0}", "{1}"), ((0,), (1, 2))),  # a unit dim added
+    ((1, 5, 8), (5, 8), ("0", "{0}", "{1}"), ((), (0,), (1,))),  # a unit dim dropped
+    ((256, 512), (4, 64, 512), ("64*({0}) + ({1})", "{2}"), ((0, 1), (2,))),
+    ((256, 512), (64, 4, 512), ("{0} + 64*{1}", "{2}"), None),  # split, then permuted
+    ((5, 7), (7, 5), ("{1}", "{0}"), None),  # a transpose
+    ((256, 384), (64, 4, 128), ("4*{0} + {1}", "(128*1 + {2})"), None),  # a slice
+])
+def test_a_view_splits_its_base_when_it_is_its_memory_reshaped(
+        base: tuple[int, ...], shape: tuple[int, ...], exprs: tuple[str, ...],
+        groups: tuple[tuple[int, ...], ...] | None) -> None:
+    graph = pytest.importorskip("polyopt.torch.graph")
+    view = graph.View(graph.Stored("t", base, "float"), shape, exprs)
+    assert view.splitting() == groups
+    if groups is not None:  # torch's own reshape of the base reads the same elements
+        flat = torch.arange(math.prod(base)).reshape(base)
+        for point in [(0,) * len(shape), tuple(n - 1 for n in shape)]:
+            at = [graph._integer(e.format(*point)) for e in exprs]
+            assert flat.reshape(shape)[point] == flat[tuple(at)]

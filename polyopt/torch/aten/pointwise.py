@@ -3,7 +3,7 @@ each, broadcast as numpy does; on a merging reshape's result, computed unmerged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -38,13 +38,13 @@ def pointwise(b: Builder, out: Out, expr: Callable[..., str], *args: Any) -> Val
         inner = [unmerge(a, merged) for a in args]
         return Merged(pointwise(b, full, expr, *inner), out.shape, merged.groups)  # type: ignore
     for view in args:
-        dims = view.relabelling() if isinstance(view, View) and view.shape == out.shape \
+        groups = view.splitting() if isinstance(view, View) and view.shape == out.shape \
             else None
-        if dims is not None and any(s.target == view.base.name for s in b.stmts):
+        if groups is not None and any(s.target == view.base.name for s in b.stmts):
             # computed in the shape of the tensor it views, and viewed the same way: the
             # bias and activation of a linear on a 3-D input then fold into its product
             # (``torch/epilogue.py``), and a squeeze back is no copy
-            inner = [_onto(a, view.base.shape, dims, out.shape) for a in args]
+            inner = [_onto(a, view, groups) for a in args]
             if all(a is not None for a in inner):
                 return view_of(_stored(b, Out(view.base.shape, out.dtype), expr, *inner),
                                out.shape, view.exprs)
@@ -58,17 +58,30 @@ def _stored(b: Builder, out: Out, expr: Callable[..., str], *args: Any) -> Store
     return target
 
 
-def _onto(x: Any, base: Sequence[int], dims: dict[int, int], shape: Sequence[int]) -> Any:
-    """Operand ``x`` of a pointwise op of ``shape`` read at the indices of a tensor of shape
-    ``base`` whose dim ``dims[d]`` is dim ``d`` of ``shape`` (``View.relabelling``); None
-    where it cannot be."""
+def _onto(x: Any, view: View, groups: tuple[tuple[int, ...], ...]) -> Any:
+    """Operand ``x`` of a pointwise op on ``view`` read at the indices of ``view.base``,
+    whose dim ``e`` is ``view``'s dims ``groups[e]`` (``View.splitting``): a view through
+    the same map is its base; else ``x`` may vary only along view dims left whole (a split
+    one would be read with / and %); None where it cannot be."""
+    if isinstance(x, View) and x.exprs == view.exprs and x.shape == view.shape \
+            and x.base.shape == view.base.shape:
+        return x.base
     if isinstance(x, Merged):
         return None
     if not isinstance(x, (Stored, View)):
         return x
-    off = len(shape) - len(x.shape)
-    return view_of(x, base, ["0" if n == 1 else f"{{{dims[d + off]}}}"
-                             for d, n in enumerate(x.shape)])
+    owner = {d: e for e, group in enumerate(groups) for d in group}
+    off = len(view.shape) - len(x.shape)
+    exprs = []
+    for d, n in enumerate(x.shape):
+        if n == 1:
+            exprs.append("0")
+            continue
+        e = owner[d + off]
+        if any(view.shape[g] != 1 for g in groups[e] if g != d + off):
+            return None
+        exprs.append(f"{{{e}}}")
+    return view_of(x, view.base.shape, exprs)
 
 
 def unmerge(x: Any, merged: Merged) -> Any:
