@@ -9,7 +9,9 @@ checked program's full text (``repr``: names, dtypes, extents, statements, compi
 sizes), the compile options (target, machine model, flags, OpenMP, knobs...), the schedule
 asked for and the state of the tuning database, polyopt's code (:func:`code_stamp`),
 islpy's and Python's versions and the host CPU. A ``checked`` record says that a
-size-generic program passed the compile-time bounds check.
+size-generic program passed the compile-time bounds check. A ``hints`` record says that a
+compile keyed more cheaply than by its program (a torch partition's source and options) was
+lowered before.
 
 Records are only an index: a miss, or a record that cannot be trusted or parsed, is lowered
 again and rewritten. None are read or written without a disk cache, or when
@@ -106,6 +108,26 @@ def note_checked(program: ir.Program) -> None:
     root = records_root()
     if root is not None:
         _write(root, "checked", _checked_key(program), {"bounds": True})
+
+
+def hint_key(*parts: Any) -> str:
+    """The key of a hint about a compile that is cheaper to find than its variant key
+    (which needs the checked program): this polyopt's ``code_stamp`` and ``parts``."""
+    return records.key_of("hint", code_stamp(), *parts)
+
+
+def hinted(key: str) -> bool:
+    """Did an earlier process record hint ``key`` (``note_hint``)? Only a hint: a stale one
+    costs time, never a wrong result."""
+    root = records_root()
+    return root is not None and _read(root, "hints", key) is not None
+
+
+def note_hint(key: str) -> None:
+    """Record hint ``key``, unless it is already (a write replaces a file: 2 ms)."""
+    root = records_root()
+    if root is not None and _read(root, "hints", key) is None:
+        _write(root, "hints", key, {})
 
 
 @functools.cache

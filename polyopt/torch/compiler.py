@@ -106,8 +106,11 @@ def lower_ahead(jobs: Sequence[tuple[str, dict[str, Any] | None]]) -> None:
     is Python and isl, one core per process (ResNet-50 at batch 1: 20.9 s of a 28.3 s cold
     compile lowering, 4.6 s in gcc). Nothing is done with one core, without records of
     lowerings (no disk cache, or ``POLYOPT_DEBUG``) or without fork, and a worker's failure
-    is left for the compile that follows to report."""
-    distinct = list({_key(*job): job for job in jobs}.values())
+    is left for the compile that follows to report. A job an earlier process lowered
+    (``warm.hinted``) is left out: a warm start of ResNet-50 forked workers that only
+    loaded records, 0.33 s of its 3.4."""
+    distinct = [job for job in {_key(*job): job for job in jobs}.values()
+                if not warm.hinted(_hint(*job))]
     workers = min(host.usable_cores(), len(distinct))
     if (workers < 2 or warm.records_root() is None  # nothing a worker lowers would be kept
             or "fork" not in mp.get_all_start_methods()):
@@ -131,7 +134,15 @@ def compile_partition_source(source: str, options: dict[str, Any] | None) -> api
     # Every size is a number, so compile lowers now, or loads what an earlier process
     # lowered from the disk cache (a warm start lowers nothing); the C compiler runs now
     # too, so that compile times say what compiling took, and a measurement runs none.
-    return api.compile(source, DEF_NAME, options=options).build()
+    kernel = api.compile(source, DEF_NAME, options=options).build()
+    warm.note_hint(_hint(source, options))
+    return kernel
+
+
+def _hint(source: str, options: dict[str, Any] | None) -> str:
+    """The hint that ``source`` with ``options`` was lowered (``lower_ahead``): the machine
+    model and the tuning database may have changed since, which costs a lowering here."""
+    return warm.hint_key("partition", source, repr(options))
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,

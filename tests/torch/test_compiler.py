@@ -285,3 +285,20 @@ def test_partitions_are_lowered_ahead_in_worker_processes(
         got = compiler.compile_partition_source(source, None)(np.ones((4, n), np.float32))
         np.testing.assert_array_equal(got, np.full((4, n), 2.0, np.float32))
     assert not lowered
+
+
+def test_a_warm_start_forks_no_workers(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an earlier process lowered (its hint recorded) is not lowered ahead again: a
+    warm start forks no worker only to load records."""
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiler.host, "usable_cores", lambda: 2)
+    sources = [f"def partition(float(4,{n}) in0) -> (o) {{ o(i,j) = in0(i,j) + 1.0 }}"
+               for n in (3, 5)]
+    compiler.lower_ahead([(source, None) for source in sources])
+    for source in sources:
+        compiler.compile_partition_source(source, None)
+    forked: list[int] = []
+    monkeypatch.setattr(compiler, "ProcessPoolExecutor",
+                        lambda *a, **k: forked.append(1) or pytest.fail("forked"))
+    compiler.lower_ahead([(source, None) for source in sources])
+    assert not forked
