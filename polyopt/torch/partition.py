@@ -333,6 +333,11 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
         stmts, {s.name for s in cur.inputs.values()}, {s.name for _, s in outs},
         narrow=any(s.dtype in NARROW for s in cur.inputs.values()))
     outs = [(n, replace(s, name=renames.get(s.name, s.name))) for n, s in outs]
+    # Inputs only dead statements read (a view lowered for a node whose result nobody
+    # needed) are no inputs: each cost the call a conversion, and torch their values (an
+    # encoder layer's backward declared 10 such in its 12 partitions).
+    read = {name for s in stmts for name in s.reads}
+    cur.inputs = {k: v for k, v in cur.inputs.items() if v.name in read}
     layouts = tuple(cur.layouts.get(k) for k in cur.inputs)
     return Partition(name, tuple(_name(n) for n in cur.nodes), tuple(cur.inputs),
                      tuple(names), _source(cur, stmts, outs), tuple(shapes),

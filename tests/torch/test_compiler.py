@@ -14,6 +14,7 @@ from polyopt.runtime import cpu
 torch = pytest.importorskip("torch", reason="the torch backend needs PyTorch")
 nn = torch.nn
 compiler = pytest.importorskip("polyopt.torch.compiler")
+partition = pytest.importorskip("polyopt.torch.partition")
 
 
 def rel(a: Any, b: Any) -> float:
@@ -266,6 +267,12 @@ def test_encoder_layer_training_step_matches_eager_gradients() -> None:
     assert rel(got, want) < 1e-5
     # core ATen's decomposition of the attention kernel got the input projection's wrong
     assert rel(layer.self_attn.in_proj_weight.grad, twin.self_attn.in_proj_weight.grad) < 1e-5
+    # every input a partition declares is read: a view lowered for a node whose result
+    # died was an input all the same (torch computed it, the call converted it)
+    for part in (p for plan in record.plans for p in plan.partitions):
+        body = part.source.partition("{")[2]
+        for k in range(len(part.inputs)):
+            assert f"{partition.input_name(k)}(" in body, (part.name, k, part.source)
 
 
 def test_partitions_are_lowered_ahead_in_worker_processes(
