@@ -122,14 +122,17 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=0, help="torch's threads (0: its own)")
+    parser.add_argument("--networks", default="mlp,wide_mlp,encoder",
+                        help="comma-separated, from mlp, wide_mlp, encoder")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     print("| network | system | compile s | median step ms | eager / this | gradient error |")
     print("|---|---|---|---|---|---|")
-    for label, make in (("MLP 256-512-512-16, batch 64", mlp),
-                        ("MLP 512-1024-1024-16, batch 256", wide_mlp),
-                        ("encoder layer 128/4/512, 4 x 64", encoder)):
+    networks = {"mlp": ("MLP 256-512-512-16, batch 64", mlp),
+                "wide_mlp": ("MLP 512-1024-1024-16, batch 256", wide_mlp),
+                "encoder": ("encoder layer 128/4/512, 4 x 64", encoder)}
+    for label, make in (networks[name] for name in args.networks.split(",")):
         for name, seconds, ms, ratio, error in run(make, args.rounds):
             print(f"| {label} | {name} | {seconds:.1f} | {ms:.2f} | {ratio:.2f}x | "
                   f"{error:.1e} |", flush=True)
