@@ -94,12 +94,15 @@ class View:
         groups = merge_groups(self.shape, self.base.shape)
         if groups is None or not all(_AFFINE.fullmatch(x) for x in self.exprs):
             return None
-        at = [[0] * len(self.shape)] + [[int(d == e) for d in range(len(self.shape))]
-                                        for e, n in enumerate(self.shape) if n != 1]
+        # An affine map is fixed by the origin and each unit step; the far corner catches a
+        # product of two indices.
+        at = [[0] * len(self.shape), [n - 1 for n in self.shape]] + [
+            [int(d == e) for d in range(len(self.shape))]
+            for e, n in enumerate(self.shape) if n != 1]
         for e, group in enumerate(groups):
             weight = {d: math.prod(self.shape[g] for g in group[k + 1:])
                       for k, d in enumerate(group)}
-            for point in at:  # affine: the origin and each unit step fix it
+            for point in at:
                 if _integer(self.exprs[e].format(*point)) != sum(
                         weight.get(d, 0) * i for d, i in enumerate(point)):
                     return None

@@ -275,15 +275,21 @@ def test_encoder_layer_training_step_matches_eager_gradients() -> None:
             assert f"{partition.input_name(k)}(" in body, (part.name, k, part.source)
 
 
+def lowered_ahead(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, rhs: str) -> list[str]:
+    """Two partition sources (``o(i,j) = rhs``, at 4x3 and 4x5) lowered ahead into a disk
+    cache of their own, as on two cores."""
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiler.host, "usable_cores", lambda: 2)
+    sources = [f"def partition(float(4,{n}) in0) -> (o) {{ o(i,j) = {rhs} }}" for n in (3, 5)]
+    compiler.lower_ahead([(source, None) for source in sources])
+    return sources
+
+
 def test_partitions_are_lowered_ahead_in_worker_processes(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """``lower_ahead`` lowers in worker processes into the disk cache: the compiles that
     follow here load what they lowered and lower nothing."""
-    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(compiler.host, "usable_cores", lambda: 2)
-    sources = [f"def partition(float(4,{n}) in0) -> (o) {{ o(i,j) = in0(i,j) * 2.0 }}"
-               for n in (3, 5)]
-    compiler.lower_ahead([(source, None) for source in sources])
+    sources = lowered_ahead(tmp_path, monkeypatch, "in0(i,j) * 2.0")
     lowered: list[int] = []
     real = driver.lower_program
     monkeypatch.setattr(driver, "lower_program",
@@ -297,11 +303,7 @@ def test_partitions_are_lowered_ahead_in_worker_processes(
 def test_a_warm_start_forks_no_workers(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """What an earlier process lowered (its hint recorded) is not lowered ahead again: a
     warm start forks no worker only to load records."""
-    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(compiler.host, "usable_cores", lambda: 2)
-    sources = [f"def partition(float(4,{n}) in0) -> (o) {{ o(i,j) = in0(i,j) + 1.0 }}"
-               for n in (3, 5)]
-    compiler.lower_ahead([(source, None) for source in sources])
+    sources = lowered_ahead(tmp_path, monkeypatch, "in0(i,j) + 1.0")
     for source in sources:
         compiler.compile_partition_source(source, None)
     forked: list[int] = []

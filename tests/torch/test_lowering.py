@@ -264,6 +264,7 @@ def test_16_bit_normalizations_and_activations(dtype: Any) -> None:
     ((256, 512), (64, 4, 512), ("{0} + 64*{1}", "{2}"), None),  # split, then permuted
     ((5, 7), (7, 5), ("{1}", "{0}"), None),  # a transpose
     ((256, 384), (64, 4, 128), ("4*{0} + {1}", "(128*1 + {2})"), None),  # a slice
+    ((256, 512), (4, 64, 512), ("64*{0} + {1} + {0}*{1}", "{2}"), None),  # not affine
 ])
 def test_a_view_splits_its_base_when_it_is_its_memory_reshaped(
         base: tuple[int, ...], shape: tuple[int, ...], exprs: tuple[str, ...],
