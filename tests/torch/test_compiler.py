@@ -311,3 +311,23 @@ def test_a_warm_start_forks_no_workers(tmp_path: Any, monkeypatch: pytest.Monkey
                         lambda *a, **k: forked.append(1) or pytest.fail("forked"))
     compiler.lower_ahead([(source, None) for source in sources])
     assert not forked
+
+
+def test_the_toolchain_is_warmed_while_the_graph_is_traced(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make_backend`` starts a thread that builds a tiny kernel (the C compiler's self-test
+    and the trampoline come with a first build); a compile waits for it before building."""
+    monkeypatch.setenv("POLYOPT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiler, "_toolchain", [])
+    built: list[str] = []
+    real = compiler._build_tiny
+    monkeypatch.setattr(compiler, "_build_tiny", lambda: built.append("tiny") or real())
+    compiler.make_backend()
+    compiler.make_backend()  # once per process
+    assert len(compiler._toolchain) == 1
+    compiler.toolchain_ready()
+    assert built == ["tiny"] and not compiler._toolchain[0].is_alive()
+    monkeypatch.setenv("POLYOPT_NO_CACHE", "1")
+    monkeypatch.setattr(compiler, "_toolchain", [])
+    compiler.make_backend()  # nothing to keep for later builds: no thread
+    assert not compiler._toolchain
