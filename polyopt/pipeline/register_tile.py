@@ -428,7 +428,10 @@ def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int
     """Does copying an operand into panels pay? Always after ``pack_min_sweeps`` passes when
     it is ``crowded``: its panel's steps share L1's sets beyond their ways (rows a power of
     two apart), so no pass finds it in L1 (512 x 512 x 512, rows 2 KB apart: 0.61x MKL in
-    place, 0.84x packed). Else for a long reduction, at least
+    place, 0.84x packed); or when it is a vector operand whose lanes are not
+    ``unit_stride``, each of whose vectors in place is a gather, however small it is
+    (attention's scores, 16 x 64 x 64 x 32 with keys ``W(b, j, k)``: 209 us in the plain
+    nest the gathers left it, 28 us packed, torch 30-40). Else for a long reduction, at least
     ``pack_min_sweeps`` passes of the register tiles over it, and more of it (``row_bytes``
     per step of the reduction) than half of L1 holds, where it would stay between passes
     (the weights of a 1 x 1 convolution with 24 outputs, 9 KB, gained nothing packed)? One
@@ -438,7 +441,7 @@ def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int
     copied, unless ``l2_blocked``: the nest's row blocks keep a block of it in L2 for the
     passes (attn_pv, 1 MB a head swept twice: 1.4-2.1 ms copied, 0.89 ms not, on a 1 MB L2
     core where a copy is a third pass over memory)."""
-    if crowded and sweeps >= policy.pack_min_sweeps:
+    if (crowded or not (unit_stride or broadcast)) and sweeps >= policy.pack_min_sweeps:
         return True
     footprint = reduction * row_bytes
     if (reduction < policy.pack_min_reduction or sweeps < policy.pack_min_sweeps
