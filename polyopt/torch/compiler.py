@@ -142,6 +142,7 @@ def warm_toolchain() -> None:
 
 
 def toolchain_ready() -> None:
+    """Wait for ``warm_toolchain``'s build, if one was started."""
     if _toolchain:
         _toolchain[0].join()
 
