@@ -430,14 +430,14 @@ def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int
     two apart), so no pass finds it in L1 (512 x 512 x 512, rows 2 KB apart: 0.61x MKL in
     place, 0.84x packed); or when it is a vector operand whose lanes are not
     ``unit_stride``, each of whose vectors in place is a gather, however small it is
-    (attention's scores, 16 x 64 x 64 x 32 with keys ``W(b, j, k)``: 209 us in the plain
+    (attention's scores, 16 x 64 x 64 x 32 with keys ``W(b, j, k)``: 145-209 us in the plain
     nest the gathers left it, 28 us packed, torch 30-40). Else for a long reduction, at least
     ``pack_min_sweeps`` passes of the register tiles over it, and more of it (``row_bytes``
     per step of the reduction) than half of L1 holds, where it would stay between passes
     (the weights of a 1 x 1 convolution with 24 outputs, 9 KB, gained nothing packed)? One
     that half of L2 holds is read from there between the passes, and its copy is one more
     pass: a ``broadcast`` (row) operand is copied only after ``pack_l2_min_sweeps`` passes,
-    a vector operand only when its lanes are not ``unit_stride``. A larger operand is
+    a unit-stride vector operand never. A larger operand is
     copied, unless ``l2_blocked``: the nest's row blocks keep a block of it in L2 for the
     passes (attn_pv, 1 MB a head swept twice: 1.4-2.1 ms copied, 0.89 ms not, on a 1 MB L2
     core where a copy is a third pass over memory)."""
@@ -449,7 +449,7 @@ def _pays_to_pack(policy: CpuPolicy, reduction: int, sweeps: int, row_bytes: int
         return False
     if footprint > policy.machine.l2_bytes // 2 and not l2_blocked:
         return True
-    return sweeps >= policy.pack_l2_min_sweeps if broadcast else not unit_stride
+    return broadcast and sweeps >= policy.pack_l2_min_sweeps
 
 
 def _unit_stride(s: PolyStmt, it: str) -> bool:

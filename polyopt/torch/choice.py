@@ -137,8 +137,8 @@ def judge(gm: torch.fx.GraphModule, part: Partition, ours: Callable[..., Any],
     whether it was measured; unless ``settled``, a measurement ``settle``s first. The
     inputs ``row_major`` names are other partitions' outputs (``example``)."""
     theirs = subgraph(gm, part)
-    made = [k for k, name in enumerate(part.inputs) if name in row_major]
-    key = _key(kernel_source, f"{_signature(theirs)}\nrow-major inputs {made}")
+    at = [k for k, name in enumerate(part.inputs) if name in row_major]
+    key = _key(kernel_source, f"{_signature(theirs)}\nrow-major inputs {at}")
     found = _load(key)
     if found is not None:
         return found, False

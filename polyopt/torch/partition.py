@@ -125,7 +125,7 @@ def plan(gm: torch.fx.GraphModule, prefix: str = "part",
     parts: list[Partition] = []
     falls: list[Fallback] = []
     free: dict[str, torch.fx.Node] = {}
-    cur = _Open(free=free, made=set())
+    cur = _Open(free=free)
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr", "output"):
             continue
@@ -337,10 +337,10 @@ def _assemble(cur: _Open, name: str) -> Partition | None:
     # needed) are no inputs: each cost the call a conversion, and torch their values (an
     # encoder layer's backward declared 10 such in its 12 partitions).
     read = {name for s in stmts for name in s.reads}
-    cur.inputs = {k: v for k, v in cur.inputs.items() if v.name in read}
-    layouts = tuple(cur.layouts.get(k) for k in cur.inputs)
-    return Partition(name, tuple(_name(n) for n in cur.nodes), tuple(cur.inputs),
-                     tuple(names), _source(cur, stmts, outs), tuple(shapes),
+    inputs = {k: v for k, v in cur.inputs.items() if v.name in read}
+    layouts = tuple(cur.layouts.get(k) for k in inputs)
+    return Partition(name, tuple(_name(n) for n in cur.nodes), tuple(inputs),
+                     tuple(names), _source(inputs, stmts, outs), tuple(shapes),
                      tuple(picks) if picks != list(range(len(picks))) else (),
                      layouts if any(layouts) else ())
 
@@ -372,18 +372,18 @@ def input_name(k: int) -> str:
     return f"in{k}"
 
 
-def _source(cur: _Open, stmts: Sequence[Statement],
+def _source(inputs: Mapping[str, Stored], stmts: Sequence[Statement],
             outs: Sequence[tuple[str, Stored]]) -> str:
-    names = {s.name: input_name(k) for k, s in enumerate(cur.inputs.values())}
+    names = {s.name: input_name(k) for k, s in enumerate(inputs.values())}
     for s in stmts:
         if s.target not in names:
             names[s.target] = f"{s.target.rsplit('_', 1)[0]}_{len(names)}"
-    inputs = [f"{s.dtype}({','.join(map(str, s.shape))}) {names[s.name]}"
-              for s in cur.inputs.values()]
+    params = [f"{s.dtype}({','.join(map(str, s.shape))}) {names[s.name]}"
+              for s in inputs.values()]
     out_names = [names[s.name] for _, s in outs]
     locals_ = [names[t] for t in dict.fromkeys(s.target for s in stmts)
                if names[t] not in out_names]
-    head = f"def {DEF_NAME}({', '.join(inputs)}) -> ({', '.join(out_names)})"
+    head = f"def {DEF_NAME}({', '.join(params)}) -> ({', '.join(out_names)})"
     if locals_:
         head += f" local ({', '.join(locals_)})"
     pattern = re.compile(r"\b(\w+)\(")

@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch", reason="the torch backend needs PyTorch")
 F = torch.nn.functional
 compiler = pytest.importorskip("polyopt.torch.compiler")
 partition = pytest.importorskip("polyopt.torch.partition")
+graph = pytest.importorskip("polyopt.torch.graph")
 
 EPS = {torch.float32: 1e-6, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
@@ -269,7 +270,6 @@ def test_16_bit_normalizations_and_activations(dtype: Any) -> None:
 def test_a_view_splits_its_base_when_it_is_its_memory_reshaped(
         base: tuple[int, ...], shape: tuple[int, ...], exprs: tuple[str, ...],
         groups: tuple[tuple[int, ...], ...] | None) -> None:
-    graph = pytest.importorskip("polyopt.torch.graph")
     view = graph.View(graph.Stored("t", base, "float"), shape, exprs)
     assert view.splitting() == groups
     if groups is not None:  # torch's own reshape of the base reads the same elements

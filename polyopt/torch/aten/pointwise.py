@@ -38,9 +38,11 @@ def pointwise(b: Builder, out: Out, expr: Callable[..., str], *args: Any) -> Val
         inner = [unmerge(a, merged) for a in args]
         return Merged(pointwise(b, full, expr, *inner), out.shape, merged.groups)  # type: ignore
     for view in args:
-        groups = view.splitting() if isinstance(view, View) and view.shape == out.shape \
-            else None
-        if groups is not None and any(s.target == view.base.name for s in b.stmts):
+        if not (isinstance(view, View) and view.shape == out.shape
+                and any(s.target == view.base.name for s in b.stmts)):
+            continue
+        groups = view.splitting()
+        if groups is not None:
             # computed in the shape of the tensor it views, and viewed the same way: the
             # bias and activation of a linear on a 3-D input then fold into its product
             # (``torch/epilogue.py``), and a squeeze back is no copy
